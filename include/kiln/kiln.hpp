@@ -1,0 +1,13 @@
+#pragma once
+/// \file
+/// The umbrella header: everything public in kiln.
+
+#include "kiln/core/device.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/runtime/device_buffer.hpp"
+#include "kiln/runtime/device_context.hpp"
+#include "kiln/runtime/device_event.hpp"
+#include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/launch.hpp"

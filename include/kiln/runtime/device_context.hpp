@@ -1,0 +1,197 @@
+#pragma once
+/// \file
+/// `DeviceContext`: one device's in-order asynchronous stream, its memory, and its kernels.
+
+#include <cstddef>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "kiln/core/device.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/runtime/device_buffer.hpp"
+#include "kiln/runtime/device_event.hpp"
+#include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/inline_function.hpp"
+#include "kiln/runtime/launch.hpp"
+
+namespace kiln {
+
+namespace detail {
+class StreamBackend;
+
+/// A contiguous range whose elements are some kiln `Element` type (buffers, spans,
+/// vectors, arrays).
+template <class R>
+concept ElementRange = requires(R& r) {
+  { std::data(r) };
+  { std::size(r) };
+} && Element<std::remove_cvref_t<decltype(*std::data(std::declval<R&>()))>>;
+
+template <class R>
+using RangeElement = std::remove_cvref_t<decltype(*std::data(std::declval<R&>()))>;
+
+template <class R>
+concept WritableElementRange =
+    ElementRange<R> && !std::is_const_v<std::remove_reference_t<decltype(*std::data(
+                           std::declval<R&>()))>>;
+}  // namespace detail
+
+/// Options for constructing a `DeviceContext`.
+struct DeviceContextOptions {
+  /// Threads that run kernels (the stream's own thread included). 0: the value of the
+  /// environment variable KILN_NUM_THREADS, else the cores available to the process.
+  int num_threads = 0;
+};
+
+/// A device's in-order asynchronous stream plus the memory and kernels that go with it.
+///
+/// Every `enqueue_*` call returns at once; the work runs later, in enqueue order, on the
+/// context's workers. `synchronize()` waits for everything enqueued so far and rethrows
+/// the first error any of it raised. On the CPU device (`cpu:N`) a context owns a
+/// persistent pool of worker threads (default: the cores this process may use, or
+/// `KILN_NUM_THREADS`); a kernel's blocks are spread over them, and a thread blocked in
+/// `synchronize()` runs queued work itself rather than sleeping.
+///
+/// `DeviceContext` is a cheap handle: copies share one stream. All members are
+/// thread-safe; work enqueued from several threads is ordered by the order of the calls.
+///
+/// \code
+///   kiln::DeviceContext ctx;                                   // cpu:0
+///   auto x = ctx.enqueue_create_buffer<float>(1024);
+///   auto scale = ctx.compile_function(
+///       [](float* v, float s) { v[kiln::block_idx().x * kiln::block_dim().x +
+///                                  kiln::thread_idx().x] *= s; });
+///   ctx.enqueue_memset(x, 1.0f);
+///   ctx.enqueue_function(scale, kiln::LaunchConfig{4, 256}, x.data(), 2.0f);
+///   ctx.synchronize();                                         // x is all 2.0f
+/// \endcode
+class DeviceContext {
+ public:
+  using Options = DeviceContextOptions;
+
+  /// A context on `cpu:0` with default options.
+  DeviceContext();
+  /// A context on \p device.
+  /// \throws UserError for a device kind this build does not support, or bad options.
+  explicit DeviceContext(Device device, Options options = {});
+
+  /// The context's device.
+  Device device() const;
+  /// How many threads run this context's kernels.
+  int num_threads() const;
+
+  // ---- memory -------------------------------------------------------------------------
+
+  /// A buffer of \p count elements in device memory (contents undefined).
+  template <Element T>
+  DeviceBuffer<T> enqueue_create_buffer(std::size_t count) const {
+    return DeviceBuffer<T>(allocate(checked_bytes(count, sizeof(T)), /*host=*/false));
+  }
+  /// A buffer of \p count elements in host memory suited to copies with this device.
+  template <Element T>
+  HostBuffer<T> enqueue_create_host_buffer(std::size_t count) const {
+    return HostBuffer<T>(allocate(checked_bytes(count, sizeof(T)), /*host=*/true));
+  }
+
+  /// Copies all of \p src into \p dst: buffers, `std::span`s, vectors, arrays. Host memory
+  /// passed here must stay valid until the copy has run (e.g. until `synchronize()`).
+  /// \throws UserError if the sizes differ.
+  template <detail::WritableElementRange Dst, detail::ElementRange Src>
+    requires std::is_same_v<detail::RangeElement<Dst>, detail::RangeElement<Src>>
+  void enqueue_copy(Dst&& dst, const Src& src) const {
+    using T = detail::RangeElement<Dst>;
+    enqueue_copy_bytes(std::data(dst), std::size(dst) * sizeof(T), std::data(src),
+                       std::size(src) * sizeof(T), dtype_of<T>);
+  }
+
+  /// Sets every element of \p dst to \p value.
+  template <detail::WritableElementRange Dst>
+  void enqueue_memset(Dst&& dst, detail::RangeElement<Dst> value) const {
+    using T = detail::RangeElement<Dst>;
+    unsigned char pattern[sizeof(T)];
+    std::memcpy(pattern, &value, sizeof(T));
+    enqueue_fill(std::data(dst), std::size(dst), pattern, sizeof(T));
+  }
+
+  // ---- kernels ------------------------------------------------------------------------
+
+  /// Prepares \p kernel, any C++ callable, for launches on this context.
+  template <class K>
+  DeviceFunction<std::decay_t<K>> compile_function(K&& kernel, FunctionOptions options = {}) const {
+    if (options.name.empty()) options.name = detail::type_name<std::decay_t<K>>();
+    return make_function<std::decay_t<K>>(std::forward<K>(kernel), std::move(options));
+  }
+  /// Prepares the function \p F (e.g. `compile_function<&my_kernel>()`); its name is the
+  /// default kernel name, and calls to it are inlined into the block loop.
+  template <auto F>
+  DeviceFunction<detail::StaticKernel<F>> compile_function(FunctionOptions options = {}) const {
+    if (options.name.empty()) options.name = detail::value_name<F>();
+    return make_function<detail::StaticKernel<F>>(detail::StaticKernel<F>{}, std::move(options));
+  }
+
+  /// Runs \p fn over `config.grid_dim` blocks of `config.block_dim` threads, with \p args
+  /// copied now (as CUDA copies kernel parameters at launch).
+  /// \throws UserError for a zero launch dimension or a function of another device.
+  template <class K, class... A>
+  void enqueue_function(const DeviceFunction<K>& fn, const LaunchConfig& config,
+                        A&&... args) const {
+    static_assert(std::is_invocable_v<const K&, const std::decay_t<A>&...>,
+                  "enqueue_function: the kernel cannot be called with these argument types");
+    check_function_device(fn.device(), fn.name());
+    enqueue_kernel(fn.bind(config, std::forward<A>(args)...));
+  }
+
+  /// Runs \p fn on the host, in stream order (e.g. to signal a host-side consumer).
+  /// An exception it throws surfaces from the next `synchronize()`.
+  template <class F>
+    requires std::is_invocable_v<const std::decay_t<F>&>
+  void enqueue_host_function(F&& fn) const {
+    enqueue_host(detail::HostCallback(std::forward<F>(fn)));
+  }
+
+  // ---- ordering -----------------------------------------------------------------------
+
+  /// A new, unrecorded event usable with any context.
+  DeviceEvent create_event() const;
+  /// Marks the current end of this stream in \p event.
+  void enqueue_record(const DeviceEvent& event) const;
+  /// Makes later work on this stream wait until \p event's latest record (enqueued before
+  /// this call, possibly on another context) has run.
+  void enqueue_wait(const DeviceEvent& event) const;
+  /// Blocks until all work enqueued so far has run.
+  /// \throws DeviceError naming the first kernel or command that failed since the last
+  /// synchronize (its exception is nested). Work queued after a failure is skipped and
+  /// counted in the message; the context is usable again afterwards.
+  void synchronize() const;
+
+  /// Internal: enqueues a bound kernel launch (used by graphs and tests).
+  void enqueue_kernel(detail::HostKernel kernel) const;
+  /// Internal: the backend behind this context.
+  const std::shared_ptr<detail::StreamBackend>& backend() const noexcept { return impl_; }
+  /// Internal: wraps an existing backend (used by graph recording).
+  explicit DeviceContext(std::shared_ptr<detail::StreamBackend> backend)
+      : impl_(std::move(backend)) {}
+
+ private:
+  template <class K>
+  DeviceFunction<K> make_function(K kernel, FunctionOptions options) const {
+    auto info = std::make_shared<const detail::FunctionInfo>(
+        detail::FunctionInfo{std::move(options.name), options.form});
+    return DeviceFunction<K>(std::move(kernel), std::move(info), device());
+  }
+  static std::size_t checked_bytes(std::size_t count, std::size_t element_size);
+  detail::Allocation allocate(std::size_t bytes, bool host) const;
+  void enqueue_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
+                          std::size_t src_bytes, DType dtype) const;
+  void enqueue_fill(void* dst, std::size_t count, const void* pattern,
+                    std::size_t pattern_size) const;
+  void enqueue_host(detail::HostCallback fn) const;
+  void check_function_device(Device function_device, const std::string& name) const;
+
+  std::shared_ptr<detail::StreamBackend> impl_;
+};
+
+}  // namespace kiln

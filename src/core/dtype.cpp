@@ -1,0 +1,118 @@
+#include "kiln/core/dtype.hpp"
+
+#include <array>
+#include <bit>
+#include <cstring>
+#include <ostream>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln {
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  std::size_t size;
+  bool floating;
+  bool integer;
+};
+
+constexpr std::array<DTypeInfo, 9> kInfo = {{
+    {DType::f32, "f32", 4, true, false},
+    {DType::f16, "f16", 2, true, false},
+    {DType::bf16, "bf16", 2, true, false},
+    {DType::f64, "f64", 8, true, false},
+    {DType::i8, "i8", 1, false, true},
+    {DType::u8, "u8", 1, false, true},
+    {DType::i32, "i32", 4, false, true},
+    {DType::i64, "i64", 8, false, true},
+    {DType::bool_, "bool", 1, false, false},
+}};
+
+const DTypeInfo& info(DType dtype) noexcept { return kInfo[static_cast<std::size_t>(dtype)]; }
+
+struct Alias {
+  std::string_view text;
+  DType dtype;
+};
+constexpr Alias kAliases[] = {
+    {"float32", DType::f32}, {"float", DType::f32},   {"float16", DType::f16},
+    {"half", DType::f16},    {"bfloat16", DType::bf16}, {"float64", DType::f64},
+    {"double", DType::f64},  {"int8", DType::i8},     {"uint8", DType::u8},
+    {"int32", DType::i32},   {"int64", DType::i64},   {"i1", DType::bool_},
+};
+
+}  // namespace
+
+std::size_t size_of(DType dtype) noexcept { return info(dtype).size; }
+std::string_view name(DType dtype) noexcept { return info(dtype).name; }
+bool is_floating(DType dtype) noexcept { return info(dtype).floating; }
+bool is_integer(DType dtype) noexcept { return info(dtype).integer; }
+
+DType parse_dtype(std::string_view text) {
+  for (const auto& i : kInfo)
+    if (i.name == text) return i.dtype;
+  for (const auto& a : kAliases)
+    if (a.text == text) return a.dtype;
+  std::array<std::string_view, kInfo.size()> names{};
+  for (std::size_t i = 0; i < kInfo.size(); ++i) names[i] = kInfo[i].name;
+  throw UserError(detail::cat("unknown dtype '", text, "'; valid dtypes are ",
+                              detail::join(names, ", "),
+                              " (aliases such as 'float32' or 'int64' are accepted too)"));
+}
+
+std::ostream& operator<<(std::ostream& os, DType dtype) { return os << name(dtype); }
+
+// f32 -> f16 with round-to-nearest-even, handling subnormals, overflow to inf, and NaN.
+Half::Half(float value) noexcept {
+  const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t sign = (f >> 16) & 0x8000u;
+  const std::uint32_t abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // inf or NaN: keep NaN quiet
+    bits = static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+    return;
+  }
+  if (abs >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
+    bits = static_cast<std::uint16_t>(sign | 0x7c00u);
+    return;
+  }
+  if (abs < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    // Add 0.5 (as a float) so the FPU's own rounding does round-to-nearest-even.
+    const float shifted = std::bit_cast<float>(abs) + 0.5f;
+    bits = static_cast<std::uint16_t>(sign | (std::bit_cast<std::uint32_t>(shifted) - 0x3f000000u));
+    return;
+  }
+  const std::uint32_t mant_odd = (abs >> 13) & 1u;
+  const std::uint32_t rounded = abs + 0xc8000fffu + mant_odd;  // rebias exponent and round
+  bits = static_cast<std::uint16_t>(sign | (rounded >> 13));
+}
+
+Half::operator float() const noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t exp = (bits >> 10) & 0x1fu;
+  const std::uint32_t mant = bits & 0x3ffu;
+  if (exp == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {  // zero or subnormal: value = mant * 2^-24
+    const float magnitude = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    return sign ? -magnitude : magnitude;
+  }
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+BFloat16::BFloat16(float value) noexcept {
+  const std::uint32_t f = std::bit_cast<std::uint32_t>(value);
+  if ((f & 0x7fffffffu) > 0x7f800000u) {  // NaN: truncate but stay quiet
+    bits = static_cast<std::uint16_t>((f >> 16) | 0x40u);
+    return;
+  }
+  const std::uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);
+  bits = static_cast<std::uint16_t>((f + rounding) >> 16);
+}
+
+BFloat16::operator float() const noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+}  // namespace kiln

@@ -1,0 +1,373 @@
+// The CPU backend's stream: an in-order queue of commands drained by one thread at a time
+// (the stream's own thread, or a host thread blocked in synchronize()), with each kernel's
+// blocks spread over a WorkerPool.
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "runtime/cpu/worker_pool.hpp"
+#include "runtime/stream_backend.hpp"
+
+namespace kiln::detail {
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+// Copies and fills are split into blocks of this size so several workers share big ones.
+constexpr std::size_t kBytesPerBlock = std::size_t{1} << 20;
+constexpr int kDriverSpinIterations = 2000;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class CpuEvent final : public EventState {
+ public:
+  /// Called at enqueue time: the number the matching completion will publish.
+  std::uint64_t next_record() { return recorded_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  std::uint64_t last_record() const { return recorded_.load(std::memory_order_acquire); }
+
+  void complete(std::uint64_t record) {
+    time_ns_.store(now_ns(), std::memory_order_relaxed);
+    std::uint64_t seen = completed_.load(std::memory_order_relaxed);
+    while (seen < record &&
+           !completed_.compare_exchange_weak(seen, record, std::memory_order_acq_rel)) {
+    }
+    completed_.notify_all();
+  }
+  void wait_for(std::uint64_t record) const {
+    for (std::uint64_t c; (c = completed_.load(std::memory_order_acquire)) < record;)
+      completed_.wait(c, std::memory_order_acquire);
+  }
+
+  bool is_complete() const override {
+    return completed_.load(std::memory_order_acquire) >= last_record();
+  }
+  void synchronize() const override { wait_for(last_record()); }
+  double elapsed_ms_since(const EventState& start_state) const override {
+    const auto* start = dynamic_cast<const CpuEvent*>(&start_state);
+    if (!start)
+      throw UserError("DeviceEvent::elapsed_ms: the two events belong to different kinds of "
+                      "device; time events recorded on contexts of one backend");
+    for (const CpuEvent* e : {start, this}) {
+      const char* which = e == start ? "start" : "end";
+      if (e->last_record() == 0)
+        throw UserError(cat("DeviceEvent::elapsed_ms: the ", which,
+                            " event was never recorded; call ctx.enqueue_record(event) first"));
+      if (!e->is_complete())
+        throw UserError(cat("DeviceEvent::elapsed_ms: the ", which,
+                            " event has not completed yet; call event.synchronize() first"));
+    }
+    return static_cast<double>(time_ns_.load() - start->time_ns_.load()) / 1e6;
+  }
+
+ private:
+  std::atomic<std::uint64_t> recorded_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::int64_t> time_ns_{0};
+};
+
+/// One unit of stream work: `blocks` blocks of `body`, named for error messages.
+struct Command {
+  BlockRunner body;
+  std::uint64_t blocks = 1;
+  std::shared_ptr<const FunctionInfo> kernel;  // set for kernel launches
+  const char* label = "";                      // what it is, for other commands
+  bool always_run = false;                     // runs even after an earlier failure
+};
+
+class CpuStream final : public StreamBackend {
+ public:
+  CpuStream(Device device, int num_threads)
+      : device_(device),
+        num_threads_(num_threads),
+        pool_(num_threads - 1, ("kiln-" + device.str()).c_str()) {
+    ring_.resize(64);
+    driver_ = std::thread([this] { driver_main(); });
+    pthread_setname_np(driver_.native_handle(), ("kiln-" + device.str()).substr(0, 15).c_str());
+  }
+
+  ~CpuStream() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    driver_.join();  // the driver drains what is left first
+  }
+
+  Device device() const override { return device_; }
+  int num_threads() const override { return num_threads_; }
+
+  void* allocate(std::size_t bytes, bool /*host*/) override {
+    if (bytes == 0) return nullptr;
+    void* p = ::operator new(bytes, std::align_val_t{kAlignment}, std::nothrow);
+    if (!p)
+      throw DeviceError(cat("out of memory on ", device_, ": could not allocate ", bytes,
+                            " bytes; free some buffers or use smaller ones"),
+                        ENOMEM);
+    return p;
+  }
+
+  void deallocate(void* ptr, std::size_t /*bytes*/, bool /*host*/) noexcept override {
+    if (!ptr) return;
+    {
+      std::lock_guard lock(mutex_);
+      if (enqueued_ != completed_) {
+        // Work still queued may use the memory: free it in stream order.
+        Command c;
+        c.body = [ptr](std::uint64_t, std::uint64_t) {
+          ::operator delete(ptr, std::align_val_t{kAlignment});
+        };
+        c.label = "free";
+        c.always_run = true;
+        push_locked(std::move(c));
+        return;
+      }
+    }
+    ::operator delete(ptr, std::align_val_t{kAlignment});
+  }
+
+  void launch(HostKernel kernel) override {
+    Command c;
+    c.blocks = kernel.config.grid_dim.count();
+    c.body = std::move(kernel.run);
+    c.kernel = std::move(kernel.info);
+    push(std::move(c));
+  }
+
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    Command c;
+    c.blocks = std::max<std::size_t>(1, (bytes + kBytesPerBlock - 1) / kBytesPerBlock);
+    c.body = [dst, src, bytes](std::uint64_t begin, std::uint64_t end) {
+      const std::size_t from = begin * kBytesPerBlock;
+      const std::size_t to = std::min<std::size_t>(bytes, end * kBytesPerBlock);
+      if (to > from)
+        std::memmove(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from,
+                     to - from);
+    };
+    c.label = "enqueue_copy";
+    push(std::move(c));
+  }
+
+  void fill(void* dst, std::size_t count, const void* pattern, std::size_t size) override {
+    Command c;
+    const std::size_t per_block = std::max<std::size_t>(1, kBytesPerBlock / size);
+    c.blocks = std::max<std::size_t>(1, (count + per_block - 1) / per_block);
+    std::array<unsigned char, 16> value{};
+    std::memcpy(value.data(), pattern, std::min(size, value.size()));
+    c.body = [dst, count, size, per_block, v = value](std::uint64_t begin,
+                                                                      std::uint64_t end) {
+      auto* out = static_cast<unsigned char*>(dst);
+      const std::size_t last = std::min(count, end * per_block);
+      for (std::size_t i = begin * per_block; i < last; ++i)
+        std::memcpy(out + i * size, v.data(), size);
+    };
+    c.label = "enqueue_memset";
+    push(std::move(c));
+  }
+
+  void host_function(HostCallback fn) override {
+    Command c;
+    c.body = [f = std::move(fn)](std::uint64_t, std::uint64_t) { f(); };
+    c.label = "host function";
+    push(std::move(c));
+  }
+
+  std::shared_ptr<EventState> create_event() override { return std::make_shared<CpuEvent>(); }
+
+  void record(const std::shared_ptr<EventState>& event) override {
+    auto e = as_cpu_event(event, "enqueue_record");
+    const std::uint64_t record = e->next_record();
+    Command c;
+    c.body = [e = std::move(e), record](std::uint64_t, std::uint64_t) { e->complete(record); };
+    c.label = "event record";
+    c.always_run = true;
+    push(std::move(c));
+  }
+
+  void wait(const std::shared_ptr<EventState>& event) override {
+    auto e = as_cpu_event(event, "enqueue_wait");
+    const std::uint64_t record = e->last_record();
+    if (record == 0) return;  // never recorded: nothing to wait for (as in CUDA)
+    Command c;
+    c.body = [e = std::move(e), record](std::uint64_t, std::uint64_t) { e->wait_for(record); };
+    c.label = "event wait";
+    c.always_run = true;
+    push(std::move(c));
+  }
+
+  void synchronize() override {
+    std::unique_lock lock(mutex_);
+    const std::uint64_t target = enqueued_;
+    while (completed_ < target) {
+      if (!draining_) {
+        drain(lock);  // take part: run the queue here rather than sleep
+      } else {
+        ++sync_waiters_;
+        done_cv_.wait(lock);
+        --sync_waiters_;
+      }
+    }
+    if (!error_) return;
+    std::exception_ptr error = std::exchange(error_, nullptr);
+    const std::string where = std::exchange(error_where_, {});
+    const std::uint64_t skipped = std::exchange(skipped_, 0);
+    lock.unlock();
+    const std::string what = describe(error);
+    std::string message = cat(where, " failed on ", device_, ": ", what, ".");
+    if (skipped > 0)
+      message += cat(" ", skipped, " later command", skipped == 1 ? " was" : "s were",
+                     " skipped.");
+    message += " The context remains usable.";
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      std::throw_with_nested(DeviceError(message));
+    }
+  }
+
+ private:
+  static std::shared_ptr<CpuEvent> as_cpu_event(const std::shared_ptr<EventState>& event,
+                                                const char* what) {
+    auto e = std::dynamic_pointer_cast<CpuEvent>(event);
+    if (!e)
+      throw UserError(cat(what, ": the event was created by a context of another kind of "
+                                "device; create it with a CPU context"));
+    return e;
+  }
+
+  static std::string describe(const std::exception_ptr& error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "an exception not derived from std::exception";
+    }
+  }
+
+  void push(Command c) {
+    std::unique_lock lock(mutex_);
+    push_locked(std::move(c));
+    const bool wake = driver_sleeping_;
+    lock.unlock();
+    if (wake) work_cv_.notify_one();
+  }
+
+  void push_locked(Command c) {
+    if (tail_ - head_ == ring_.size()) grow_locked();
+    ring_[tail_ & (ring_.size() - 1)] = std::move(c);
+    ++tail_;
+    enqueued_ = enqueued_ + 1;
+  }
+
+  // Doubles the ring, keeping queued commands in order. Rare: the ring only ever grows.
+  void grow_locked() {
+    std::vector<Command> bigger(ring_.size() * 2);
+    for (std::uint64_t i = head_; i != tail_; ++i)
+      bigger[i & (bigger.size() - 1)] = std::move(ring_[i & (ring_.size() - 1)]);
+    ring_.swap(bigger);
+  }
+
+  // Runs queued commands until the queue is empty. Called with the lock held and
+  // draining_ false; returns with the lock held. Commands run with the lock released; the
+  // error state is only touched under the lock.
+  void drain(std::unique_lock<std::mutex>& lock) {
+    draining_ = true;
+    while (head_ != tail_) {
+      Command c = std::move(ring_[head_ & (ring_.size() - 1)]);
+      ++head_;
+      const bool skip = error_ && !c.always_run;
+      skipped_ += skip ? 1 : 0;
+      lock.unlock();
+      std::exception_ptr failure;
+      if (!skip) {
+        try {
+          pool_.parallel_for(c.blocks, c.body);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+      std::string where;
+      if (failure) where = c.kernel ? cat("kernel '", c.kernel->name, "'") : std::string(c.label);
+      c = Command{};  // release the closure before reporting completion
+      lock.lock();
+      if (failure && !error_) {
+        error_ = std::move(failure);
+        error_where_ = std::move(where);
+      }
+      completed_ = completed_ + 1;
+      if (sync_waiters_ > 0) done_cv_.notify_all();
+    }
+    draining_ = false;
+    if (sync_waiters_ > 0) done_cv_.notify_all();
+  }
+
+  void driver_main() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (!draining_ && head_ != tail_) {
+        drain(lock);
+        continue;
+      }
+      if (stop_ && head_ == tail_ && !draining_) return;
+      // Poll briefly for the next command of a burst before sleeping.
+      lock.unlock();
+      for (int i = 0; i < kDriverSpinIterations && enqueued_ == completed_; ++i) cpu_relax();
+      lock.lock();
+      if ((!draining_ && head_ != tail_) || stop_) continue;
+      driver_sleeping_ = true;
+      work_cv_.wait(lock, [this] { return stop_ || (!draining_ && head_ != tail_); });
+      driver_sleeping_ = false;
+    }
+  }
+
+  const Device device_;
+  const int num_threads_;
+  WorkerPool pool_;
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_;  // the driver sleeps here
+  std::condition_variable done_cv_;  // synchronize() sleeps here
+  std::vector<Command> ring_;        // power-of-two ring of queued commands
+  std::uint64_t head_ = 0;           // next command to run
+  std::uint64_t tail_ = 0;           // next free slot
+  // Counters read without the lock by the spinning driver, written under it.
+  std::atomic<std::uint64_t> enqueued_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  bool draining_ = false;
+  bool driver_sleeping_ = false;
+  bool stop_ = false;
+  int sync_waiters_ = 0;
+
+  // The first failure since the last synchronize (guarded by mutex_).
+  std::exception_ptr error_;
+  std::string error_where_;
+  std::uint64_t skipped_ = 0;
+
+  std::thread driver_;
+};
+
+}  // namespace
+
+std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads) {
+  return std::make_shared<CpuStream>(device, num_threads);
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,104 @@
+#include "runtime/cpu/worker_pool.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <string>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace kiln::detail {
+namespace {
+// How long an idle thread polls before sleeping: long enough to catch the next kernel of
+// a burst of launches, short enough not to steal a shared core for long.
+constexpr int kSpinIterations = 2000;
+}  // namespace
+
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+WorkerPool::WorkerPool(int helpers, const char* thread_name) {
+  threads_.reserve(static_cast<std::size_t>(std::max(helpers, 0)));
+  for (int i = 0; i < helpers; ++i) {
+    threads_.emplace_back([this] { helper_main(); });
+    const std::string name = std::string(thread_name).substr(0, 12) + "-w" + std::to_string(i);
+    pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
+  }
+}
+
+WorkerPool::~WorkerPool() {
+  stop_.store(true, std::memory_order_release);
+  epoch_.fetch_add(1, std::memory_order_release);
+  epoch_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void WorkerPool::work(Job& job) noexcept {
+  for (;;) {
+    const std::uint64_t begin = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
+    if (begin >= job.n || job.failed.load(std::memory_order_relaxed)) return;
+    const std::uint64_t end = std::min(job.n, begin + job.chunk);
+    try {
+      (*job.body)(begin, end);
+    } catch (...) {
+      std::lock_guard lock(job.error_mutex);
+      if (!job.error) job.error = std::current_exception();
+      job.failed.store(true, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+void WorkerPool::parallel_for(std::uint64_t n, const BlockRunner& body) {
+  const auto participants = static_cast<std::uint64_t>(threads_.size()) + 1;
+  if (n <= 1 || threads_.empty()) {
+    body(0, n);
+    return;
+  }
+  Job job;
+  job.body = &body;
+  job.n = n;
+  // Several chunks per participant balance uneven blocks; at least one block each.
+  job.chunk = std::max<std::uint64_t>(1, n / (participants * 4));
+  job_ = &job;
+  running_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
+  epoch_.fetch_add(1, std::memory_order_release);
+  epoch_.notify_all();
+  work(job);
+  int spins = 0;
+  for (int r; (r = running_.load(std::memory_order_acquire)) != 0;) {
+    if (++spins < kSpinIterations) {
+      cpu_relax();
+    } else {
+      running_.wait(r, std::memory_order_acquire);
+    }
+  }
+  job_ = nullptr;
+  if (job.error) std::rethrow_exception(job.error);
+}
+
+void WorkerPool::helper_main() {
+  std::uint32_t seen = 0;
+  for (;;) {
+    std::uint32_t e = epoch_.load(std::memory_order_acquire);
+    for (int i = 0; e == seen && i < kSpinIterations; ++i) {
+      cpu_relax();
+      e = epoch_.load(std::memory_order_acquire);
+    }
+    while (e == seen) {
+      epoch_.wait(seen, std::memory_order_acquire);
+      e = epoch_.load(std::memory_order_acquire);
+    }
+    seen = e;
+    if (stop_.load(std::memory_order_acquire)) return;
+    work(*job_);
+    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_one();
+  }
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,55 @@
+#pragma once
+// Internal: the fork-join pool a CPU stream spreads a kernel's blocks over.
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kiln/runtime/device_function.hpp"
+
+namespace kiln::detail {
+
+/// A fixed set of helper threads. `parallel_for` runs blocks [0, n) of a runner on the
+/// calling thread plus every helper, claiming chunks from a shared counter, and returns
+/// when all blocks have run. Helpers spin briefly, then sleep on a futex between jobs.
+///
+/// One `parallel_for` at a time (the owning stream has one draining thread).
+class WorkerPool {
+ public:
+  explicit WorkerPool(int helpers, const char* thread_name);
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int helpers() const noexcept { return static_cast<int>(threads_.size()); }
+  /// Runs \p body over blocks [0, n). Rethrows the first exception a block threw (the
+  /// remaining blocks are then skipped).
+  void parallel_for(std::uint64_t n, const BlockRunner& body);
+
+ private:
+  struct Job {
+    const BlockRunner* body = nullptr;
+    std::uint64_t n = 0;
+    std::uint64_t chunk = 1;
+    std::atomic<std::uint64_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::exception_ptr error;
+  };
+  void helper_main();
+  static void work(Job& job) noexcept;
+
+  Job* job_ = nullptr;
+  std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<int> running_{0};
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+/// Brief busy-wait hint for spin loops.
+void cpu_relax() noexcept;
+
+}  // namespace kiln::detail

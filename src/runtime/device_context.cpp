@@ -1,0 +1,157 @@
+#include "kiln/runtime/device_context.hpp"
+
+#include <sched.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <ostream>
+#include <string_view>
+#include <thread>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "runtime/stream_backend.hpp"
+
+namespace kiln {
+namespace {
+
+int cores_available() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int resolve_num_threads(int requested) {
+  if (requested < 0)
+    throw UserError(detail::cat("DeviceContext: num_threads = ", requested,
+                                " is negative; pass 0 for the default or a count >= 1"));
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("KILN_NUM_THREADS"); env && *env) {
+    const std::string_view text(env);
+    int value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < 1)
+      throw UserError(detail::cat("KILN_NUM_THREADS='", text,
+                                  "' is not a thread count; set it to an integer >= 1 or unset "
+                                  "it to use every available core"));
+    return value;
+  }
+  return cores_available();
+}
+
+}  // namespace
+
+namespace detail {
+
+void throw_bad_dim3_component(long long value) {
+  throw UserError(cat("launch dimension component ", value,
+                      " is out of range; each of x, y, z must be in [0, 4294967295] (and >= 1 in a "
+                      "launch's grid_dim and block_dim)"));
+}
+
+std::string pretty_type_name(std::string_view pretty) {
+  // GCC: "... [with T = NAME; std::string = ...]"; Clang: "... [T = NAME]".
+  std::size_t start = pretty.find(" = ");
+  if (start == std::string_view::npos) return std::string(pretty);
+  start += 3;
+  std::size_t end = pretty.find(';', start);
+  if (end == std::string_view::npos) end = pretty.rfind(']');
+  if (end == std::string_view::npos || end < start) end = pretty.size();
+  std::string_view name = pretty.substr(start, end - start);
+  if (name.starts_with('&')) name.remove_prefix(1);
+  std::string result(name);
+  // Anonymous namespaces add noise, not information, to a kernel's name.
+  for (std::string_view noise : {"{anonymous}::", "(anonymous namespace)::"})
+    for (std::size_t at; (at = result.find(noise)) != std::string::npos;)
+      result.erase(at, noise.size());
+  return result;
+}
+
+Allocation::~Allocation() {
+  if (owner_) owner_->deallocate(ptr_, bytes_, host_);
+}
+
+Device Allocation::device() const noexcept { return owner_ ? owner_->device() : Device{}; }
+
+}  // namespace detail
+
+std::ostream& operator<<(std::ostream& os, const Dim3& d) {
+  return os << '(' << d.x << ", " << d.y << ", " << d.z << ')';
+}
+
+DeviceContext::DeviceContext() : DeviceContext(Device::cpu()) {}
+
+DeviceContext::DeviceContext(Device device, Options options) {
+  if (device.is_cuda())
+    throw UserError(detail::cat("DeviceContext: ", device,
+                                " is not available: this build of kiln has no CUDA backend; "
+                                "use a CPU device such as cpu:0"));
+  impl_ = detail::make_cpu_stream(device, resolve_num_threads(options.num_threads));
+}
+
+Device DeviceContext::device() const { return impl_->device(); }
+int DeviceContext::num_threads() const { return impl_->num_threads(); }
+
+std::size_t DeviceContext::checked_bytes(std::size_t count, std::size_t element_size) {
+  if (count > std::numeric_limits<std::size_t>::max() / 2 / element_size)
+    throw UserError(detail::cat("buffer of ", count, " elements of ", element_size,
+                                " bytes is too large to address"));
+  return count * element_size;
+}
+
+detail::Allocation DeviceContext::allocate(std::size_t bytes, bool host) const {
+  return detail::Allocation(impl_, impl_->allocate(bytes, host), bytes, host);
+}
+
+void DeviceContext::enqueue_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
+                                       std::size_t src_bytes, DType dtype) const {
+  if (dst_bytes != src_bytes) {
+    const std::size_t element = size_of(dtype);
+    throw UserError(detail::cat("enqueue_copy: the destination holds ", dst_bytes / element, " ",
+                                dtype, " elements but the source holds ", src_bytes / element,
+                                "; copy between ranges of equal size (take a std::span of the "
+                                "part you need)"));
+  }
+  if (dst_bytes == 0) return;
+  impl_->copy(dst, src, dst_bytes);
+}
+
+void DeviceContext::enqueue_fill(void* dst, std::size_t count, const void* pattern,
+                                 std::size_t pattern_size) const {
+  if (count == 0) return;
+  impl_->fill(dst, count, pattern, pattern_size);
+}
+
+void DeviceContext::enqueue_kernel(detail::HostKernel kernel) const {
+  const LaunchConfig& c = kernel.config;
+  if (c.grid_dim.count() == 0 || c.block_dim.count() == 0)
+    throw UserError(detail::cat("enqueue_function: kernel '", kernel.info->name,
+                                "' launched with grid_dim ", c.grid_dim, " and block_dim ",
+                                c.block_dim, "; every component must be >= 1"));
+  impl_->launch(std::move(kernel));
+}
+
+void DeviceContext::enqueue_host(detail::HostCallback fn) const {
+  impl_->host_function(std::move(fn));
+}
+
+void DeviceContext::check_function_device(Device function_device, const std::string& name) const {
+  if (function_device.kind() != device().kind())
+    throw UserError(detail::cat("enqueue_function: kernel '", name, "' was compiled for ",
+                                function_device, " but launched on ", device(),
+                                "; compile it with this context"));
+}
+
+DeviceEvent DeviceContext::create_event() const { return DeviceEvent(impl_->create_event()); }
+void DeviceContext::enqueue_record(const DeviceEvent& event) const { impl_->record(event.state_); }
+void DeviceContext::enqueue_wait(const DeviceEvent& event) const { impl_->wait(event.state_); }
+void DeviceContext::synchronize() const { impl_->synchronize(); }
+
+bool DeviceEvent::is_complete() const { return state_->is_complete(); }
+void DeviceEvent::synchronize() const { state_->synchronize(); }
+double DeviceEvent::elapsed_ms(const DeviceEvent& start, const DeviceEvent& end) {
+  return end.state_->elapsed_ms_since(*start.state_);
+}
+
+}  // namespace kiln

@@ -1,0 +1,56 @@
+#pragma once
+// Internal: the interface every backend implements (CPU now, CUDA later). One object per
+// stream. The operations map one-to-one onto CUDA's: allocate ~ cuMemAllocAsync,
+// launch ~ cuLaunchKernel, copy/fill ~ cuMemcpyAsync/cuMemsetD*Async, host_function ~
+// cuLaunchHostFunc, record/wait ~ cuEventRecord/cuStreamWaitEvent,
+// synchronize ~ cuStreamSynchronize.
+
+#include <cstddef>
+#include <memory>
+
+#include "kiln/core/device.hpp"
+#include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/inline_function.hpp"
+
+namespace kiln::detail {
+
+/// A backend's event. Thread-safe.
+class EventState {
+ public:
+  virtual ~EventState() = default;
+  virtual bool is_complete() const = 0;
+  virtual void synchronize() const = 0;
+  /// Milliseconds from \p start's completion to this event's. \throws UserError if either
+  /// is unrecorded, incomplete, or of another backend.
+  virtual double elapsed_ms_since(const EventState& start) const = 0;
+};
+
+/// One stream of one device. Every method is thread-safe.
+class StreamBackend {
+ public:
+  virtual ~StreamBackend() = default;
+  virtual Device device() const = 0;
+  virtual int num_threads() const = 0;
+
+  /// \throws DeviceError when memory runs out.
+  virtual void* allocate(std::size_t bytes, bool host) = 0;
+  /// Stream-ordered: the memory is reused only after work enqueued before this call ran.
+  virtual void deallocate(void* ptr, std::size_t bytes, bool host) noexcept = 0;
+
+  virtual void launch(HostKernel kernel) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void fill(void* dst, std::size_t count, const void* pattern,
+                    std::size_t pattern_size) = 0;
+  virtual void host_function(HostCallback fn) = 0;
+
+  virtual std::shared_ptr<EventState> create_event() = 0;
+  virtual void record(const std::shared_ptr<EventState>& event) = 0;
+  virtual void wait(const std::shared_ptr<EventState>& event) = 0;
+  /// Waits for all enqueued work; throws the first error since the last synchronize.
+  virtual void synchronize() = 0;
+};
+
+/// The CPU backend: a stream over a worker pool of \p num_threads threads.
+std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads);
+
+}  // namespace kiln::detail
