@@ -91,23 +91,28 @@ void BM_Triad(benchmark::State& state) {
     triad_range(a.data(), b.data(), c.data(), 3.0f, 0, n);
     benchmark::ClobberMemory();
     auto t1 = Clock::now();
-    ctx.enqueue_function(triad, kiln::LaunchConfig{grid, kTriadBlock}, a.data(), b.data(),
-                         c.data(), 3.0f, n);
+    ctx.enqueue_function(triad, kiln::LaunchConfig{grid, kTriadBlock}, a.data(), b.data(), c.data(),
+                         3.0f, n);
     ctx.synchronize();
     auto t2 = Clock::now();
     loop_seconds += std::chrono::duration<double>(t1 - t0).count();
     kiln_seconds += std::chrono::duration<double>(t2 - t1).count();
     state.SetIterationTime(std::chrono::duration<double>(t2 - t1).count());
   }
-  const double bytes = 3.0 * sizeof(float) * static_cast<double>(n) *
-                       static_cast<double>(state.iterations());
+  const double bytes =
+      3.0 * sizeof(float) * static_cast<double>(n) * static_cast<double>(state.iterations());
   state.counters["threads"] = threads;
   state.counters["loop_GBps"] = bytes / loop_seconds / 1e9;
   state.counters["kiln_GBps"] = bytes / kiln_seconds / 1e9;
   state.counters["kiln_vs_loop"] = loop_seconds / kiln_seconds;
 }
-BENCHMARK(BM_Triad)->Arg(1)->Arg(2)->ArgName("threads")->UseManualTime()->Unit(
-    benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_Triad)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
 
 }  // namespace
 

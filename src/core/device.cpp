@@ -10,7 +10,8 @@ namespace kiln {
 
 Device::Device(DeviceKind kind, int index) : kind_(kind), index_(index) {
   if (index < 0)
-    throw UserError(detail::cat("device index ", index, " is negative; device indices start at 0 "
+    throw UserError(detail::cat("device index ", index,
+                                " is negative; device indices start at 0 "
                                 "(e.g. cpu:0, cuda:1)"));
 }
 

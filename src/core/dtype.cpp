@@ -38,10 +38,10 @@ struct Alias {
   DType dtype;
 };
 constexpr Alias kAliases[] = {
-    {"float32", DType::f32}, {"float", DType::f32},   {"float16", DType::f16},
+    {"float32", DType::f32}, {"float", DType::f32},     {"float16", DType::f16},
     {"half", DType::f16},    {"bfloat16", DType::bf16}, {"float64", DType::f64},
-    {"double", DType::f64},  {"int8", DType::i8},     {"uint8", DType::u8},
-    {"int32", DType::i32},   {"int64", DType::i64},   {"i1", DType::bool_},
+    {"double", DType::f64},  {"int8", DType::i8},       {"uint8", DType::u8},
+    {"int32", DType::i32},   {"int64", DType::i64},     {"i1", DType::bool_},
 };
 
 }  // namespace

@@ -79,7 +79,8 @@ Shape parse_shape(std::string_view text) {
   std::string_view body = trim(text);
   if (!body.empty() && body.front() == '[') {
     if (body.back() != ']')
-      throw UserError(detail::cat("shape '", text, "' opens '[' but does not close it; write e.g. "
+      throw UserError(detail::cat("shape '", text,
+                                  "' opens '[' but does not close it; write e.g. "
                                   "[2, batch, 4]"));
     body = trim(body.substr(1, body.size() - 2));
   }
@@ -96,8 +97,8 @@ Shape parse_shape(std::string_view text) {
     const char first = piece.front();
     if (std::isdigit(static_cast<unsigned char>(first)) || first == '-' || first == '+') {
       std::int64_t value = 0;
-      const auto [end, ec] = std::from_chars(piece.data() + (first == '+'),
-                                             piece.data() + piece.size(), value);
+      const auto [end, ec] =
+          std::from_chars(piece.data() + (first == '+'), piece.data() + piece.size(), value);
       if (ec != std::errc() || end != piece.data() + piece.size())
         throw UserError(detail::cat("shape '", text, "': dimension ", index, " ('", piece,
                                     "') is not an integer or a name"));

@@ -110,9 +110,9 @@ TEST_P(DeviceContextThreads, CopiesBetweenHostAndDeviceAndBack) {
   auto host = ctx.enqueue_create_host_buffer<float>(n);
   auto a = ctx.enqueue_create_buffer<float>(n);
   auto b = ctx.enqueue_create_buffer<float>(n);
-  ctx.enqueue_copy(a, src);      // user memory -> device
-  ctx.enqueue_copy(b, a);        // device -> device
-  ctx.enqueue_copy(host, b);     // device -> host buffer
+  ctx.enqueue_copy(a, src);   // user memory -> device
+  ctx.enqueue_copy(b, a);     // device -> device
+  ctx.enqueue_copy(host, b);  // device -> host buffer
   ctx.synchronize();
   EXPECT_TRUE(std::equal(src.begin(), src.end(), host.begin()));
 }
@@ -198,8 +198,7 @@ TEST(DeviceContext, RejectsCopiesOfDifferentSizes) {
 }
 
 TEST(DeviceContext, RejectsUnavailableDevicesAndBadThreadCounts) {
-  KILN_EXPECT_THROW_MSG(DeviceContext(Device::cuda(0)), UserError, "cuda:0",
-                        "no CUDA backend");
+  KILN_EXPECT_THROW_MSG(DeviceContext(Device::cuda(0)), UserError, "cuda:0", "no CUDA backend");
   KILN_EXPECT_THROW_MSG(DeviceContext(Device::cpu(), {.num_threads = -1}), UserError,
                         "num_threads = -1");
 }

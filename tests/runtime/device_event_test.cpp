@@ -69,7 +69,8 @@ TEST(DeviceEvent, ElapsedTimeOfAnIncompleteEventIsAnError) {
   });
   ctx.enqueue_record(stop);
   start.synchronize();
-  KILN_EXPECT_THROW_MSG(DeviceEvent::elapsed_ms(start, stop), UserError, "end event has not "
+  KILN_EXPECT_THROW_MSG(DeviceEvent::elapsed_ms(start, stop), UserError,
+                        "end event has not "
                         "completed");
   release.store(true);
   ctx.synchronize();

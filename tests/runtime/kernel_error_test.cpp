@@ -53,7 +53,7 @@ TEST_P(KernelErrors, LaterWorkIsSkippedAndCountedThenTheContextWorksAgain) {
   ctx.enqueue_function(store, LaunchConfig{1, 1}, out.data(), 2);
   KILN_EXPECT_THROW_MSG(ctx.synchronize(), DeviceError, "kernel 'bad'", "boom",
                         "2 later commands were skipped");
-  EXPECT_NO_THROW(ctx.synchronize());  // the error was reported once
+  EXPECT_NO_THROW(ctx.synchronize());    // the error was reported once
   EXPECT_EQ(read_back(ctx, out)[0], 0);  // the skipped stores did not run
   ctx.enqueue_function(store, LaunchConfig{1, 1}, out.data(), 3);
   EXPECT_EQ(read_back(ctx, out)[0], 3);

@@ -15,9 +15,8 @@ namespace kiln {
 enum class DType : std::uint8_t { f32, f16, bf16, f64, i8, u8, i32, i64, bool_ };
 
 /// Every dtype, in declaration order (handy for tests and for listing choices in errors).
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16,
-                                       DType::f64, DType::i8,  DType::u8,
-                                       DType::i32, DType::i64, DType::bool_};
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DType::f64,  DType::i8,
+                                       DType::u8,  DType::i32, DType::i64,  DType::bool_};
 
 /// Size of one element in bytes.
 std::size_t size_of(DType dtype) noexcept;
@@ -67,21 +66,50 @@ struct BFloat16 {
 namespace detail {
 template <class T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<Half> { static constexpr DType value = DType::f16; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<std::int8_t> { static constexpr DType value = DType::i8; };
-template <> struct DTypeOf<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::int64_t> { static constexpr DType value = DType::i64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::bool_; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<Half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<std::int8_t> {
+  static constexpr DType value = DType::i8;
+};
+template <>
+struct DTypeOf<std::uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::bool_;
+};
 }  // namespace detail
 
 /// A C++ type that is the element type of some `DType` (float, double, Half, BFloat16,
 /// int8_t, uint8_t, int32_t, int64_t, bool).
 template <class T>
-concept Element = requires { detail::DTypeOf<std::remove_cv_t<T>>::value; };
+concept Element = requires {
+  detail::DTypeOf<std::remove_cv_t<T>>::value;
+};
 
 /// The `DType` of element type \p T.
 template <Element T>

@@ -22,7 +22,7 @@ class Dim {
   Dim(int size) : Dim(static_cast<std::int64_t>(size)) {}  // NOLINT
   /// A symbolic dimension. \throws UserError unless \p symbol is an identifier
   /// (`[A-Za-z_][A-Za-z0-9_]*`).
-  Dim(std::string_view symbol);  // NOLINT
+  Dim(std::string_view symbol);                               // NOLINT
   Dim(const char* symbol) : Dim(std::string_view(symbol)) {}  // NOLINT
 
   /// True for a static size.

@@ -26,17 +26,17 @@ class StreamBackend;
 /// vectors, arrays).
 template <class R>
 concept ElementRange = requires(R& r) {
-  { std::data(r) };
-  { std::size(r) };
-} && Element<std::remove_cvref_t<decltype(*std::data(std::declval<R&>()))>>;
+  {std::data(r)};
+  {std::size(r)};
+}
+&&Element<std::remove_cvref_t<decltype(*std::data(std::declval<R&>()))>>;
 
 template <class R>
 using RangeElement = std::remove_cvref_t<decltype(*std::data(std::declval<R&>()))>;
 
 template <class R>
-concept WritableElementRange =
-    ElementRange<R> && !std::is_const_v<std::remove_reference_t<decltype(*std::data(
-                           std::declval<R&>()))>>;
+concept WritableElementRange = ElementRange<R> &&
+    !std::is_const_v<std::remove_reference_t<decltype(*std::data(std::declval<R&>()))>>;
 }  // namespace detail
 
 /// Options for constructing a `DeviceContext`.
@@ -100,7 +100,7 @@ class DeviceContext {
   /// passed here must stay valid until the copy has run (e.g. until `synchronize()`).
   /// \throws UserError if the sizes differ.
   template <detail::WritableElementRange Dst, detail::ElementRange Src>
-    requires std::is_same_v<detail::RangeElement<Dst>, detail::RangeElement<Src>>
+  requires std::is_same_v<detail::RangeElement<Dst>, detail::RangeElement<Src>>
   void enqueue_copy(Dst&& dst, const Src& src) const {
     using T = detail::RangeElement<Dst>;
     enqueue_copy_bytes(std::data(dst), std::size(dst) * sizeof(T), std::data(src),
@@ -147,8 +147,8 @@ class DeviceContext {
   /// Runs \p fn on the host, in stream order (e.g. to signal a host-side consumer).
   /// An exception it throws surfaces from the next `synchronize()`.
   template <class F>
-    requires std::is_invocable_v<const std::decay_t<F>&>
-  void enqueue_host_function(F&& fn) const {
+  requires std::is_invocable_v < const std::decay_t<F>
+  & > void enqueue_host_function(F&& fn) const {
     enqueue_host(detail::HostCallback(std::forward<F>(fn)));
   }
 
@@ -184,8 +184,8 @@ class DeviceContext {
   }
   static std::size_t checked_bytes(std::size_t count, std::size_t element_size);
   detail::Allocation allocate(std::size_t bytes, bool host) const;
-  void enqueue_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
-                          std::size_t src_bytes, DType dtype) const;
+  void enqueue_copy_bytes(void* dst, std::size_t dst_bytes, const void* src, std::size_t src_bytes,
+                          DType dtype) const;
   void enqueue_fill(void* dst, std::size_t count, const void* pattern,
                     std::size_t pattern_size) const;
   void enqueue_host(detail::HostCallback fn) const;

@@ -23,9 +23,9 @@ class InlineFunction<R(Args...), Capacity> {
   InlineFunction() noexcept = default;
 
   template <class F>
-    requires(!std::is_same_v<std::decay_t<F>, InlineFunction> &&
-             std::is_invocable_r_v<R, const std::decay_t<F>&, Args...>)
-  InlineFunction(F&& f) {  // NOLINT(google-explicit-constructor)
+  requires(!std::is_same_v<std::decay_t<F>, InlineFunction> &&
+           std::is_invocable_r_v<R, const std::decay_t<F>&, Args...>)
+      InlineFunction(F&& f) {  // NOLINT(google-explicit-constructor)
     using Fn = std::decay_t<F>;
     if constexpr (kFitsInline<Fn>) {
       ::new (static_cast<void*>(storage_)) Fn(std::forward<F>(f));
@@ -76,9 +76,9 @@ class InlineFunction<R(Args...), Capacity> {
   };
 
   template <class Fn>
-  static constexpr bool kFitsInline = sizeof(Fn) <= Capacity &&
-                                      alignof(Fn) <= alignof(std::max_align_t) &&
-                                      std::is_nothrow_move_constructible_v<Fn>;
+  static constexpr bool kFitsInline =
+      sizeof(Fn) <= Capacity &&
+      alignof(Fn) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<Fn>;
 
   template <class Fn>
   static constexpr Ops kInlineOps = {

@@ -62,8 +62,9 @@ class CpuEvent final : public EventState {
   double elapsed_ms_since(const EventState& start_state) const override {
     const auto* start = dynamic_cast<const CpuEvent*>(&start_state);
     if (!start)
-      throw UserError("DeviceEvent::elapsed_ms: the two events belong to different kinds of "
-                      "device; time events recorded on contexts of one backend");
+      throw UserError(
+          "DeviceEvent::elapsed_ms: the two events belong to different kinds of "
+          "device; time events recorded on contexts of one backend");
     for (const CpuEvent* e : {start, this}) {
       const char* which = e == start ? "start" : "end";
       if (e->last_record() == 0)
@@ -97,7 +98,8 @@ class CpuStream final : public StreamBackend {
       : device_(device),
         num_threads_(num_threads),
         pool_(num_threads - 1, ("kiln-" + device.str()).c_str()) {
-    ring_.resize(64);
+    pending_.reserve(256);
+    batch_.reserve(256);
     driver_ = std::thread([this] { driver_main(); });
     pthread_setname_np(driver_.native_handle(), ("kiln-" + device.str()).substr(0, 15).c_str());
   }
@@ -116,7 +118,7 @@ class CpuStream final : public StreamBackend {
 
   void* allocate(std::size_t bytes, bool /*host*/) override {
     if (bytes == 0) return nullptr;
-    void* p = ::operator new(bytes, std::align_val_t{kAlignment}, std::nothrow);
+    void* p = ::operator new (bytes, std::align_val_t{kAlignment}, std::nothrow);
     if (!p)
       throw DeviceError(cat("out of memory on ", device_, ": could not allocate ", bytes,
                             " bytes; free some buffers or use smaller ones"),
@@ -128,11 +130,11 @@ class CpuStream final : public StreamBackend {
     if (!ptr) return;
     {
       std::lock_guard lock(mutex_);
-      if (enqueued_ != completed_) {
+      if (enqueued_.load() != completed_.load()) {
         // Work still queued may use the memory: free it in stream order.
         Command c;
         c.body = [ptr](std::uint64_t, std::uint64_t) {
-          ::operator delete(ptr, std::align_val_t{kAlignment});
+          ::operator delete (ptr, std::align_val_t{kAlignment});
         };
         c.label = "free";
         c.always_run = true;
@@ -140,7 +142,7 @@ class CpuStream final : public StreamBackend {
         return;
       }
     }
-    ::operator delete(ptr, std::align_val_t{kAlignment});
+    ::operator delete (ptr, std::align_val_t{kAlignment});
   }
 
   void launch(HostKernel kernel) override {
@@ -171,8 +173,7 @@ class CpuStream final : public StreamBackend {
     c.blocks = std::max<std::size_t>(1, (count + per_block - 1) / per_block);
     std::array<unsigned char, 16> value{};
     std::memcpy(value.data(), pattern, std::min(size, value.size()));
-    c.body = [dst, count, size, per_block, v = value](std::uint64_t begin,
-                                                                      std::uint64_t end) {
+    c.body = [dst, count, size, per_block, v = value](std::uint64_t begin, std::uint64_t end) {
       auto* out = static_cast<unsigned char*>(dst);
       const std::size_t last = std::min(count, end * per_block);
       for (std::size_t i = begin * per_block; i < last; ++i)
@@ -214,8 +215,8 @@ class CpuStream final : public StreamBackend {
 
   void synchronize() override {
     std::unique_lock lock(mutex_);
-    const std::uint64_t target = enqueued_;
-    while (completed_ < target) {
+    const std::uint64_t target = enqueued_.load();
+    while (completed_.load() < target) {
       if (!draining_) {
         drain(lock);  // take part: run the queue here rather than sleep
       } else {
@@ -232,8 +233,7 @@ class CpuStream final : public StreamBackend {
     const std::string what = describe(error);
     std::string message = cat(where, " failed on ", device_, ": ", what, ".");
     if (skipped > 0)
-      message += cat(" ", skipped, " later command", skipped == 1 ? " was" : "s were",
-                     " skipped.");
+      message += cat(" ", skipped, " later command", skipped == 1 ? " was" : "s were", " skipped.");
     message += " The context remains usable.";
     try {
       std::rethrow_exception(error);
@@ -247,8 +247,9 @@ class CpuStream final : public StreamBackend {
                                                 const char* what) {
     auto e = std::dynamic_pointer_cast<CpuEvent>(event);
     if (!e)
-      throw UserError(cat(what, ": the event was created by a context of another kind of "
-                                "device; create it with a CPU context"));
+      throw UserError(cat(what,
+                          ": the event was created by a context of another kind of "
+                          "device; create it with a CPU context"));
     return e;
   }
 
@@ -271,69 +272,70 @@ class CpuStream final : public StreamBackend {
   }
 
   void push_locked(Command c) {
-    if (tail_ - head_ == ring_.size()) grow_locked();
-    ring_[tail_ & (ring_.size() - 1)] = std::move(c);
-    ++tail_;
-    enqueued_ = enqueued_ + 1;
+    pending_.push_back(std::move(c));
+    enqueued_.store(enqueued_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
 
-  // Doubles the ring, keeping queued commands in order. Rare: the ring only ever grows.
-  void grow_locked() {
-    std::vector<Command> bigger(ring_.size() * 2);
-    for (std::uint64_t i = head_; i != tail_; ++i)
-      bigger[i & (bigger.size() - 1)] = std::move(ring_[i & (ring_.size() - 1)]);
-    ring_.swap(bigger);
-  }
-
-  // Runs queued commands until the queue is empty. Called with the lock held and
-  // draining_ false; returns with the lock held. Commands run with the lock released; the
-  // error state is only touched under the lock.
-  void drain(std::unique_lock<std::mutex>& lock) {
+  // Runs queued commands until none are left. Called with the lock held and draining_
+  // false; returns with the lock held. Each round swaps the whole pending queue out under
+  // the lock and runs it with the lock released, so producers and the drainer meet once
+  // per batch rather than once per command. The error state is only touched under the lock.
+  void drain(std::unique_lock<SpinMutex>& lock) {
     draining_ = true;
-    while (head_ != tail_) {
-      Command c = std::move(ring_[head_ & (ring_.size() - 1)]);
-      ++head_;
-      const bool skip = error_ && !c.always_run;
-      skipped_ += skip ? 1 : 0;
+    while (!pending_.empty()) {
+      batch_.swap(pending_);
+      bool failed = error_ != nullptr;
       lock.unlock();
       std::exception_ptr failure;
-      if (!skip) {
+      std::string where;
+      std::uint64_t skipped = 0;
+      for (Command& c : batch_) {
+        if (failed && !c.always_run) {
+          ++skipped;
+          continue;
+        }
         try {
           pool_.parallel_for(c.blocks, c.body);
         } catch (...) {
-          failure = std::current_exception();
+          if (!failed) {
+            failure = std::current_exception();
+            where = c.kernel ? cat("kernel '", c.kernel->name, "'") : std::string(c.label);
+          }
+          failed = true;
         }
       }
-      std::string where;
-      if (failure) where = c.kernel ? cat("kernel '", c.kernel->name, "'") : std::string(c.label);
-      c = Command{};  // release the closure before reporting completion
+      const auto ran = static_cast<std::uint64_t>(batch_.size());
+      batch_.clear();  // release closures (keeps capacity) before reporting completion
       lock.lock();
       if (failure && !error_) {
         error_ = std::move(failure);
         error_where_ = std::move(where);
       }
-      completed_ = completed_ + 1;
+      skipped_ += skipped;
+      completed_.store(completed_.load(std::memory_order_relaxed) + ran, std::memory_order_release);
       if (sync_waiters_ > 0) done_cv_.notify_all();
     }
     draining_ = false;
-    if (sync_waiters_ > 0) done_cv_.notify_all();
   }
 
   void driver_main() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      if (!draining_ && head_ != tail_) {
+      if (!draining_ && !pending_.empty()) {
         drain(lock);
         continue;
       }
-      if (stop_ && head_ == tail_ && !draining_) return;
+      if (stop_ && pending_.empty() && !draining_) return;
       // Poll briefly for the next command of a burst before sleeping.
       lock.unlock();
-      for (int i = 0; i < kDriverSpinIterations && enqueued_ == completed_; ++i) cpu_relax();
+      for (int i = 0; i < kDriverSpinIterations && enqueued_.load(std::memory_order_acquire) ==
+                                                       completed_.load(std::memory_order_acquire);
+           ++i)
+        cpu_relax();
       lock.lock();
-      if ((!draining_ && head_ != tail_) || stop_) continue;
+      if ((!draining_ && !pending_.empty()) || stop_) continue;
       driver_sleeping_ = true;
-      work_cv_.wait(lock, [this] { return stop_ || (!draining_ && head_ != tail_); });
+      work_cv_.wait(lock, [this] { return stop_ || (!draining_ && !pending_.empty()); });
       driver_sleeping_ = false;
     }
   }
@@ -342,12 +344,11 @@ class CpuStream final : public StreamBackend {
   const int num_threads_;
   WorkerPool pool_;
 
-  std::mutex mutex_;
-  std::condition_variable work_cv_;  // the driver sleeps here
-  std::condition_variable done_cv_;  // synchronize() sleeps here
-  std::vector<Command> ring_;        // power-of-two ring of queued commands
-  std::uint64_t head_ = 0;           // next command to run
-  std::uint64_t tail_ = 0;           // next free slot
+  SpinMutex mutex_;
+  std::condition_variable_any work_cv_;  // the driver sleeps here
+  std::condition_variable_any done_cv_;  // synchronize() sleeps here
+  std::vector<Command> pending_;         // queued, not yet taken by a drainer
+  std::vector<Command> batch_;           // being run by the drainer (its own, unlocked)
   // Counters read without the lock by the spinning driver, written under it.
   std::atomic<std::uint64_t> enqueued_{0};
   std::atomic<std::uint64_t> completed_{0};

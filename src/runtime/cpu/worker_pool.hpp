@@ -52,4 +52,26 @@ class WorkerPool {
 /// Brief busy-wait hint for spin loops.
 void cpu_relax() noexcept;
 
+/// A test-and-test-and-set lock for critical sections of a few dozen instructions (the
+/// stream queue). Unlike std::mutex it never sleeps in the kernel while the holder is
+/// running; it yields the core if the holder was descheduled. BasicLockable.
+class SpinMutex {
+ public:
+  void lock() noexcept {
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);) {
+      while (locked_.load(std::memory_order_relaxed)) {
+        if (++spins < 64) {
+          cpu_relax();
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    }
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
 }  // namespace kiln::detail

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds and runs the whole test suite: the Release build, then the same tests under
+# ASan+UBSan and under TSan. Exits non-zero if anything fails.
+#
+#   scripts/test.sh            all three configurations
+#   scripts/test.sh release    only the named presets (release, debug, asan, tsan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(release asan tsan)
+
+export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-2}"
+# Impossible allocations are part of the tests: let the sanitizers return null for them.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-allocator_may_return_null=1:halt_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+for preset in "${presets[@]}"; do
+  echo "=== kiln tests: ${preset} ==="
+  start=$SECONDS
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset"
+  ctest --preset "$preset"
+  echo "=== ${preset}: passed in $((SECONDS - start)) s ==="
+done
