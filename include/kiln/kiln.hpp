@@ -10,4 +10,5 @@
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/runtime/device_event.hpp"
 #include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/device_graph.hpp"
 #include "kiln/runtime/launch.hpp"

@@ -7,9 +7,12 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/core/device.hpp"
 #include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/device_graph.hpp"
 #include "kiln/runtime/inline_function.hpp"
 
 namespace kiln::detail {
@@ -23,6 +26,15 @@ class EventState {
   /// Milliseconds from \p start's completion to this event's. \throws UserError if either
   /// is unrecorded, incomplete, or of another backend.
   virtual double elapsed_ms_since(const EventState& start) const = 0;
+};
+
+/// A backend's instantiated graph (CPU: a flat node array with successor lists; CUDA: a
+/// CUgraphExec). Immutable after instantiation; replays share it.
+class GraphExec {
+ public:
+  virtual ~GraphExec() = default;
+  virtual std::size_t size() const = 0;
+  virtual std::string to_dot() const = 0;
 };
 
 /// One stream of one device. Every method is thread-safe.
@@ -46,6 +58,11 @@ class StreamBackend {
   virtual std::shared_ptr<EventState> create_event() = 0;
   virtual void record(const std::shared_ptr<EventState>& event) = 0;
   virtual void wait(const std::shared_ptr<EventState>& event) = 0;
+  /// Instantiates recorded nodes (dependencies point only to earlier nodes).
+  virtual std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) = 0;
+  /// Enqueues one replay of \p graph, which must come from this backend.
+  virtual void launch_graph(std::shared_ptr<const GraphExec> graph) = 0;
+
   /// Waits for all enqueued work; throws the first error since the last synchronize.
   virtual void synchronize() = 0;
 };

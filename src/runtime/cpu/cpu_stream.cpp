@@ -19,6 +19,8 @@
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "runtime/cpu/cpu_graph.hpp"
+#include "runtime/cpu/cpu_work.hpp"
 #include "runtime/cpu/worker_pool.hpp"
 #include "runtime/stream_backend.hpp"
 
@@ -26,8 +28,6 @@ namespace kiln::detail {
 namespace {
 
 constexpr std::size_t kAlignment = 64;
-// Copies and fills are split into blocks of this size so several workers share big ones.
-constexpr std::size_t kBytesPerBlock = std::size_t{1} << 20;
 constexpr int kDriverSpinIterations = 2000;
 
 std::int64_t now_ns() {
@@ -88,9 +88,18 @@ struct Command {
   BlockRunner body;
   std::uint64_t blocks = 1;
   std::shared_ptr<const FunctionInfo> kernel;  // set for kernel launches
+  std::shared_ptr<const CpuGraphExec> graph;   // set for graph replays (body unused)
   const char* label = "";                      // what it is, for other commands
   bool always_run = false;                     // runs even after an earlier failure
 };
+
+Command command(CpuWork work, const char* label) {
+  Command c;
+  c.body = std::move(work.body);
+  c.blocks = work.blocks;
+  c.label = label;
+  return c;
+}
 
 class CpuStream final : public StreamBackend {
  public:
@@ -154,39 +163,34 @@ class CpuStream final : public StreamBackend {
   }
 
   void copy(void* dst, const void* src, std::size_t bytes) override {
-    Command c;
-    c.blocks = std::max<std::size_t>(1, (bytes + kBytesPerBlock - 1) / kBytesPerBlock);
-    c.body = [dst, src, bytes](std::uint64_t begin, std::uint64_t end) {
-      const std::size_t from = begin * kBytesPerBlock;
-      const std::size_t to = std::min<std::size_t>(bytes, end * kBytesPerBlock);
-      if (to > from)
-        std::memmove(static_cast<char*>(dst) + from, static_cast<const char*>(src) + from,
-                     to - from);
-    };
-    c.label = "enqueue_copy";
-    push(std::move(c));
+    push(command(copy_work(dst, src, bytes), "enqueue_copy"));
   }
 
   void fill(void* dst, std::size_t count, const void* pattern, std::size_t size) override {
-    Command c;
-    const std::size_t per_block = std::max<std::size_t>(1, kBytesPerBlock / size);
-    c.blocks = std::max<std::size_t>(1, (count + per_block - 1) / per_block);
-    std::array<unsigned char, 16> value{};
-    std::memcpy(value.data(), pattern, std::min(size, value.size()));
-    c.body = [dst, count, size, per_block, v = value](std::uint64_t begin, std::uint64_t end) {
-      auto* out = static_cast<unsigned char*>(dst);
-      const std::size_t last = std::min(count, end * per_block);
-      for (std::size_t i = begin * per_block; i < last; ++i)
-        std::memcpy(out + i * size, v.data(), size);
-    };
-    c.label = "enqueue_memset";
-    push(std::move(c));
+    push(command(fill_work(dst, count, pattern, size), "enqueue_memset"));
   }
 
   void host_function(HostCallback fn) override {
     Command c;
     c.body = [f = std::move(fn)](std::uint64_t, std::uint64_t) { f(); };
     c.label = "host function";
+    push(std::move(c));
+  }
+
+  std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
+    return std::make_shared<const CpuGraphExec>(std::move(nodes));
+  }
+
+  void launch_graph(std::shared_ptr<const GraphExec> graph) override {
+    auto exec = std::dynamic_pointer_cast<const CpuGraphExec>(std::move(graph));
+    if (!exec)
+      throw UserError(
+          cat("DeviceGraph::replay: the graph was instantiated for another kind of "
+              "device than ",
+              device_, "; replay it on the context that built it"));
+    Command c;
+    c.graph = std::move(exec);
+    c.label = "graph replay";
     push(std::move(c));
   }
 
@@ -294,13 +298,20 @@ class CpuStream final : public StreamBackend {
           ++skipped;
           continue;
         }
+        if (c.graph) {
+          GraphFailure f = c.graph->run(pool_);
+          if (f.error) {
+            failure = std::move(f.error);
+            where = std::move(f.where);
+            failed = true;
+          }
+          continue;
+        }
         try {
           pool_.parallel_for(c.blocks, c.body);
         } catch (...) {
-          if (!failed) {
-            failure = std::current_exception();
-            where = c.kernel ? cat("kernel '", c.kernel->name, "'") : std::string(c.label);
-          }
+          failure = std::current_exception();
+          where = c.kernel ? cat("kernel '", c.kernel->name, "'") : std::string(c.label);
           failed = true;
         }
       }

@@ -1,0 +1,218 @@
+#pragma once
+/// \file
+/// Device graphs (the Mojo `DeviceGraph` API): record a DAG of device work once through a
+/// `DeviceGraphBuilder`, instantiate it, and replay it many times for a fraction of the
+/// cost of enqueueing each operation again.
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kiln/runtime/device_context.hpp"
+#include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/inline_function.hpp"
+#include "kiln/runtime/launch.hpp"
+
+namespace kiln {
+
+class DeviceGraph;
+
+namespace detail {
+class GraphExec;
+
+enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, child };
+
+/// One recorded node, backend-neutral: what to run and what it waits for.
+struct GraphNodeDesc {
+  GraphNodeKind kind = GraphNodeKind::empty;
+  std::vector<std::uint32_t> dependencies;
+  HostKernel kernel;                        // kernel
+  void* dst = nullptr;                      // copy, memset
+  const void* src = nullptr;                // copy
+  std::size_t bytes = 0;                    // copy
+  std::size_t count = 0;                    // memset: elements
+  std::array<unsigned char, 16> pattern{};  // memset: one element
+  std::size_t pattern_size = 0;             // memset
+  HostCallback host;                        // host
+  std::shared_ptr<const GraphExec> child;   // child
+};
+}  // namespace detail
+
+/// A handle to a node of the graph being built. Valid only with the builder that made it
+/// and only while that builder's `build` callback runs; using it anywhere else throws.
+class DeviceGraphNode {
+ public:
+  /// A handle that refers to no node (using it as a dependency throws).
+  DeviceGraphNode() = default;
+  /// Position of the node in its graph (creation order).
+  std::uint32_t index() const noexcept { return index_; }
+
+ private:
+  friend class DeviceGraphBuilder;
+  DeviceGraphNode(std::uint64_t builder, std::uint32_t index) : builder_(builder), index_(index) {}
+  std::uint64_t builder_ = 0;
+  std::uint32_t index_ = 0;
+};
+
+/// The nodes a new node waits for: `{}` (a root), `{a, b}`, a vector, or a span.
+class DeviceGraphDependencies {
+ public:
+  DeviceGraphDependencies() = default;
+  DeviceGraphDependencies(std::initializer_list<DeviceGraphNode> nodes)  // NOLINT
+      : nodes_(nodes) {}
+  DeviceGraphDependencies(std::span<const DeviceGraphNode> nodes)  // NOLINT
+      : nodes_(nodes.begin(), nodes.end()) {}
+  DeviceGraphDependencies(const std::vector<DeviceGraphNode>& nodes)  // NOLINT
+      : nodes_(nodes) {}
+  DeviceGraphDependencies(DeviceGraphNode node) : nodes_{node} {}  // NOLINT
+  const std::vector<DeviceGraphNode>& nodes() const noexcept { return nodes_; }
+
+ private:
+  std::vector<DeviceGraphNode> nodes_;
+};
+
+/// Records the nodes of a device graph. Handed to the `build` callback of
+/// `DeviceGraph::create`; lives only during that call and is neither copyable nor movable.
+///
+/// Every `add_*` returns a node that later nodes may depend on. Dependencies can only name
+/// nodes that already exist, so a cycle cannot be expressed; an empty list makes a root.
+/// Nothing is serialised implicitly: nodes without a path between them may run in
+/// parallel. Arguments and parameters are copied into the node now, as CUDA copies kernel
+/// node parameters; memory they point to is read when the graph replays.
+class DeviceGraphBuilder {
+ public:
+  DeviceGraphBuilder(const DeviceGraphBuilder&) = delete;
+  DeviceGraphBuilder& operator=(const DeviceGraphBuilder&) = delete;
+  DeviceGraphBuilder(DeviceGraphBuilder&&) = delete;
+  DeviceGraphBuilder& operator=(DeviceGraphBuilder&&) = delete;
+  ~DeviceGraphBuilder();
+
+  /// A kernel launch of \p fn over \p config with copies of \p args.
+  template <class K, class... A>
+  DeviceGraphNode add_function(const DeviceFunction<K>& fn, const LaunchConfig& config,
+                               const DeviceGraphDependencies& dependencies, A&&... args) {
+    static_assert(std::is_invocable_v<const K&, const std::decay_t<A>&...>,
+                  "add_function: the kernel cannot be called with these argument types");
+    detail::GraphNodeDesc node;
+    node.kind = detail::GraphNodeKind::kernel;
+    node.kernel = fn.bind(config, std::forward<A>(args)...);
+    return add(std::move(node), dependencies);
+  }
+
+  /// A copy of all of \p src into \p dst (buffers, spans, vectors; sizes must match).
+  template <detail::WritableElementRange Dst, detail::ElementRange Src>
+  requires std::is_same_v<detail::RangeElement<Dst>, detail::RangeElement<Src>> DeviceGraphNode
+  add_copy(Dst&& dst, const Src& src, const DeviceGraphDependencies& dependencies) {
+    using T = detail::RangeElement<Dst>;
+    return add_copy_bytes(std::data(dst), std::size(dst) * sizeof(T), std::data(src),
+                          std::size(src) * sizeof(T), dtype_of<T>, dependencies);
+  }
+
+  /// Sets every element of \p dst to \p value.
+  template <detail::WritableElementRange Dst>
+  DeviceGraphNode add_memset(Dst&& dst, detail::RangeElement<Dst> value,
+                             const DeviceGraphDependencies& dependencies) {
+    using T = detail::RangeElement<Dst>;
+    detail::GraphNodeDesc node;
+    node.kind = detail::GraphNodeKind::memset;
+    node.dst = std::data(dst);
+    node.count = std::size(dst);
+    node.pattern_size = sizeof(T);
+    std::memcpy(node.pattern.data(), &value, sizeof(T));
+    return add(std::move(node), dependencies);
+  }
+
+  /// A host callback (runs on a worker thread when its dependencies are done).
+  template <class F>
+  requires std::is_invocable_v < const std::decay_t<F>
+  & > DeviceGraphNode add_host_function(F&& fn, const DeviceGraphDependencies& dependencies) {
+    detail::GraphNodeDesc node;
+    node.kind = detail::GraphNodeKind::host;
+    node.host = detail::HostCallback(std::forward<F>(fn));
+    return add(std::move(node), dependencies);
+  }
+
+  /// A node that does nothing: a join point for many dependencies.
+  DeviceGraphNode add_empty(const DeviceGraphDependencies& dependencies);
+
+  /// Runs all of \p child (a graph of the same context) as one node.
+  DeviceGraphNode add_child_graph(const DeviceGraph& child,
+                                  const DeviceGraphDependencies& dependencies);
+
+  /// Nodes added so far.
+  std::size_t size() const noexcept { return nodes_.size(); }
+
+ private:
+  friend class DeviceGraph;
+  explicit DeviceGraphBuilder(const DeviceContext& ctx);
+  DeviceGraphNode add(detail::GraphNodeDesc node, const DeviceGraphDependencies& dependencies);
+  DeviceGraphNode add_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
+                                 std::size_t src_bytes, DType dtype,
+                                 const DeviceGraphDependencies& dependencies);
+
+  DeviceContext ctx_;
+  std::uint64_t id_;
+  std::vector<detail::GraphNodeDesc> nodes_;
+};
+
+/// An instantiated device graph, ready to replay.
+///
+/// Cheap to copy: copies share one instantiated graph (like the seed's reference count);
+/// the last copy releases it, and a replay still running keeps it alive until it ends.
+/// `replay()` submits the whole graph to the context's stream and returns at once; replays
+/// run in submission order, ordered with other work on the stream; independent nodes inside
+/// one replay run in parallel on the context's workers. A failure in a node surfaces from
+/// the next `ctx.synchronize()` naming the node; the graph and context stay usable.
+///
+/// \code
+///   kiln::DeviceContext ctx;
+///   auto fn = ctx.compile_function([](int x) { std::printf("Value: %d\n", x); });
+///   auto graph = kiln::DeviceGraph::create(ctx, [&](kiln::DeviceGraphBuilder& b) {
+///     b.add_function(fn, kiln::LaunchConfig{1, 1}, {}, 42);
+///   });
+///   graph.replay();
+///   graph.replay();  // as many times as needed
+///   ctx.synchronize();
+/// \endcode
+class DeviceGraph {
+ public:
+  /// Calls `build(builder)` once, then instantiates what it recorded.
+  /// \throws whatever `build` throws, or UserError for a misused builder.
+  template <class Build>
+  requires std::is_invocable_v<Build&, DeviceGraphBuilder&>
+  static DeviceGraph create(const DeviceContext& ctx, Build&& build) {
+    DeviceGraphBuilder builder(ctx);
+    build(builder);
+    return instantiate(builder);
+  }
+
+  /// Submits one replay of the whole graph to its context's stream; returns at once.
+  void replay() const;
+  /// Number of nodes.
+  std::size_t size() const;
+  /// The context the graph replays on.
+  const DeviceContext& context() const noexcept { return ctx_; }
+  /// Graphviz DOT text: one vertex per node (kind, kernel name, launch dims), one edge per
+  /// dependency.
+  std::string to_dot() const;
+
+ private:
+  friend class DeviceGraphBuilder;
+  DeviceGraph(DeviceContext ctx, std::shared_ptr<const detail::GraphExec> exec)
+      : ctx_(std::move(ctx)), exec_(std::move(exec)) {}
+  static DeviceGraph instantiate(DeviceGraphBuilder& builder);
+
+  DeviceContext ctx_;
+  std::shared_ptr<const detail::GraphExec> exec_;
+};
+
+}  // namespace kiln

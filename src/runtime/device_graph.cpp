@@ -1,0 +1,94 @@
+#include "kiln/runtime/device_graph.hpp"
+
+#include <atomic>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "runtime/stream_backend.hpp"
+
+namespace kiln {
+namespace {
+// Builder ids start at 1 so a default-constructed node (id 0) never matches a builder.
+std::atomic<std::uint64_t> next_builder_id{1};
+}  // namespace
+
+DeviceGraphBuilder::DeviceGraphBuilder(const DeviceContext& ctx)
+    : ctx_(ctx), id_(next_builder_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+DeviceGraphBuilder::~DeviceGraphBuilder() = default;
+
+DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
+                                        const DeviceGraphDependencies& dependencies) {
+  const auto index = static_cast<std::uint32_t>(nodes_.size());
+  if (node.kind == detail::GraphNodeKind::kernel) {
+    const LaunchConfig& c = node.kernel.config;
+    if (c.grid_dim.count() == 0 || c.block_dim.count() == 0)
+      throw UserError(detail::cat(
+          "DeviceGraphBuilder::add_function: kernel '", node.kernel.info->name, "' has grid_dim ",
+          c.grid_dim, " and block_dim ", c.block_dim, "; every component must be >= 1"));
+  }
+  node.dependencies.reserve(dependencies.nodes().size());
+  for (const DeviceGraphNode& dep : dependencies.nodes()) {
+    if (dep.builder_ == 0)
+      throw UserError(detail::cat("DeviceGraphBuilder: dependency of new node ", index,
+                                  " is a default-constructed DeviceGraphNode that refers to no "
+                                  "node; pass a node returned by an add_* call of this builder"));
+    if (dep.builder_ != id_)
+      throw UserError(detail::cat(
+          "DeviceGraphBuilder: dependency of new node ", index, " is node ", dep.index_,
+          " of another graph builder; nodes are valid only in the build callback that created "
+          "them (nest another graph with add_child_graph instead)"));
+    if (dep.index_ >= index)
+      throw InternalError(detail::cat("node ", dep.index_, " of this builder does not exist yet"));
+    node.dependencies.push_back(dep.index_);
+  }
+  nodes_.push_back(std::move(node));
+  return DeviceGraphNode(id_, index);
+}
+
+DeviceGraphNode DeviceGraphBuilder::add_empty(const DeviceGraphDependencies& dependencies) {
+  return add(detail::GraphNodeDesc{}, dependencies);
+}
+
+DeviceGraphNode DeviceGraphBuilder::add_child_graph(const DeviceGraph& child,
+                                                    const DeviceGraphDependencies& dependencies) {
+  if (child.context().backend() != ctx_.backend())
+    throw UserError(
+        detail::cat("DeviceGraphBuilder::add_child_graph: the child graph was built "
+                    "for another context (",
+                    child.context().device(), "); build it with the same context as the parent"));
+  detail::GraphNodeDesc node;
+  node.kind = detail::GraphNodeKind::child;
+  node.child = child.exec_;
+  return add(std::move(node), dependencies);
+}
+
+DeviceGraphNode DeviceGraphBuilder::add_copy_bytes(void* dst, std::size_t dst_bytes,
+                                                   const void* src, std::size_t src_bytes,
+                                                   DType dtype,
+                                                   const DeviceGraphDependencies& dependencies) {
+  if (dst_bytes != src_bytes) {
+    const std::size_t element = size_of(dtype);
+    throw UserError(detail::cat("DeviceGraphBuilder::add_copy: the destination holds ",
+                                dst_bytes / element, " ", dtype, " elements but the source holds ",
+                                src_bytes / element, "; copy between ranges of equal size"));
+  }
+  detail::GraphNodeDesc node;
+  node.kind = detail::GraphNodeKind::copy;
+  node.dst = dst;
+  node.src = src;
+  node.bytes = dst_bytes;
+  return add(std::move(node), dependencies);
+}
+
+DeviceGraph DeviceGraph::instantiate(DeviceGraphBuilder& builder) {
+  auto exec = builder.ctx_.backend()->instantiate_graph(std::move(builder.nodes_));
+  builder.nodes_.clear();
+  return DeviceGraph(builder.ctx_, std::move(exec));
+}
+
+void DeviceGraph::replay() const { ctx_.backend()->launch_graph(exec_); }
+std::size_t DeviceGraph::size() const { return exec_->size(); }
+std::string DeviceGraph::to_dot() const { return exec_->to_dot(); }
+
+}  // namespace kiln

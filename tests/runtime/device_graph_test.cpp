@@ -1,0 +1,253 @@
+#include "kiln/runtime/device_graph.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "../error_matchers.hpp"
+#include "kiln/core/error.hpp"
+#include "test_support.hpp"
+
+namespace kiln {
+namespace {
+
+using testing::kThreadCounts;
+using testing::read_back;
+
+class DeviceGraphThreads : public ::testing::TestWithParam<int> {
+ protected:
+  DeviceContext ctx{Device::cpu(), {.num_threads = GetParam()}};
+};
+INSTANTIATE_TEST_SUITE_P(Threads, DeviceGraphThreads, ::testing::ValuesIn(kThreadCounts));
+
+TEST_P(DeviceGraphThreads, BuildRunsOnceAndReplaysRunTheNodesEachTime) {
+  auto counter = ctx.enqueue_create_buffer<std::int64_t>(1);
+  ctx.enqueue_memset(counter, std::int64_t{0});
+  auto add = ctx.compile_function([](std::int64_t* c, std::int64_t v) { *c += v; });
+  int builds = 0;
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    ++builds;
+    auto first = b.add_function(add, LaunchConfig{1, 1}, {}, counter.data(), std::int64_t{1});
+    b.add_function(add, LaunchConfig{1, 1}, first, counter.data(), std::int64_t{10});
+  });
+  EXPECT_EQ(graph.size(), 2u);
+  for (int i = 0; i < 5; ++i) graph.replay();
+  EXPECT_EQ(read_back(ctx, counter)[0], 55);
+  EXPECT_EQ(builds, 1);
+}
+
+TEST_P(DeviceGraphThreads, DependenciesOrderNodesInAFanOutFanInGraph) {
+  // root -> N independent nodes -> join. Each middle node must see the root's write and
+  // the join must see every middle node's write.
+  constexpr int kWidth = 64;
+  auto data = ctx.enqueue_create_buffer<std::int64_t>(kWidth + 1);
+  auto set = ctx.compile_function([](std::int64_t* d, int i, std::int64_t v) { d[i] = v; });
+  auto copy_root = ctx.compile_function([](std::int64_t* d, int i) { d[i] = d[0] + i; });
+  auto sum = ctx.compile_function([](std::int64_t* d, int n) {
+    std::int64_t s = 0;
+    for (int i = 1; i <= n; ++i) s += d[i];
+    d[0] = s;
+  });
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto root = b.add_function(set, LaunchConfig{1, 1}, {}, data.data(), 0, std::int64_t{100});
+    std::vector<DeviceGraphNode> middle;
+    for (int i = 1; i <= kWidth; ++i)
+      middle.push_back(b.add_function(copy_root, LaunchConfig{1, 1}, root, data.data(), i));
+    auto join = b.add_empty(middle);
+    b.add_function(sum, LaunchConfig{1, 1}, join, data.data(), kWidth);
+  });
+  for (int r = 0; r < 20; ++r) {
+    graph.replay();
+    const auto v = read_back(ctx, data);
+    ASSERT_EQ(v[0], 100 * kWidth + kWidth * (kWidth + 1) / 2) << "replay " << r;
+  }
+}
+
+TEST_P(DeviceGraphThreads, IndependentNodesRunInParallel) {
+  if (GetParam() < 2) GTEST_SKIP() << "needs two workers";
+  // Two roots that each wait for the other: only possible if they run at the same time.
+  std::atomic<int> arrived{0};
+  std::atomic<bool> both{true};
+  auto rendezvous = [&] {
+    arrived.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (arrived.load() < 2)
+      if (std::chrono::steady_clock::now() > deadline) {
+        both.store(false);
+        return;
+      }
+  };
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    b.add_host_function(rendezvous, {});
+    b.add_host_function(rendezvous, {});
+  });
+  graph.replay();
+  ctx.synchronize();
+  EXPECT_TRUE(both.load());
+}
+
+TEST_P(DeviceGraphThreads, CopyMemsetHostAndChildNodes) {
+  constexpr std::size_t n = 1000;
+  auto a = ctx.enqueue_create_buffer<float>(n);
+  auto b = ctx.enqueue_create_buffer<float>(n);
+  std::vector<float> out(n);
+  std::vector<int> events;
+  auto child = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& g) {
+    g.add_host_function([&events] { events.push_back(2); }, {});
+  });
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& g) {
+    auto fill = g.add_memset(a, 3.0f, {});
+    auto copy = g.add_copy(b, a, fill);
+    auto to_host = g.add_copy(out, b, copy);
+    auto first = g.add_host_function([&events] { events.push_back(1); }, to_host);
+    auto nested = g.add_child_graph(child, first);
+    g.add_host_function([&events] { events.push_back(3); }, nested);
+  });
+  graph.replay();
+  ctx.synchronize();
+  for (float v : out) ASSERT_EQ(v, 3.0f);
+  EXPECT_EQ(events, (std::vector<int>{1, 2, 3}));
+}
+
+TEST_P(DeviceGraphThreads, ReplaysAreOrderedWithOtherStreamWork) {
+  auto x = ctx.enqueue_create_buffer<std::int64_t>(1);
+  auto triple = ctx.compile_function([](std::int64_t* v) { *v *= 3; });
+  auto inc = ctx.compile_function([](std::int64_t* v) { *v += 1; });
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    b.add_function(triple, LaunchConfig{1, 1}, {}, x.data());
+  });
+  ctx.enqueue_memset(x, std::int64_t{1});
+  std::int64_t expected = 1;
+  for (int i = 0; i < 10; ++i) {
+    graph.replay();
+    ctx.enqueue_function(inc, LaunchConfig{1, 1}, x.data());
+    expected = expected * 3 + 1;
+  }
+  EXPECT_EQ(read_back(ctx, x)[0], expected);
+}
+
+TEST_P(DeviceGraphThreads, AFailingNodeSurfacesAtSynchronizeNamingTheNode) {
+  auto out = ctx.enqueue_create_buffer<int>(1);
+  ctx.enqueue_memset(out, 0);
+  auto bad = ctx.compile_function([] { throw std::runtime_error("node exploded"); },
+                                  {.name = "exploding"});
+  auto store = ctx.compile_function([](int* o) { *o = 7; });
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto first = b.add_empty({});
+    auto boom = b.add_function(bad, LaunchConfig{1, 1}, first);
+    b.add_function(store, LaunchConfig{1, 1}, boom, out.data());
+  });
+  graph.replay();
+  KILN_EXPECT_THROW_MSG(ctx.synchronize(), DeviceError, "graph node 1 (kernel 'exploding')",
+                        "node exploded");
+  EXPECT_EQ(read_back(ctx, out)[0], 0) << "the node after the failure must be skipped";
+  // Graph and context still work.
+  auto good = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    b.add_function(store, LaunchConfig{1, 1}, {}, out.data());
+  });
+  good.replay();
+  EXPECT_EQ(read_back(ctx, out)[0], 7);
+}
+
+TEST(DeviceGraph, NodesOfAnotherBuilderAreRejected) {
+  DeviceContext ctx;
+  DeviceGraphNode leaked;
+  DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { leaked = b.add_empty({}); });
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { b.add_empty(leaked); }), UserError,
+      "node 0 of another graph builder", "only in the build callback");
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { b.add_empty(DeviceGraphNode{}); }),
+      UserError, "default-constructed DeviceGraphNode");
+}
+
+TEST(DeviceGraph, BadLaunchesAndCopiesAreRejectedWhileBuilding) {
+  DeviceContext ctx;
+  auto fn = ctx.compile_function([] {}, {.name = "k"});
+  auto a = ctx.enqueue_create_buffer<float>(4);
+  std::vector<float> b(5);
+  KILN_EXPECT_THROW_MSG(DeviceGraph::create(ctx,
+                                            [&](DeviceGraphBuilder& g) {
+                                              g.add_function(fn, LaunchConfig{1, 0}, {});
+                                            }),
+                        UserError, "kernel 'k'", "block_dim (0, 1, 1)");
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(ctx, [&](DeviceGraphBuilder& g) { g.add_copy(a, b, {}); }), UserError,
+      "destination holds 4 f32", "source holds 5");
+}
+
+TEST(DeviceGraph, ChildGraphsMustShareTheContext) {
+  DeviceContext ctx, other;
+  auto child = DeviceGraph::create(other, [](DeviceGraphBuilder& b) { b.add_empty({}); });
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { b.add_child_graph(child, {}); }),
+      UserError, "another context");
+}
+
+TEST(DeviceGraph, CopiesShareOneGraphAndOutliveTheirReplays) {
+  DeviceContext ctx(Device::cpu(), {.num_threads = 2});
+  std::atomic<int> runs{0};
+  {
+    auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+      auto slow = b.add_host_function(
+          [&runs] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            runs.fetch_add(1);
+          },
+          {});
+      b.add_host_function([&runs] { runs.fetch_add(1); }, slow);
+    });
+    DeviceGraph copy = graph;
+    copy.replay();
+    graph.replay();
+  }  // every handle gone while the replays may still be running
+  ctx.synchronize();
+  EXPECT_EQ(runs.load(), 4);
+}
+
+TEST(DeviceGraph, ReplaysOfSeveralGraphsFromSeveralThreads) {
+  for (int threads : kThreadCounts) {
+    DeviceContext ctx(Device::cpu(), {.num_threads = threads});
+    constexpr int kHosts = 3;
+    auto counts = ctx.enqueue_create_buffer<std::int64_t>(kHosts);
+    ctx.enqueue_memset(counts, std::int64_t{0});
+    auto inc = ctx.compile_function([](std::int64_t* c) { *c += 1; });
+    std::vector<std::thread> hosts;
+    for (int h = 0; h < kHosts; ++h)
+      hosts.emplace_back([&, h] {
+        auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+          auto prev = b.add_function(inc, LaunchConfig{1, 1}, {}, counts.data() + h);
+          for (int i = 0; i < 9; ++i)
+            prev = b.add_function(inc, LaunchConfig{1, 1}, prev, counts.data() + h);
+        });
+        for (int r = 0; r < 50; ++r) graph.replay();
+      });
+    for (auto& t : hosts) t.join();
+    for (std::int64_t v : read_back(ctx, counts)) EXPECT_EQ(v, 500) << threads << " threads";
+  }
+}
+
+TEST(DeviceGraph, ToDotShowsNodesKernelsAndEdges) {
+  DeviceContext ctx;
+  auto fn = ctx.compile_function([] {}, {.name = "scale"});
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto k = b.add_function(fn, LaunchConfig{{4, 2}, 128}, {});
+    auto e = b.add_empty({});
+    b.add_host_function([] {}, {k, e});
+  });
+  const std::string dot = graph.to_dot();
+  EXPECT_NE(dot.find("digraph"), std::string::npos);
+  EXPECT_NE(dot.find("0: kernel 'scale'"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("grid (4, 2, 1) block (128, 1, 1)"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("1: empty"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n0 -> n2;"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("n1 -> n2;"), std::string::npos) << dot;
+}
+
+}  // namespace
+}  // namespace kiln
