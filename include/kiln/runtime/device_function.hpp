@@ -142,8 +142,8 @@ class DeviceFunction {
 
  private:
   friend class DeviceContext;
-  DeviceFunction(K kernel, std::shared_ptr<const detail::FunctionInfo> info, Device device)
-      : kernel_(std::move(kernel)), info_(std::move(info)), device_(device) {}
+  DeviceFunction(K k, std::shared_ptr<const detail::FunctionInfo> info, Device device)
+      : kernel_(std::move(k)), info_(std::move(info)), device_(device) {}
 
   K kernel_;
   std::shared_ptr<const detail::FunctionInfo> info_;
