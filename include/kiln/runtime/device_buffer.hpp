@@ -47,6 +47,32 @@ class Allocation {
 };
 }  // namespace detail
 
+namespace detail {
+/// What device and host buffers share: an owned allocation viewed as \p T elements.
+template <Element T>
+class BufferBase {
+ public:
+  using value_type = T;
+
+  /// Address of element 0 (nullptr for an empty buffer).
+  T* data() const noexcept { return static_cast<T*>(alloc_.get()); }
+  /// Number of elements.
+  std::size_t size() const noexcept { return alloc_.bytes() / sizeof(T); }
+  std::size_t size_bytes() const noexcept { return alloc_.bytes(); }
+  bool empty() const noexcept { return size() == 0; }
+  DType dtype() const noexcept { return dtype_of<T>; }
+  /// The device of the context that made the buffer.
+  Device device() const noexcept { return alloc_.device(); }
+
+ protected:
+  BufferBase() = default;
+  explicit BufferBase(Allocation alloc) : alloc_(std::move(alloc)) {}
+
+ private:
+  Allocation alloc_;
+};
+}  // namespace detail
+
 /// An owning, movable, non-copyable array of \p T in a device's memory, aligned to 64
 /// bytes. Made by `DeviceContext::enqueue_create_buffer<T>(n)`.
 ///
@@ -55,50 +81,31 @@ class Allocation {
 /// `HostBuffer`. Destroying the buffer is stream-ordered: work already enqueued that uses
 /// it finishes first. The buffer keeps its context alive.
 template <Element T>
-class DeviceBuffer {
+class DeviceBuffer : public detail::BufferBase<T> {
  public:
-  using value_type = T;
   DeviceBuffer() = default;
-
-  /// Device address of element 0 (nullptr for an empty buffer).
-  T* data() const noexcept { return static_cast<T*>(alloc_.get()); }
-  /// Number of elements.
-  std::size_t size() const noexcept { return alloc_.bytes() / sizeof(T); }
-  std::size_t size_bytes() const noexcept { return alloc_.bytes(); }
-  bool empty() const noexcept { return size() == 0; }
-  DType dtype() const noexcept { return dtype_of<T>; }
-  Device device() const noexcept { return alloc_.device(); }
 
  private:
   friend class DeviceContext;
-  explicit DeviceBuffer(detail::Allocation alloc) : alloc_(std::move(alloc)) {}
-  detail::Allocation alloc_;
+  using detail::BufferBase<T>::BufferBase;
 };
 
 /// Like `DeviceBuffer`, but in host memory that the host may read and write directly
 /// (after `synchronize()` for data a device wrote). Made by
 /// `DeviceContext::enqueue_create_host_buffer<T>(n)`.
 template <Element T>
-class HostBuffer {
+class HostBuffer : public detail::BufferBase<T> {
  public:
-  using value_type = T;
   HostBuffer() = default;
 
-  T* data() const noexcept { return static_cast<T*>(alloc_.get()); }
-  std::size_t size() const noexcept { return alloc_.bytes() / sizeof(T); }
-  std::size_t size_bytes() const noexcept { return alloc_.bytes(); }
-  bool empty() const noexcept { return size() == 0; }
-  DType dtype() const noexcept { return dtype_of<T>; }
-  Device device() const noexcept { return alloc_.device(); }
-  T& operator[](std::size_t i) const noexcept { return data()[i]; }
-  T* begin() const noexcept { return data(); }
-  T* end() const noexcept { return data() + size(); }
-  std::span<T> span() const noexcept { return {data(), size()}; }
+  T& operator[](std::size_t i) const noexcept { return this->data()[i]; }
+  T* begin() const noexcept { return this->data(); }
+  T* end() const noexcept { return this->data() + this->size(); }
+  std::span<T> span() const noexcept { return {this->data(), this->size()}; }
 
  private:
   friend class DeviceContext;
-  explicit HostBuffer(detail::Allocation alloc) : alloc_(std::move(alloc)) {}
-  detail::Allocation alloc_;
+  using detail::BufferBase<T>::BufferBase;
 };
 
 }  // namespace kiln
