@@ -11,6 +11,7 @@
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "runtime/checks.hpp"
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
@@ -68,6 +69,24 @@ std::string pretty_type_name(std::string_view pretty) {
   return result;
 }
 
+void check_launch(const char* where, const HostKernel& kernel) {
+  const LaunchConfig& c = kernel.config;
+  if (c.grid_dim.count() == 0 || c.block_dim.count() == 0)
+    throw UserError(cat(where, ": kernel '", kernel.info->name, "' launched with grid_dim ",
+                        c.grid_dim, " and block_dim ", c.block_dim,
+                        "; every component must be >= 1"));
+}
+
+void check_copy_sizes(const char* where, std::size_t dst_bytes, std::size_t src_bytes,
+                      DType dtype) {
+  if (dst_bytes == src_bytes) return;
+  const std::size_t element = size_of(dtype);
+  throw UserError(cat(where, ": the destination holds ", dst_bytes / element, " ", dtype,
+                      " elements but the source holds ", src_bytes / element,
+                      "; copy between ranges of equal size (take a std::span of the part you "
+                      "need)"));
+}
+
 Allocation::~Allocation() {
   if (owner_) owner_->deallocate(ptr_, bytes_, host_);
 }
@@ -106,13 +125,7 @@ detail::Allocation DeviceContext::allocate(std::size_t bytes, bool host) const {
 
 void DeviceContext::enqueue_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
                                        std::size_t src_bytes, DType dtype) const {
-  if (dst_bytes != src_bytes) {
-    const std::size_t element = size_of(dtype);
-    throw UserError(detail::cat("enqueue_copy: the destination holds ", dst_bytes / element, " ",
-                                dtype, " elements but the source holds ", src_bytes / element,
-                                "; copy between ranges of equal size (take a std::span of the "
-                                "part you need)"));
-  }
+  detail::check_copy_sizes("enqueue_copy", dst_bytes, src_bytes, dtype);
   if (dst_bytes == 0) return;
   impl_->copy(dst, src, dst_bytes);
 }
@@ -124,11 +137,7 @@ void DeviceContext::enqueue_fill(void* dst, std::size_t count, const void* patte
 }
 
 void DeviceContext::enqueue_kernel(detail::HostKernel kernel) const {
-  const LaunchConfig& c = kernel.config;
-  if (c.grid_dim.count() == 0 || c.block_dim.count() == 0)
-    throw UserError(detail::cat("enqueue_function: kernel '", kernel.info->name,
-                                "' launched with grid_dim ", c.grid_dim, " and block_dim ",
-                                c.block_dim, "; every component must be >= 1"));
+  detail::check_launch("enqueue_function", kernel);
   impl_->launch(std::move(kernel));
 }
 

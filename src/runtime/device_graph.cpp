@@ -4,6 +4,7 @@
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "runtime/checks.hpp"
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
@@ -20,13 +21,8 @@ DeviceGraphBuilder::~DeviceGraphBuilder() = default;
 DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
                                         const DeviceGraphDependencies& dependencies) {
   const auto index = static_cast<std::uint32_t>(nodes_.size());
-  if (node.kind == detail::GraphNodeKind::kernel) {
-    const LaunchConfig& c = node.kernel.config;
-    if (c.grid_dim.count() == 0 || c.block_dim.count() == 0)
-      throw UserError(detail::cat(
-          "DeviceGraphBuilder::add_function: kernel '", node.kernel.info->name, "' has grid_dim ",
-          c.grid_dim, " and block_dim ", c.block_dim, "; every component must be >= 1"));
-  }
+  if (node.kind == detail::GraphNodeKind::kernel)
+    detail::check_launch("DeviceGraphBuilder::add_function", node.kernel);
   node.dependencies.reserve(dependencies.nodes().size());
   for (const DeviceGraphNode& dep : dependencies.nodes()) {
     if (dep.builder_ == 0)
@@ -67,12 +63,7 @@ DeviceGraphNode DeviceGraphBuilder::add_copy_bytes(void* dst, std::size_t dst_by
                                                    const void* src, std::size_t src_bytes,
                                                    DType dtype,
                                                    const DeviceGraphDependencies& dependencies) {
-  if (dst_bytes != src_bytes) {
-    const std::size_t element = size_of(dtype);
-    throw UserError(detail::cat("DeviceGraphBuilder::add_copy: the destination holds ",
-                                dst_bytes / element, " ", dtype, " elements but the source holds ",
-                                src_bytes / element, "; copy between ranges of equal size"));
-  }
+  detail::check_copy_sizes("DeviceGraphBuilder::add_copy", dst_bytes, src_bytes, dtype);
   detail::GraphNodeDesc node;
   node.kind = detail::GraphNodeKind::copy;
   node.dst = dst;
