@@ -19,10 +19,7 @@ namespace {
 using testing::kThreadCounts;
 using testing::read_back;
 
-class DeviceContextThreads : public ::testing::TestWithParam<int> {
- protected:
-  DeviceContext ctx{Device::cpu(), {.num_threads = GetParam()}};
-};
+class DeviceContextThreads : public testing::ContextPerThreadCount {};
 
 INSTANTIATE_TEST_SUITE_P(Threads, DeviceContextThreads, ::testing::ValuesIn(kThreadCounts));
 

@@ -19,10 +19,7 @@ namespace {
 using testing::kThreadCounts;
 using testing::read_back;
 
-class DeviceGraphThreads : public ::testing::TestWithParam<int> {
- protected:
-  DeviceContext ctx{Device::cpu(), {.num_threads = GetParam()}};
-};
+class DeviceGraphThreads : public testing::ContextPerThreadCount {};
 INSTANTIATE_TEST_SUITE_P(Threads, DeviceGraphThreads, ::testing::ValuesIn(kThreadCounts));
 
 TEST_P(DeviceGraphThreads, BuildRunsOnceAndReplaysRunTheNodesEachTime) {

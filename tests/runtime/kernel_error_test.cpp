@@ -17,10 +17,7 @@ namespace {
 using testing::kThreadCounts;
 using testing::read_back;
 
-class KernelErrors : public ::testing::TestWithParam<int> {
- protected:
-  DeviceContext ctx{Device::cpu(), {.num_threads = GetParam()}};
-};
+class KernelErrors : public testing::ContextPerThreadCount {};
 INSTANTIATE_TEST_SUITE_P(Threads, KernelErrors, ::testing::ValuesIn(kThreadCounts));
 
 TEST_P(KernelErrors, SurfacesAtSynchronizeWithTheKernelName) {
