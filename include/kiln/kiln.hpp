@@ -11,4 +11,6 @@
 #include "kiln/runtime/device_event.hpp"
 #include "kiln/runtime/device_function.hpp"
 #include "kiln/runtime/device_graph.hpp"
+#include "kiln/runtime/device_graph_cache.hpp"
+#include "kiln/runtime/device_graph_key.hpp"
 #include "kiln/runtime/launch.hpp"
