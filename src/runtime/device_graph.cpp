@@ -5,6 +5,7 @@
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/recording_stream.hpp"
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
@@ -16,7 +17,30 @@ std::atomic<std::uint64_t> next_builder_id{1};
 DeviceGraphBuilder::DeviceGraphBuilder(const DeviceContext& ctx)
     : ctx_(ctx), id_(next_builder_id.fetch_add(1, std::memory_order_relaxed)) {}
 
-DeviceGraphBuilder::~DeviceGraphBuilder() = default;
+DeviceGraphBuilder::~DeviceGraphBuilder() {
+  for (const auto& recording : recordings_) recording->builder = nullptr;
+}
+
+DeviceContext DeviceGraphBuilder::recording_context(const DeviceGraphDependencies& after) {
+  for (const DeviceGraphNode& dep : after.nodes()) check_node(dep, "recording_context");
+  auto state = std::make_shared<detail::RecordingState>();
+  state->builder = this;
+  state->tail = after;
+  recordings_.push_back(state);
+  return DeviceContext(detail::make_recording_stream(std::move(state), ctx_.backend()));
+}
+
+DeviceGraphNode DeviceGraphBuilder::last_node() const {
+  if (nodes_.empty()) throw UserError("DeviceGraphBuilder::last_node: no node has been added yet");
+  return DeviceGraphNode(id_, static_cast<std::uint32_t>(nodes_.size() - 1));
+}
+
+namespace detail {
+DeviceGraphDependencies RecordingState::record(DeviceGraphBuilder& builder, GraphNodeDesc node,
+                                               const DeviceGraphDependencies& after) {
+  return builder.add(std::move(node), after);
+}
+}  // namespace detail
 
 DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
                                         const DeviceGraphDependencies& dependencies) {
@@ -25,21 +49,25 @@ DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
     detail::check_launch("DeviceGraphBuilder::add_function", node.kernel);
   node.dependencies.reserve(dependencies.nodes().size());
   for (const DeviceGraphNode& dep : dependencies.nodes()) {
-    if (dep.builder_ == 0)
-      throw UserError(detail::cat("DeviceGraphBuilder: dependency of new node ", index,
-                                  " is a default-constructed DeviceGraphNode that refers to no "
-                                  "node; pass a node returned by an add_* call of this builder"));
-    if (dep.builder_ != id_)
-      throw UserError(detail::cat(
-          "DeviceGraphBuilder: dependency of new node ", index, " is node ", dep.index_,
-          " of another graph builder; nodes are valid only in the build callback that created "
-          "them (nest another graph with add_child_graph instead)"));
-    if (dep.index_ >= index)
-      throw InternalError(detail::cat("node ", dep.index_, " of this builder does not exist yet"));
+    check_node(dep, detail::cat("dependency of new node ", index).c_str());
     node.dependencies.push_back(dep.index_);
   }
   nodes_.push_back(std::move(node));
   return DeviceGraphNode(id_, index);
+}
+
+void DeviceGraphBuilder::check_node(const DeviceGraphNode& node, const char* role) const {
+  if (node.builder_ == 0)
+    throw UserError(detail::cat("DeviceGraphBuilder: ", role,
+                                " is a default-constructed DeviceGraphNode that refers to no "
+                                "node; pass a node returned by an add_* call of this builder"));
+  if (node.builder_ != id_)
+    throw UserError(detail::cat(
+        "DeviceGraphBuilder: ", role, " is node ", node.index_,
+        " of another graph builder; nodes are valid only in the build callback that created "
+        "them (nest another graph with add_child_graph instead)"));
+  if (node.index_ >= nodes_.size())
+    throw InternalError(detail::cat("node ", node.index_, " of this builder does not exist yet"));
 }
 
 DeviceGraphNode DeviceGraphBuilder::add_empty(const DeviceGraphDependencies& dependencies) {
@@ -76,6 +104,12 @@ DeviceGraph DeviceGraph::instantiate(DeviceGraphBuilder& builder) {
   auto exec = builder.ctx_.backend()->instantiate_graph(std::move(builder.nodes_));
   builder.nodes_.clear();
   return DeviceGraph(builder.ctx_, std::move(exec));
+}
+
+void DeviceGraph::apply_update(DeviceGraphBuilder& builder) const {
+  auto nodes = std::move(builder.nodes_);
+  builder.nodes_.clear();
+  ctx_.backend()->update_graph(exec_, std::move(nodes));
 }
 
 void DeviceGraph::replay() const { ctx_.backend()->launch_graph(exec_); }

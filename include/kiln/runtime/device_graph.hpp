@@ -19,15 +19,18 @@
 
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/runtime/device_function.hpp"
+#include "kiln/runtime/device_graph_key.hpp"
 #include "kiln/runtime/inline_function.hpp"
 #include "kiln/runtime/launch.hpp"
 
 namespace kiln {
 
 class DeviceGraph;
+class DeviceGraphCache;
 
 namespace detail {
 class GraphExec;
+struct RecordingState;
 
 enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, child };
 
@@ -148,13 +151,29 @@ class DeviceGraphBuilder {
   DeviceGraphNode add_child_graph(const DeviceGraph& child,
                                   const DeviceGraphDependencies& dependencies);
 
+  /// A context whose `enqueue_*` calls (functions, copies, memsets, host functions) add
+  /// nodes to this graph instead of running: each recorded node depends on the previous
+  /// one, the first on \p after. Existing eager code can so be captured unchanged, as CUDA
+  /// stream capture does. Buffers it creates are allocated at once from the real context
+  /// and must outlive the graph's replays. Calls that need work to have run throw
+  /// UserError: `synchronize`, event records, waits and queries, creating, replaying or
+  /// updating a graph (nest graphs with `add_child_graph`). Valid only during the build
+  /// callback; using it afterwards throws UserError.
+  DeviceContext recording_context(const DeviceGraphDependencies& after = {});
+
+  /// The node added last, by an `add_*` call or a recording context.
+  /// \throws UserError when no node has been added yet.
+  DeviceGraphNode last_node() const;
+
   /// Nodes added so far.
   std::size_t size() const noexcept { return nodes_.size(); }
 
  private:
   friend class DeviceGraph;
+  friend struct detail::RecordingState;
   explicit DeviceGraphBuilder(const DeviceContext& ctx);
   DeviceGraphNode add(detail::GraphNodeDesc node, const DeviceGraphDependencies& dependencies);
+  void check_node(const DeviceGraphNode& node, const char* role) const;
   DeviceGraphNode add_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
                                  std::size_t src_bytes, DType dtype,
                                  const DeviceGraphDependencies& dependencies);
@@ -162,6 +181,7 @@ class DeviceGraphBuilder {
   DeviceContext ctx_;
   std::uint64_t id_;
   std::vector<detail::GraphNodeDesc> nodes_;
+  std::vector<std::shared_ptr<detail::RecordingState>> recordings_;  // closed on destruction
 };
 
 /// An instantiated device graph, ready to replay.
@@ -195,6 +215,31 @@ class DeviceGraph {
     return instantiate(builder);
   }
 
+  /// Like `create(ctx, build)`, but returns the graph an earlier call stored in \p cache
+  /// under an equal key (same build callable type, same context, equal \p inputs) without
+  /// calling `build`; on a miss builds, stores and returns a new graph. Defined in
+  /// `kiln/runtime/device_graph_cache.hpp`.
+  template <class Build, DeviceGraphInput... Inputs>
+  requires std::is_invocable_v<Build&, DeviceGraphBuilder&>
+  static DeviceGraph create(const DeviceContext& ctx, Build&& build, DeviceGraphCache& cache,
+                            const Inputs&... inputs);
+
+  /// Re-runs \p build against this graph to change node parameters in place (buffer
+  /// addresses, scalars, kernel arguments, launch dimensions) without instantiating again.
+  /// \p build must record the same topology: the same nodes, kinds, dependencies, kernel
+  /// functions and child graphs, in the same order. The change is stream-ordered: replays
+  /// submitted before `update` run with the old parameters, later ones with the new.
+  /// Every copy of this graph (and a cache holding it) sees the update.
+  /// \throws UserError naming the first difference when the topology differs (the graph
+  /// is then unchanged), or whatever \p build throws.
+  template <class Build>
+  requires std::is_invocable_v<Build&, DeviceGraphBuilder&>
+  void update(Build&& build) const {
+    DeviceGraphBuilder builder(ctx_);
+    build(builder);
+    apply_update(builder);
+  }
+
   /// Submits one replay of the whole graph to its context's stream; returns at once.
   void replay() const;
   /// Number of nodes.
@@ -210,6 +255,7 @@ class DeviceGraph {
   DeviceGraph(DeviceContext ctx, std::shared_ptr<const detail::GraphExec> exec)
       : ctx_(std::move(ctx)), exec_(std::move(exec)) {}
   static DeviceGraph instantiate(DeviceGraphBuilder& builder);
+  void apply_update(DeviceGraphBuilder& builder) const;
 
   DeviceContext ctx_;
   std::shared_ptr<const detail::GraphExec> exec_;

@@ -47,32 +47,7 @@ CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs) {
     node.dependencies = std::move(d.dependencies);
     node.in_degree = static_cast<std::uint32_t>(node.dependencies.size());
     for (std::uint32_t dep : node.dependencies) ++out_degree[dep];
-    switch (d.kind) {
-      case GraphNodeKind::kernel:
-        node.kernel = std::move(d.kernel.info);
-        node.config = d.kernel.config;
-        node.work.blocks = d.kernel.config.grid_dim.count();
-        node.work.body = std::move(d.kernel.run);
-        break;
-      case GraphNodeKind::copy:
-        node.work = copy_work(d.dst, d.src, d.bytes);
-        break;
-      case GraphNodeKind::memset:
-        node.work = fill_work(d.dst, d.count, d.pattern.data(), d.pattern_size);
-        break;
-      case GraphNodeKind::host:
-        node.work.body = [f = std::move(d.host)](std::uint64_t, std::uint64_t) { f(); };
-        break;
-      case GraphNodeKind::empty:
-        node.work.body = [](std::uint64_t, std::uint64_t) {};
-        break;
-      case GraphNodeKind::child: {
-        auto child = std::dynamic_pointer_cast<const CpuGraphExec>(d.child);
-        node.child = std::move(d.child);
-        node.work.body = [c = child.get()](std::uint64_t, std::uint64_t) { c->run_inline(); };
-        break;
-      }
-    }
+    set_parameters(node, d);
   }
   // Successor lists, flattened.
   std::uint32_t offset = 0;
@@ -91,6 +66,64 @@ CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs) {
     }
   pending_ = std::make_unique<std::atomic<std::uint32_t>[]>(n);
   ready_ = std::make_unique<std::atomic<std::uint32_t>[]>(n);
+}
+
+void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
+  node.kernel = nullptr;
+  node.child = nullptr;
+  node.work.blocks = 1;
+  switch (d.kind) {
+    case GraphNodeKind::kernel:
+      node.kernel = std::move(d.kernel.info);
+      node.config = d.kernel.config;
+      node.work.blocks = d.kernel.config.grid_dim.count();
+      node.work.body = std::move(d.kernel.run);
+      break;
+    case GraphNodeKind::copy:
+      node.work = copy_work(d.dst, d.src, d.bytes);
+      break;
+    case GraphNodeKind::memset:
+      node.work = fill_work(d.dst, d.count, d.pattern.data(), d.pattern_size);
+      break;
+    case GraphNodeKind::host:
+      node.work.body = [f = std::move(d.host)](std::uint64_t, std::uint64_t) { f(); };
+      break;
+    case GraphNodeKind::empty:
+      node.work.body = [](std::uint64_t, std::uint64_t) {};
+      break;
+    case GraphNodeKind::child: {
+      auto child = std::dynamic_pointer_cast<const CpuGraphExec>(d.child);
+      node.child = std::move(d.child);
+      node.work.body = [c = child.get()](std::uint64_t, std::uint64_t) { c->run_inline(); };
+      break;
+    }
+  }
+}
+
+std::string CpuGraphExec::topology_difference(const std::vector<GraphNodeDesc>& descs) const {
+  if (descs.size() != nodes_.size())
+    return cat("the update has ", descs.size(), " nodes but the graph has ", nodes_.size());
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    const GraphNodeDesc& d = descs[i];
+    if (d.kind != node.kind)
+      return cat("node ", i, " is a ", kind_name(d.kind), " node in the update but a ",
+                 kind_name(node.kind), " node in the graph");
+    if (d.dependencies != node.dependencies)
+      return cat("node ", i, " depends on [", join(d.dependencies, ", "),
+                 "] in the update but on [", join(node.dependencies, ", "), "] in the graph");
+    if (d.kind == GraphNodeKind::kernel && d.kernel.info != node.kernel)
+      return cat("node ", i, " launches kernel '", d.kernel.info->name,
+                 "' in the update but kernel '", node.kernel->name,
+                 "' in the graph (only arguments and launch dimensions can change)");
+    if (d.kind == GraphNodeKind::child && d.child != node.child)
+      return cat("node ", i, " nests a different child graph in the update");
+  }
+  return {};
+}
+
+void CpuGraphExec::set_parameters(std::vector<GraphNodeDesc> descs) {
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) set_parameters(nodes_[i], descs[i]);
 }
 
 std::string CpuGraphExec::describe(std::uint32_t i) const {

@@ -43,6 +43,13 @@ class CpuGraphExec final : public GraphExec {
   /// Runs every node in order on the calling thread (used for child graphs).
   void run_inline() const;
 
+  /// What differs between this graph's topology (node count, kinds, dependencies, kernel
+  /// functions, child graphs) and \p nodes; empty when they match.
+  std::string topology_difference(const std::vector<GraphNodeDesc>& nodes) const;
+  /// Replaces every node's parameters by those of \p nodes, whose topology must match.
+  /// Must not run concurrently with a replay (the stream orders it between replays).
+  void set_parameters(std::vector<GraphNodeDesc> nodes);
+
  private:
   struct Node {
     CpuWork work;
@@ -56,6 +63,7 @@ class CpuGraphExec final : public GraphExec {
     std::vector<std::uint32_t> dependencies;     // for to_dot and messages
   };
 
+  static void set_parameters(Node& node, GraphNodeDesc& desc);
   std::string describe(std::uint32_t node) const;
   GraphFailure run_chain(WorkerPool& pool) const;
   GraphFailure run_dag(WorkerPool& pool) const;

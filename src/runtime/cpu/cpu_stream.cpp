@@ -182,15 +182,30 @@ class CpuStream final : public StreamBackend {
   }
 
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
-    auto exec = std::dynamic_pointer_cast<const CpuGraphExec>(std::move(graph));
-    if (!exec)
-      throw UserError(
-          cat("DeviceGraph::replay: the graph was instantiated for another kind of "
-              "device than ",
-              device_, "; replay it on the context that built it"));
     Command c;
-    c.graph = std::move(exec);
+    c.graph = as_cpu_graph(std::move(graph), "DeviceGraph::replay");
     c.label = "graph replay";
+    push(std::move(c));
+  }
+
+  void update_graph(const std::shared_ptr<const GraphExec>& graph,
+                    std::vector<GraphNodeDesc> nodes) override {
+    auto exec = as_cpu_graph(graph, "DeviceGraph::update");
+    if (std::string difference = exec->topology_difference(nodes); !difference.empty())
+      throw UserError(
+          cat("DeviceGraph::update: the build callback recorded a different "
+              "topology: ",
+              difference,
+              "; an update can change only node parameters (buffers, scalars, "
+              "launch dimensions): create a new graph instead"));
+    // The stream made the graph and is the only one to run it, so it may change it.
+    auto target = std::const_pointer_cast<CpuGraphExec>(std::move(exec));
+    auto params = std::make_shared<std::vector<GraphNodeDesc>>(std::move(nodes));
+    Command c;
+    c.body = [target = std::move(target), params = std::move(params)](
+                 std::uint64_t, std::uint64_t) { target->set_parameters(std::move(*params)); };
+    c.label = "graph update";
+    c.always_run = true;
     push(std::move(c));
   }
 
@@ -255,6 +270,15 @@ class CpuStream final : public StreamBackend {
                           ": the event was created by a context of another kind of "
                           "device; create it with a CPU context"));
     return e;
+  }
+
+  std::shared_ptr<const CpuGraphExec> as_cpu_graph(std::shared_ptr<const GraphExec> graph,
+                                                   const char* what) const {
+    auto exec = std::dynamic_pointer_cast<const CpuGraphExec>(std::move(graph));
+    if (!exec)
+      throw UserError(cat(what, ": the graph was instantiated for another kind of device than ",
+                          device_, "; use it on the context that built it"));
+    return exec;
   }
 
   static std::string describe(const std::exception_ptr& error) {

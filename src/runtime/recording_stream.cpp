@@ -1,0 +1,121 @@
+// The backend behind DeviceGraphBuilder::recording_context(): every enqueue becomes a graph
+// node that depends on the previous one (as CUDA stream capture does); memory comes from
+// the real stream; whatever needs the device to have run (synchronize, event queries)
+// throws.
+
+#include "runtime/recording_stream.hpp"
+
+#include <cstring>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::detail {
+namespace {
+
+[[noreturn]] void not_recordable(const char* what, const char* instead) {
+  throw UserError(cat(what,
+                      " cannot be recorded into a device graph: a recording context only "
+                      "adds nodes, nothing runs until the graph replays; ",
+                      instead));
+}
+
+/// An event made by a recording context: it can never be recorded, so asking about it is
+/// always a mistake.
+class RecordingEvent final : public EventState {
+ public:
+  bool is_complete() const override {
+    not_recordable("DeviceEvent::is_complete", "query events of the real context instead");
+  }
+  void synchronize() const override {
+    not_recordable("DeviceEvent::synchronize", "synchronize the real context after replay");
+  }
+  double elapsed_ms_since(const EventState&) const override {
+    not_recordable("DeviceEvent::elapsed_ms", "time replays with events of the real context");
+  }
+};
+
+class RecordingStream final : public StreamBackend {
+ public:
+  RecordingStream(std::shared_ptr<RecordingState> state, std::shared_ptr<StreamBackend> real)
+      : state_(std::move(state)), real_(std::move(real)) {}
+
+  Device device() const override { return real_->device(); }
+  int num_threads() const override { return real_->num_threads(); }
+
+  void* allocate(std::size_t bytes, bool host) override { return real_->allocate(bytes, host); }
+  void deallocate(void* ptr, std::size_t bytes, bool host) noexcept override {
+    real_->deallocate(ptr, bytes, host);
+  }
+
+  void launch(HostKernel kernel) override {
+    GraphNodeDesc node;
+    node.kind = GraphNodeKind::kernel;
+    node.kernel = std::move(kernel);
+    record(std::move(node));
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    GraphNodeDesc node;
+    node.kind = GraphNodeKind::copy;
+    node.dst = dst;
+    node.src = src;
+    node.bytes = bytes;
+    record(std::move(node));
+  }
+  void fill(void* dst, std::size_t count, const void* pattern, std::size_t size) override {
+    GraphNodeDesc node;
+    node.kind = GraphNodeKind::memset;
+    node.dst = dst;
+    node.count = count;
+    node.pattern_size = size;
+    std::memcpy(node.pattern.data(), pattern, size);
+    record(std::move(node));
+  }
+  void host_function(HostCallback fn) override {
+    GraphNodeDesc node;
+    node.kind = GraphNodeKind::host;
+    node.host = std::move(fn);
+    record(std::move(node));
+  }
+
+  std::shared_ptr<EventState> create_event() override { return std::make_shared<RecordingEvent>(); }
+  void record(const std::shared_ptr<EventState>&) override {
+    not_recordable("enqueue_record", "order graph nodes with their dependencies instead");
+  }
+  void wait(const std::shared_ptr<EventState>&) override {
+    not_recordable("enqueue_wait", "order graph nodes with their dependencies instead");
+  }
+  std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc>) override {
+    not_recordable("DeviceGraph::create", "create graphs with the real context");
+  }
+  void launch_graph(std::shared_ptr<const GraphExec>) override {
+    not_recordable("DeviceGraph::replay", "nest the graph with add_child_graph");
+  }
+  void update_graph(const std::shared_ptr<const GraphExec>&, std::vector<GraphNodeDesc>) override {
+    not_recordable("DeviceGraph::update", "update graphs with the real context");
+  }
+  void synchronize() override {
+    not_recordable("synchronize", "synchronize the real context after replaying the graph");
+  }
+
+ private:
+  void record(GraphNodeDesc node) {
+    if (state_->builder == nullptr)
+      throw UserError(
+          "a recording context was used after the build callback of its DeviceGraphBuilder "
+          "returned; record work only inside the callback");
+    state_->tail = RecordingState::record(*state_->builder, std::move(node), state_->tail);
+  }
+
+  std::shared_ptr<RecordingState> state_;
+  std::shared_ptr<StreamBackend> real_;
+};
+
+}  // namespace
+
+std::shared_ptr<StreamBackend> make_recording_stream(std::shared_ptr<RecordingState> state,
+                                                     std::shared_ptr<StreamBackend> real) {
+  return std::make_shared<RecordingStream>(std::move(state), std::move(real));
+}
+
+}  // namespace kiln::detail
