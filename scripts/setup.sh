@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build g++ git
   libgtest-dev libgmock-dev libbenchmark-dev
+  libtbb-dev  # benchmark peer: oneTBB flow graph
 )
 
 missing=()

@@ -57,10 +57,13 @@ struct BoundKernel {
     idx.grid_dim = config.grid_dim;
     idx.block_dim = config.block_dim;
     const std::uint32_t gx = config.grid_dim.x, gy = config.grid_dim.y;
-    const std::uint64_t plane = begin / gx;
-    std::uint32_t bx = static_cast<std::uint32_t>(begin % gx);
-    std::uint32_t by = static_cast<std::uint32_t>(plane % gy);
-    std::uint32_t bz = static_cast<std::uint32_t>(plane / gy);
+    std::uint32_t bx = 0, by = 0, bz = 0;
+    if (begin != 0) {  // divisions cost more than a tiny kernel: only for later chunks
+      const std::uint64_t plane = begin / gx;
+      bx = static_cast<std::uint32_t>(begin % gx);
+      by = static_cast<std::uint32_t>(plane % gy);
+      bz = static_cast<std::uint32_t>(plane / gy);
+    }
     const Dim3 bd = config.block_dim;
     for (std::uint64_t b = begin; b < end; ++b) {
       idx.block_idx.x = bx;

@@ -1,5 +1,6 @@
 #include "runtime/cpu/cpu_graph.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include "core/str.hpp"
@@ -36,36 +37,98 @@ std::string dot_escape(const std::string& s) {
 
 }  // namespace
 
-CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs) {
+CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) {
   const auto n = static_cast<std::uint32_t>(descs.size());
   nodes_.resize(n);
-  std::vector<std::uint32_t> out_degree(n, 0);
+  std::uint32_t roots = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
     GraphNodeDesc& d = descs[i];
     Node& node = nodes_[i];
     node.kind = d.kind;
     node.dependencies = std::move(d.dependencies);
     node.in_degree = static_cast<std::uint32_t>(node.dependencies.size());
-    for (std::uint32_t dep : node.dependencies) ++out_degree[dep];
+    for (std::uint32_t dep : node.dependencies) ++nodes_[dep].out_degree;
+    roots += node.in_degree == 0 ? 1 : 0;
     set_parameters(node, d);
   }
-  // Successor lists, flattened.
-  std::uint32_t offset = 0;
+  for (const Node& node : nodes_)
+    if (node.out_degree > 1 || node.in_degree > 1) is_chain_ = false;
+  if (roots > 1) is_chain_ = false;
+  if (!is_chain_ && participants > 1) schedule(participants);
+}
+
+void CpuGraphExec::schedule(int participants) {
+  // List scheduling in creation (topological) order with unit-ish costs: a node costs its
+  // block count, waiting on another participant costs kHandOff more (a cache-line transfer
+  // is worth a few tiny nodes). Each node goes where it can start first; ties stay with
+  // the participant of its first dependency, so chains inside a DAG are not split.
+  constexpr double kHandOff = 4.0;
+  const auto p_count = static_cast<std::uint32_t>(participants);
+  const auto n = static_cast<std::uint32_t>(nodes_.size());
+  std::vector<std::uint32_t> where(n);
+  std::vector<double> finish(n);
+  std::vector<double> free_at(p_count, 0.0);
+  std::vector<std::vector<std::uint32_t>> lists(p_count);
   for (std::uint32_t i = 0; i < n; ++i) {
-    nodes_[i].first_successor = offset;
-    offset += out_degree[i];
-    if (out_degree[i] > 1 || nodes_[i].in_degree > 1) is_chain_ = false;
-    if (nodes_[i].in_degree == 0) roots_.push_back(i);
-  }
-  if (roots_.size() > 1) is_chain_ = false;
-  successors_.resize(offset);
-  for (std::uint32_t i = 0; i < n; ++i)
-    for (std::uint32_t dep : nodes_[i].dependencies) {
-      Node& from = nodes_[dep];
-      successors_[from.first_successor + from.successor_count++] = i;
+    const Node& node = nodes_[i];
+    const std::uint32_t preferred = node.dependencies.empty() ? 0 : where[node.dependencies[0]];
+    std::uint32_t best = preferred;
+    double best_start = 0;
+    for (std::uint32_t k = 0; k < p_count; ++k) {
+      const std::uint32_t p = (preferred + k) % p_count;
+      double start = free_at[p];
+      for (std::uint32_t dep : node.dependencies)
+        start = std::max(start, finish[dep] + (where[dep] == p ? 0.0 : kHandOff));
+      if (k == 0 || start < best_start) {
+        best = p;
+        best_start = start;
+      }
     }
-  pending_ = std::make_unique<std::atomic<std::uint32_t>[]>(n);
-  ready_ = std::make_unique<std::atomic<std::uint32_t>[]>(n);
+    where[i] = best;
+    finish[i] = best_start + static_cast<double>(std::max<std::uint64_t>(1, node.work.blocks));
+    free_at[best] = finish[i];
+    lists[best].push_back(i);
+  }
+  // Compact to the participants that got work; record each node's place in its list.
+  std::vector<std::uint32_t> list_of(p_count, 0);
+  std::vector<std::uint32_t> position(n);
+  for (std::uint32_t p = 0; p < p_count; ++p) {
+    if (lists[p].empty()) continue;
+    list_of[p] = lists_++;
+    list_begin_.push_back(static_cast<std::uint32_t>(order_.size()));
+    for (std::uint32_t i : lists[p]) {
+      position[i] = static_cast<std::uint32_t>(order_.size()) - list_begin_.back();
+      order_.push_back(i);
+    }
+  }
+  list_begin_.push_back(static_cast<std::uint32_t>(order_.size()));
+  if (lists_ < 2) {  // everything landed on one participant: run it as a sequence
+    order_.clear();
+    list_begin_.clear();
+    lists_ = 0;
+    return;
+  }
+  // Cross-participant waits, reduced to the latest node per other participant (a list
+  // runs in order, so waiting for its latest dependency covers the earlier ones).
+  std::vector<std::uint32_t> need(lists_);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    Node& node = nodes_[i];
+    const std::uint32_t mine = list_of[where[i]];
+    std::fill(need.begin(), need.end(), 0);
+    for (std::uint32_t dep : node.dependencies) {
+      const std::uint32_t theirs = list_of[where[dep]];
+      if (theirs == mine) continue;
+      need[theirs] = std::max(need[theirs], position[dep] + 1);
+      nodes_[dep].publish = true;
+    }
+    node.first_wait = static_cast<std::uint32_t>(waits_.size());
+    for (std::uint32_t q = 0; q < lists_; ++q)
+      if (need[q] != 0) waits_.push_back({q, need[q]});
+    node.wait_count = static_cast<std::uint32_t>(waits_.size()) - node.first_wait;
+  }
+  progress_ = std::make_unique<Progress[]>(lists_);
+  seen_stride_ = (lists_ + 15) / 16 * 16;
+  seen_.assign(lists_ * seen_stride_, 0);
 }
 
 void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
@@ -152,8 +215,8 @@ void CpuGraphExec::run_inline() const {
 
 GraphFailure CpuGraphExec::run(WorkerPool& pool) const {
   if (nodes_.empty()) return {};
-  if (is_chain_ || pool.helpers() == 0) return run_chain(pool);
-  return run_dag(pool);
+  if (lists_ < 2) return run_chain(pool);
+  return run_scheduled(pool);
 }
 
 GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
@@ -161,7 +224,11 @@ GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     try {
-      pool.parallel_for(node.work.blocks, node.work.body);
+      if (node.work.blocks <= 1) {
+        node.work.body(0, node.work.blocks);  // skip the pool for the common tiny node
+      } else {
+        pool.parallel_for(node.work.blocks, node.work.body);
+      }
     } catch (...) {
       return {std::current_exception(), describe(i)};
     }
@@ -169,61 +236,56 @@ GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
   return {};
 }
 
-GraphFailure CpuGraphExec::run_dag(WorkerPool& pool) const {
-  const auto n = static_cast<std::uint32_t>(nodes_.size());
-  for (std::uint32_t i = 0; i < n; ++i) {
-    pending_[i].store(nodes_[i].in_degree, std::memory_order_relaxed);
-    ready_[i].store(0, std::memory_order_relaxed);
-  }
-  const auto roots = static_cast<std::uint32_t>(roots_.size());
-  for (std::uint32_t r = 0; r < roots; ++r)
-    ready_[r].store(roots_[r] + 1, std::memory_order_relaxed);
-  ready_tail_.store(roots, std::memory_order_relaxed);
-  ready_head_.store(0, std::memory_order_relaxed);
+GraphFailure CpuGraphExec::run_scheduled(WorkerPool& pool) const {
+  for (std::uint32_t p = 0; p < lists_; ++p) progress_[p].done.store(0, std::memory_order_relaxed);
+  std::fill(seen_.begin(), seen_.end(), 0);
   failed_.store(false, std::memory_order_relaxed);
   failure_claimed_.store(false, std::memory_order_relaxed);
   failure_ = {};
-  // One "block" per participant: each runs the scheduling loop until every node is done.
-  const BlockRunner worker = [this](std::uint64_t begin, std::uint64_t end) {
-    for (; begin < end; ++begin) run_dag_worker();
+  // One "block" per list. A thread takes a new list only after finishing its current one,
+  // and lists wait only on earlier nodes, so every list is eventually taken and finishes.
+  const BlockRunner participant = [this](std::uint64_t begin, std::uint64_t end) {
+    for (; begin < end; ++begin) run_list(static_cast<std::uint32_t>(begin));
   };
-  pool.parallel_for(static_cast<std::uint64_t>(pool.helpers()) + 1, worker);
+  pool.parallel_for(lists_, participant);
   return std::move(failure_);
 }
 
-void CpuGraphExec::run_dag_worker() const {
-  const auto n = static_cast<std::uint32_t>(nodes_.size());
-  for (;;) {
-    const std::uint32_t slot = ready_head_.fetch_add(1, std::memory_order_relaxed);
-    if (slot >= n) return;
-    // Every slot is filled exactly once per replay; wait for this one's node to be ready.
-    std::uint32_t entry;
-    for (int spins = 0; (entry = ready_[slot].load(std::memory_order_acquire)) == 0;) {
-      if (++spins < 256) {
-        cpu_relax();
-      } else {
-        std::this_thread::yield();
+void CpuGraphExec::record_failure(std::uint32_t node) const {
+  if (!failure_claimed_.exchange(true, std::memory_order_acq_rel))
+    failure_ = {std::current_exception(), describe(node)};
+  failed_.store(true, std::memory_order_relaxed);
+}
+
+void CpuGraphExec::run_list(std::uint32_t p) const {
+  std::uint32_t* seen = &seen_[p * seen_stride_];
+  const std::uint32_t begin = list_begin_[p];
+  const std::uint32_t end = list_begin_[p + 1];
+  for (std::uint32_t k = begin; k < end; ++k) {
+    const std::uint32_t i = order_[k];
+    const Node& node = nodes_[i];
+    for (std::uint32_t w = node.first_wait; w < node.first_wait + node.wait_count; ++w) {
+      const Wait& wait = waits_[w];
+      for (int spins = 0; seen[wait.participant] < wait.count;) {
+        seen[wait.participant] = progress_[wait.participant].done.load(std::memory_order_acquire);
+        if (seen[wait.participant] >= wait.count) break;
+        if (++spins < 256) {
+          cpu_relax();
+        } else {
+          std::this_thread::yield();
+        }
       }
     }
-    const std::uint32_t i = entry - 1;
-    const Node& node = nodes_[i];
+    // After a failure the rest is skipped, but progress is still published so that no
+    // participant waits forever.
     if (!failed_.load(std::memory_order_relaxed)) {
       try {
         node.work.body(0, node.work.blocks);
       } catch (...) {
-        if (!failure_claimed_.exchange(true, std::memory_order_acq_rel))
-          failure_ = {std::current_exception(), describe(i)};
-        failed_.store(true, std::memory_order_relaxed);
+        record_failure(i);
       }
     }
-    // Skipped nodes still release their successors, so every slot gets filled.
-    for (std::uint32_t s = 0; s < node.successor_count; ++s) {
-      const std::uint32_t next = successors_[node.first_successor + s];
-      if (pending_[next].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        const std::uint32_t at = ready_tail_.fetch_add(1, std::memory_order_relaxed);
-        ready_[at].store(next + 1, std::memory_order_release);
-      }
-    }
+    if (node.publish) progress_[p].done.store(k - begin + 1, std::memory_order_release);
   }
 }
 

@@ -21,19 +21,23 @@ struct GraphFailure {
 };
 
 /// A device graph instantiated for the CPU: nodes in creation order (a topological order,
-/// since dependencies point backwards), successor lists in one flat array, and the
-/// per-replay counters. Replay does no heap allocation and takes no lock:
+/// since dependencies point backwards) and a static schedule computed once. Replay does
+/// no heap allocation and takes no lock:
 ///
 /// - chains (no node with two successors or two predecessors) run node after node on the
 ///   draining thread, each node's blocks spread over the pool;
-/// - other graphs are scheduled by dependency counting: every participant claims the next
-///   slot of a ready list (one atomic increment), runs that node, and appends each
-///   successor whose count drops to zero.
+/// - other graphs run on a schedule made at instantiation by list scheduling: each node
+///   goes to the participant where it can start first, counting a penalty for waiting on
+///   another participant. At replay every participant runs its own list in order; a
+///   dependency on the same participant costs nothing, one on another participant is an
+///   acquire load of that participant's progress counter (cached, so it is re-read only
+///   while the dependency is still running).
 ///
 /// One replay at a time (replays come from one in-order stream).
 class CpuGraphExec final : public GraphExec {
  public:
-  explicit CpuGraphExec(std::vector<GraphNodeDesc> nodes);
+  /// \p participants: threads a replay may use (the stream's worker count).
+  CpuGraphExec(std::vector<GraphNodeDesc> nodes, int participants);
   std::size_t size() const override { return nodes_.size(); }
   std::string to_dot() const override;
 
@@ -54,31 +58,47 @@ class CpuGraphExec final : public GraphExec {
   struct Node {
     CpuWork work;
     GraphNodeKind kind = GraphNodeKind::empty;
-    std::uint32_t first_successor = 0;
-    std::uint32_t successor_count = 0;
     std::uint32_t in_degree = 0;
+    std::uint32_t out_degree = 0;
+    std::uint32_t first_wait = 0;  // into waits_: cross-participant dependencies
+    std::uint32_t wait_count = 0;
+    bool publish = false;  // a node on another participant depends on this one
     std::shared_ptr<const FunctionInfo> kernel;  // kernel nodes: name
     LaunchConfig config;                         // kernel nodes
     std::shared_ptr<const GraphExec> child;      // child nodes: kept alive
-    std::vector<std::uint32_t> dependencies;     // for to_dot and messages
+    std::vector<std::uint32_t> dependencies;     // for to_dot, messages and scheduling
+  };
+  /// "Wait until participant `participant` has finished `count` nodes of its list."
+  struct Wait {
+    std::uint32_t participant;
+    std::uint32_t count;
+  };
+  /// A participant's progress in the current replay, on its own cache line.
+  struct alignas(64) Progress {
+    std::atomic<std::uint32_t> done{0};
   };
 
   static void set_parameters(Node& node, GraphNodeDesc& desc);
+  void schedule(int participants);
   std::string describe(std::uint32_t node) const;
   GraphFailure run_chain(WorkerPool& pool) const;
-  GraphFailure run_dag(WorkerPool& pool) const;
-  void run_dag_worker() const;
+  GraphFailure run_scheduled(WorkerPool& pool) const;
+  void run_list(std::uint32_t participant) const;
+  void record_failure(std::uint32_t node) const;
 
   std::vector<Node> nodes_;
-  std::vector<std::uint32_t> successors_;
-  std::vector<std::uint32_t> roots_;
   bool is_chain_ = true;
+  // The static schedule: participant p runs order_[list_begin_[p] .. list_begin_[p + 1]).
+  std::vector<std::uint32_t> order_;
+  std::vector<std::uint32_t> list_begin_;
+  std::vector<Wait> waits_;
+  std::uint32_t lists_ = 0;  // participants with a non-empty list
 
   // Per-replay state, reset at the start of each replay.
-  mutable std::unique_ptr<std::atomic<std::uint32_t>[]> pending_;  // unmet dependencies
-  mutable std::unique_ptr<std::atomic<std::uint32_t>[]> ready_;    // node + 1; 0 = not yet
-  mutable std::atomic<std::uint32_t> ready_head_{0};
-  mutable std::atomic<std::uint32_t> ready_tail_{0};
+  mutable std::unique_ptr<Progress[]> progress_;
+  // seen_[p * seen_stride_ + q]: p's last view of q's progress (rows on separate lines).
+  std::size_t seen_stride_ = 0;
+  mutable std::vector<std::uint32_t> seen_;
   mutable std::atomic<bool> failed_{false};
   mutable std::atomic<bool> failure_claimed_{false};
   mutable GraphFailure failure_;

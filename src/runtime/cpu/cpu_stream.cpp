@@ -178,7 +178,7 @@ class CpuStream final : public StreamBackend {
   }
 
   std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
-    return std::make_shared<const CpuGraphExec>(std::move(nodes));
+    return std::make_shared<CpuGraphExec>(std::move(nodes), num_threads_);
   }
 
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
