@@ -62,7 +62,7 @@ void CpuGraphExec::schedule(int participants) {
   // block count, waiting on another participant costs kHandOff more (a cache-line transfer
   // is worth a few tiny nodes). Each node goes where it can start first; ties stay with
   // the participant of its first dependency, so chains inside a DAG are not split.
-  constexpr double kHandOff = 4.0;
+  constexpr double kHandOff = 8.0;
   const auto p_count = static_cast<std::uint32_t>(participants);
   const auto n = static_cast<std::uint32_t>(nodes_.size());
   std::vector<std::uint32_t> where(n);
