@@ -15,13 +15,16 @@
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
-namespace {
-
+namespace detail {
 int cores_available() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
 }
+}  // namespace detail
+
+namespace {
+using detail::cores_available;
 
 int resolve_num_threads(int requested) {
   if (requested < 0)

@@ -72,6 +72,9 @@ class StreamBackend {
   virtual void synchronize() = 0;
 };
 
+/// CPUs this process may run on (its affinity mask).
+int cores_available();
+
 /// The CPU backend: a stream over a worker pool of \p num_threads threads.
 std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads);
 

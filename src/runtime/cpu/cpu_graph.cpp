@@ -237,7 +237,10 @@ GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
 }
 
 GraphFailure CpuGraphExec::run_scheduled(WorkerPool& pool) const {
-  for (std::uint32_t p = 0; p < lists_; ++p) progress_[p].done.store(0, std::memory_order_relaxed);
+  for (std::uint32_t p = 0; p < lists_; ++p) {
+    progress_[p].done.store(0, std::memory_order_relaxed);
+    progress_[p].sleepers.store(0, std::memory_order_relaxed);
+  }
   std::fill(seen_.begin(), seen_.end(), 0);
   failed_.store(false, std::memory_order_relaxed);
   failure_claimed_.store(false, std::memory_order_relaxed);
@@ -264,18 +267,8 @@ void CpuGraphExec::run_list(std::uint32_t p) const {
   for (std::uint32_t k = begin; k < end; ++k) {
     const std::uint32_t i = order_[k];
     const Node& node = nodes_[i];
-    for (std::uint32_t w = node.first_wait; w < node.first_wait + node.wait_count; ++w) {
-      const Wait& wait = waits_[w];
-      for (int spins = 0; seen[wait.participant] < wait.count;) {
-        seen[wait.participant] = progress_[wait.participant].done.load(std::memory_order_acquire);
-        if (seen[wait.participant] >= wait.count) break;
-        if (++spins < 256) {
-          cpu_relax();
-        } else {
-          std::this_thread::yield();
-        }
-      }
-    }
+    for (std::uint32_t w = node.first_wait; w < node.first_wait + node.wait_count; ++w)
+      if (seen[waits_[w].participant] < waits_[w].count) wait_for(seen, waits_[w]);
     // After a failure the rest is skipped, but progress is still published so that no
     // participant waits forever.
     if (!failed_.load(std::memory_order_relaxed)) {
@@ -285,7 +278,34 @@ void CpuGraphExec::run_list(std::uint32_t p) const {
         record_failure(i);
       }
     }
-    if (node.publish) progress_[p].done.store(k - begin + 1, std::memory_order_release);
+    if (node.publish) {
+      Progress& mine = progress_[p];
+      // seq_cst store then load pairs with the sleeper's increment then re-check: either
+      // the sleeper sees the new count or this thread sees the sleeper and wakes it.
+      mine.done.store(k - begin + 1, std::memory_order_seq_cst);
+      if (mine.sleepers.load(std::memory_order_seq_cst) != 0) mine.done.notify_all();
+    }
+  }
+}
+
+void CpuGraphExec::wait_for(std::uint32_t* seen, const Wait& wait) const {
+  // Spin (the dependency is usually a few nodes away), then yield, then sleep: a
+  // participant descheduled by a busy machine must not be waited for on a spinning core.
+  Progress& theirs = progress_[wait.participant];
+  std::uint32_t& view = seen[wait.participant];
+  for (int round = 0;; ++round) {
+    view = theirs.done.load(std::memory_order_acquire);
+    if (view >= wait.count) return;
+    if (round < 256) {
+      cpu_relax();
+    } else if (round < 320) {
+      std::this_thread::yield();
+    } else {
+      theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      view = theirs.done.load(std::memory_order_seq_cst);
+      if (view < wait.count) theirs.done.wait(view, std::memory_order_acquire);
+      theirs.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 }
 

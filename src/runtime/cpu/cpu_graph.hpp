@@ -76,6 +76,7 @@ class CpuGraphExec final : public GraphExec {
   /// A participant's progress in the current replay, on its own cache line.
   struct alignas(64) Progress {
     std::atomic<std::uint32_t> done{0};
+    std::atomic<std::uint32_t> sleepers{0};  // participants blocked in done.wait()
   };
 
   static void set_parameters(Node& node, GraphNodeDesc& desc);
@@ -85,6 +86,7 @@ class CpuGraphExec final : public GraphExec {
   GraphFailure run_scheduled(WorkerPool& pool) const;
   void run_list(std::uint32_t participant) const;
   void record_failure(std::uint32_t node) const;
+  void wait_for(std::uint32_t* seen, const Wait& wait) const;
 
   std::vector<Node> nodes_;
   bool is_chain_ = true;

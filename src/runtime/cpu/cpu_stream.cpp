@@ -178,7 +178,9 @@ class CpuStream final : public StreamBackend {
   }
 
   std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
-    return std::make_shared<CpuGraphExec>(std::move(nodes), num_threads_);
+    // A static schedule over more participants than cores would wait on descheduled ones.
+    return std::make_shared<CpuGraphExec>(std::move(nodes),
+                                          std::min(num_threads_, cores_available()));
   }
 
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
