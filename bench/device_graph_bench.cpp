@@ -1,6 +1,6 @@
 // Device-graph replay cost per node, side by side with enqueueing the same kernels one by
-// one on the context (first numbers for the device-graph issue; the oneTBB/OpenMP peers
-// come with that issue's full benchmark).
+// one on the context, as Google Benchmark counters (for tracking across commits; the
+// comparison with oneTBB and OpenMP is bench_graph_peers).
 //
 //   bench_device_graph [--benchmark_format=json]
 //

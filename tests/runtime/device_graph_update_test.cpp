@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "../error_matchers.hpp"
@@ -96,6 +97,29 @@ TEST_P(DeviceGraphUpdate, ATopologyChangeIsAnErrorThatNamesTheDifferenceAndKeeps
                         UserError, "only arguments and launch dimensions can change");
   graph.replay();
   EXPECT_EQ(read_back(ctx, buf), (std::vector<float>{3, 3, 3, 3}));
+}
+
+TEST_P(DeviceGraphUpdate, UpdatesRaceFreeWithReplaysFromAnotherThread) {
+  auto fill = ctx.compile_function<&fill_value>();
+  auto a = ctx.enqueue_create_buffer<float>(32);
+  auto b = ctx.enqueue_create_buffer<float>(32);
+  const auto build = [&](float* out, float value) {
+    return [&fill, out, value](DeviceGraphBuilder& g) {
+      auto root = g.add_empty({});
+      auto left = g.add_function(fill, LaunchConfig{2, 8}, root, out, 16, value);
+      auto right = g.add_function(fill, LaunchConfig{4, 8}, root, out, 32, value);
+      g.add_empty({left, right});
+    };
+  };
+  auto graph = DeviceGraph::create(ctx, build(a.data(), 1.0f));
+  std::thread replayer([&] {
+    for (int r = 0; r < 200; ++r) graph.replay();
+  });
+  for (int u = 0; u < 100; ++u) graph.update(build(u % 2 ? a.data() : b.data(), float(u)));
+  replayer.join();
+  graph.update(build(b.data(), 99.0f));
+  graph.replay();
+  EXPECT_EQ(read_back(ctx, b)[31], 99.0f);
 }
 
 TEST_P(DeviceGraphUpdate, RecordingContextCapturesEagerCodeAsAChain) {

@@ -49,6 +49,7 @@ CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) {
     node.in_degree = static_cast<std::uint32_t>(node.dependencies.size());
     for (std::uint32_t dep : node.dependencies) ++nodes_[dep].out_degree;
     roots += node.in_degree == 0 ? 1 : 0;
+    node.config = d.kernel.config;
     set_parameters(node, d);
   }
   for (const Node& node : nodes_)
@@ -132,13 +133,12 @@ void CpuGraphExec::schedule(int participants) {
 }
 
 void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
-  node.kernel = nullptr;
-  node.child = nullptr;
+  // Identity (kind, kernel function, child graph) is fixed at instantiation: an update
+  // has the same, so only the work and the launch dimensions change here.
   node.work.blocks = 1;
   switch (d.kind) {
     case GraphNodeKind::kernel:
-      node.kernel = std::move(d.kernel.info);
-      node.config = d.kernel.config;
+      if (!node.kernel) node.kernel = std::move(d.kernel.info);
       node.work.blocks = d.kernel.config.grid_dim.count();
       node.work.body = std::move(d.kernel.run);
       break;
@@ -155,9 +155,9 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
       node.work.body = [](std::uint64_t, std::uint64_t) {};
       break;
     case GraphNodeKind::child: {
-      auto child = std::dynamic_pointer_cast<const CpuGraphExec>(d.child);
-      node.child = std::move(d.child);
-      node.work.body = [c = child.get()](std::uint64_t, std::uint64_t) { c->run_inline(); };
+      if (!node.child) node.child = std::move(d.child);
+      const auto* child = dynamic_cast<const CpuGraphExec*>(node.child.get());
+      node.work.body = [child](std::uint64_t, std::uint64_t) { child->run_inline(); };
       break;
     }
   }
@@ -186,7 +186,11 @@ std::string CpuGraphExec::topology_difference(const std::vector<GraphNodeDesc>& 
 }
 
 void CpuGraphExec::set_parameters(std::vector<GraphNodeDesc> descs) {
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) set_parameters(nodes_[i], descs[i]);
+  std::scoped_lock lock(config_mutex_);
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    set_parameters(nodes_[i], descs[i]);
+    nodes_[i].config = descs[i].kernel.config;
+  }
 }
 
 std::string CpuGraphExec::describe(std::uint32_t i) const {
@@ -196,6 +200,7 @@ std::string CpuGraphExec::describe(std::uint32_t i) const {
 }
 
 std::string CpuGraphExec::to_dot() const {
+  std::scoped_lock lock(config_mutex_);  // an update may change launch dimensions
   std::string out = "digraph kiln_device_graph {\n  node [shape=box, fontname=\"monospace\"];\n";
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,9 +64,9 @@ class CpuGraphExec final : public GraphExec {
     std::uint32_t first_wait = 0;  // into waits_: cross-participant dependencies
     std::uint32_t wait_count = 0;
     bool publish = false;  // a node on another participant depends on this one
-    std::shared_ptr<const FunctionInfo> kernel;  // kernel nodes: name
-    LaunchConfig config;                         // kernel nodes
-    std::shared_ptr<const GraphExec> child;      // child nodes: kept alive
+    std::shared_ptr<const FunctionInfo> kernel;  // kernel nodes: fixed at instantiation
+    std::shared_ptr<const GraphExec> child;      // child nodes: fixed, kept alive
+    LaunchConfig config;                         // kernel nodes; guarded by config_mutex_
     std::vector<std::uint32_t> dependencies;     // for to_dot, messages and scheduling
   };
   /// "Wait until participant `participant` has finished `count` nodes of its list."
@@ -89,6 +90,7 @@ class CpuGraphExec final : public GraphExec {
   void wait_for(std::uint32_t* seen, const Wait& wait) const;
 
   std::vector<Node> nodes_;
+  mutable std::mutex config_mutex_;  // launch configs: written by updates, read by to_dot
   bool is_chain_ = true;
   // The static schedule: participant p runs order_[list_begin_[p] .. list_begin_[p + 1]).
   std::vector<std::uint32_t> order_;
