@@ -304,7 +304,7 @@ TEST(DeviceGraph, ToDotShowsNodesKernelsAndEdges) {
   const std::string dot = graph.to_dot();
   EXPECT_NE(dot.find("digraph"), std::string::npos);
   EXPECT_NE(dot.find("0: kernel 'scale'"), std::string::npos) << dot;
-  EXPECT_NE(dot.find("grid (4, 2, 1) block (128, 1, 1)"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("'scale'\\ngrid (4, 2, 1) block (128, 1, 1)"), std::string::npos) << dot;
   EXPECT_NE(dot.find("1: empty"), std::string::npos) << dot;
   EXPECT_NE(dot.find("n0 -> n2;"), std::string::npos) << dot;
   EXPECT_NE(dot.find("n1 -> n2;"), std::string::npos) << dot;

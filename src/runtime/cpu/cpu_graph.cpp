@@ -206,9 +206,9 @@ std::string CpuGraphExec::to_dot() const {
     const Node& node = nodes_[i];
     std::string label = cat(i, ": ", kind_name(node.kind));
     if (node.kernel)
-      label += cat(" '", node.kernel->name, "'\\ngrid ", node.config.grid_dim, " block ",
-                   node.config.block_dim);
-    out += cat("  n", i, " [label=\"", dot_escape(label), "\"];\n");
+      label += cat(" '", dot_escape(node.kernel->name), "'\\ngrid ", node.config.grid_dim,
+                   " block ", node.config.block_dim);  // \\n: DOT's line break
+    out += cat("  n", i, " [label=\"", label, "\"];\n");
     for (std::uint32_t dep : node.dependencies) out += cat("  n", dep, " -> n", i, ";\n");
   }
   return out + "}\n";

@@ -1,0 +1,28 @@
+#pragma once
+/// \file
+/// The IR verifier: checks a module and reports every problem it finds.
+
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.hpp"
+
+namespace kiln::ir {
+
+/// One problem: where (graph and op, with the op's source location when known) and what.
+struct Diagnostic {
+  std::string where;    ///< `@main, op 3 ('kiln.add') at model.cpp:12:7`
+  std::string message;  ///< what is wrong and, where possible, how to fix it
+};
+
+/// Checks every graph of \p module: each op's operand count and attributes against its
+/// spec; result types against its inference rule; SSA dominance (operands defined
+/// before use in the same graph); symbol references (callees exist) and call signatures
+/// (operand and result types equal the callee's arguments and results); results defined.
+/// Returns every problem found, in order; empty when the module is valid.
+std::vector<Diagnostic> verify(const Module& module);
+
+/// \throws UserError listing every problem `verify` finds.
+void verify_or_throw(const Module& module);
+
+}  // namespace kiln::ir

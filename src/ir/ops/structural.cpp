@@ -1,0 +1,248 @@
+// Ops that move or combine data (matmul, reshape, transpose, broadcast, concat, split),
+// reductions and normalisations, and the ops whose result types are given: weights,
+// constants and subgraph calls.
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "ir/ops/ops.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::ir::detail {
+namespace {
+
+using Kind = Attribute::Kind;
+
+OpDef op(std::string name, std::string summary, int min_operands, int max_operands, InferFn infer,
+         std::vector<AttrSpec> attributes = {}) {
+  OpDef def;
+  def.name = std::move(name);
+  def.summary = std::move(summary);
+  def.min_operands = min_operands;
+  def.max_operands = max_operands;
+  def.infer = infer;
+  def.attributes = std::move(attributes);
+  return def;
+}
+
+std::vector<TensorType> infer_matmul(const InferContext& ctx) {
+  const DType dtype = common_dtype(ctx);
+  if (dtype == DType::bool_) throw UserError("matmul is not defined for bool tensors");
+  const Shape &a = ctx.operand(0).shape, &b = ctx.operand(1).shape;
+  if (a.rank() == 0 || b.rank() == 0)
+    throw UserError(cat("matmul needs tensors of rank >= 1, got ", a, " and ", b));
+  // Rank-1 operands act as a row (left) or column (right) vector, as in NumPy.
+  std::vector<Dim> ad = a.dims(), bd = b.dims();
+  if (ad.size() == 1) ad.insert(ad.begin(), Dim(1));
+  if (bd.size() == 1) bd.push_back(Dim(1));
+  const Dim& k_a = ad.back();
+  const Dim& k_b = bd[bd.size() - 2];
+  if (!(k_a == k_b))
+    throw UserError(
+        cat("matmul of ", a, " by ", b, ": inner dimensions differ (", k_a, " vs ", k_b, ")"));
+  const Shape batch = broadcast_shapes(Shape(std::vector<Dim>(ad.begin(), ad.end() - 2)),
+                                       Shape(std::vector<Dim>(bd.begin(), bd.end() - 2)));
+  std::vector<Dim> out = batch.dims();
+  if (a.rank() > 1) out.push_back(ad[ad.size() - 2]);
+  if (b.rank() > 1) out.push_back(bd.back());
+  return {{dtype, Shape(std::move(out)), common_device(ctx)}};
+}
+
+// Static element count and the sorted symbols of a shape: two shapes hold the same number
+// of elements for every binding of the symbols when both agree.
+std::pair<std::int64_t, std::vector<std::string>> volume(const Shape& s) {
+  std::int64_t n = 1;
+  std::vector<std::string> symbols;
+  for (const Dim& d : s.dims()) {
+    if (d.is_static()) {
+      n *= d.size();
+    } else {
+      symbols.push_back(d.symbol());
+    }
+  }
+  std::sort(symbols.begin(), symbols.end());
+  return {n, symbols};
+}
+
+std::vector<TensorType> infer_reshape(const InferContext& ctx) {
+  TensorType out = ctx.operand(0);
+  const Shape& to = ctx.attr("shape").as_shape();
+  if (volume(out.shape) != volume(to))
+    throw UserError(cat("cannot reshape ", out.shape, " to ", to, ": the element counts differ"));
+  out.shape = to;
+  return {out};
+}
+
+std::vector<TensorType> infer_transpose(const InferContext& ctx) {
+  TensorType out = ctx.operand(0);
+  const std::vector<std::int64_t> perm = ctx.attr("perm").as_int_array();
+  const std::size_t rank = out.shape.rank();
+  std::vector<bool> seen(rank, false);
+  std::vector<Dim> dims;
+  if (perm.size() != rank)
+    throw UserError(cat("perm [", join(perm, ", "), "] has ", perm.size(),
+                        " entries for a tensor of rank ", rank));
+  for (std::int64_t p : perm) {
+    const std::size_t axis = normalize_axis(p, rank);
+    if (seen[axis]) throw UserError(cat("perm [", join(perm, ", "), "] repeats axis ", p));
+    seen[axis] = true;
+    dims.push_back(out.shape.dims()[axis]);
+  }
+  out.shape = Shape(std::move(dims));
+  return {out};
+}
+
+std::vector<TensorType> infer_broadcast_to(const InferContext& ctx) {
+  TensorType out = ctx.operand(0);
+  const Shape& to = ctx.attr("shape").as_shape();
+  if (broadcast_shapes(out.shape, to) != to)
+    throw UserError(cat("cannot broadcast ", out.shape, " to ", to));
+  out.shape = to;
+  return {out};
+}
+
+std::vector<TensorType> infer_concat(const InferContext& ctx) {
+  const DType dtype = common_dtype(ctx);
+  const Device device = common_device(ctx);
+  const Shape& first = ctx.operand(0).shape;
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), first.rank());
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < ctx.operands().size(); ++i) {
+    const Shape& s = ctx.operand(i).shape;
+    if (s.rank() != first.rank())
+      throw UserError(
+          cat("operand ", i, " has rank ", s.rank(), " but operand 0 has rank ", first.rank()));
+    for (std::size_t d = 0; d < s.rank(); ++d)
+      if (d != axis && !(s.dims()[d] == first.dims()[d]))
+        throw UserError(cat("operand ", i, " ", s, " differs from operand 0 ", first, " at axis ",
+                            d, " (only the concat axis may differ)"));
+  }
+  for (std::size_t i = 0; i < ctx.operands().size(); ++i) {
+    const Shape& s = ctx.operand(i).shape;
+    if (!s.dims()[axis].is_static())
+      throw UserError(cat("concat along axis ", axis, " of ", s, " needs a static size there"));
+    total += s.dims()[axis].size();
+  }
+  std::vector<Dim> dims = first.dims();
+  dims[axis] = Dim(total);
+  return {{dtype, Shape(std::move(dims)), device}};
+}
+
+std::vector<TensorType> infer_split(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  const std::vector<std::int64_t> sizes = ctx.attr("sizes").as_int_array();
+  const Dim& along = x.shape.dims()[axis];
+  const std::int64_t sum = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
+  if (sizes.empty() || std::any_of(sizes.begin(), sizes.end(), [](auto s) { return s < 0; }))
+    throw UserError(cat("sizes [", join(sizes, ", "), "] must be non-empty and >= 0"));
+  if (!along.is_static() || along.size() != sum)
+    throw UserError(cat("sizes [", join(sizes, ", "), "] sum to ", sum, " but axis ", axis, " of ",
+                        x.shape, " is ", along));
+  std::vector<TensorType> out;
+  for (std::int64_t s : sizes) {
+    std::vector<Dim> dims = x.shape.dims();
+    dims[axis] = Dim(s);
+    out.push_back({x.dtype, Shape(std::move(dims)), x.device});
+  }
+  return out;
+}
+
+Shape reduced(const Shape& shape, const std::vector<std::size_t>& axes, bool keepdim) {
+  std::vector<Dim> dims;
+  for (std::size_t d = 0; d < shape.rank(); ++d) {
+    const bool reduce = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!reduce) {
+      dims.push_back(shape.dims()[d]);
+    } else if (keepdim) {
+      dims.emplace_back(1);
+    }
+  }
+  return Shape(std::move(dims));
+}
+
+std::vector<TensorType> infer_reduce(const InferContext& ctx) {
+  TensorType out = ctx.operand(0);
+  if (out.dtype == DType::bool_) throw UserError(cat(ctx.op(), " is not defined for bool"));
+  std::vector<std::size_t> axes;
+  for (std::int64_t a : ctx.attr("axes").as_int_array()) {
+    const std::size_t axis = normalize_axis(a, out.shape.rank());
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end())
+      throw UserError(cat("axis ", a, " is listed twice"));
+    axes.push_back(axis);
+  }
+  const Attribute* keep = ctx.find("keepdim");
+  out.shape = reduced(out.shape, axes, keep != nullptr && keep->as_bool());
+  return {out};
+}
+
+std::vector<TensorType> infer_argmax(const InferContext& ctx) {
+  TensorType out = ctx.operand(0);
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), out.shape.rank());
+  const Attribute* keep = ctx.find("keepdim");
+  out.shape = reduced(out.shape, {axis}, keep != nullptr && keep->as_bool());
+  out.dtype = DType::i64;
+  return {out};
+}
+
+std::vector<TensorType> infer_softmax(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  if (!is_floating(x.dtype))
+    throw UserError(cat(ctx.op(), " needs a floating-point tensor, got ", name(x.dtype)));
+  normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  return {x};
+}
+
+void verify_weight(const InferContext& ctx, std::span<const TensorType> results) {
+  if (ctx.attr("name").as_string().empty()) throw UserError("a weight needs a non-empty name");
+  if (results.size() != 1)
+    throw UserError(cat("a weight has exactly one result, got ", results.size()));
+}
+
+void verify_constant(const InferContext& ctx, std::span<const TensorType> results) {
+  const DenseData& value = ctx.attr("value").as_dense();
+  if (results.size() != 1)
+    throw UserError(cat("a constant has exactly one result, got ", results.size()));
+  if (value.dtype != results[0].dtype || value.shape != results[0].shape)
+    throw UserError(cat("the value is ", name(value.dtype), value.shape, " but the result is ",
+                        name(results[0].dtype), results[0].shape));
+}
+
+}  // namespace
+
+void register_structural_ops(OpRegistry& r) {
+  r.add(op("kiln.matmul", "matrix product; batch dims broadcast, rank-1 operands as vectors", 2, 2,
+           infer_matmul));
+  r.add(op("kiln.reshape", "same elements, new shape", 1, 1, infer_reshape,
+           {{"shape", Kind::shape}}));
+  r.add(op("kiln.transpose", "permutes the axes", 1, 1, infer_transpose, {{"perm", Kind::array}}));
+  r.add(op("kiln.broadcast_to", "stretches size-1 and missing dims", 1, 1, infer_broadcast_to,
+           {{"shape", Kind::shape}}));
+  r.add(op("kiln.concat", "joins tensors along an axis", 1, -1, infer_concat,
+           {{"axis", Kind::integer}}));
+  r.add(op("kiln.split", "splits a tensor along an axis into pieces of the given sizes", 1, 1,
+           infer_split, {{"axis", Kind::integer}, {"sizes", Kind::array}}));
+  for (const char* name : {"sum", "mean", "max", "min"})
+    r.add(op(cat("kiln.reduce_", name), cat(name, " over axes"), 1, 1, infer_reduce,
+             {{"axes", Kind::array}, {"keepdim", Kind::boolean, false}}));
+  r.add(op("kiln.argmax", "index of the largest element along an axis (i64)", 1, 1, infer_argmax,
+           {{"axis", Kind::integer}, {"keepdim", Kind::boolean, false}}));
+  for (const char* name : {"softmax", "log_softmax"})
+    r.add(op(cat("kiln.", name), cat(name, " along an axis"), 1, 1, infer_softmax,
+             {{"axis", Kind::integer}}));
+
+  OpDef weight = op("kiln.weight", "a named external tensor; its result type says what", 0, 0,
+                    nullptr, {{"name", Kind::string}});
+  weight.verify = verify_weight;
+  r.add(std::move(weight));
+  OpDef constant = op("kiln.constant", "a tensor embedded in the graph", 0, 0, nullptr,
+                      {{"value", Kind::dense}});
+  constant.verify = verify_constant;
+  r.add(std::move(constant));
+  // Calls are checked against their callee by the verifier (it sees the module).
+  r.add(op("func.call", "calls a subgraph; kiln.prefix prefixes its weight names", 0, -1, nullptr,
+           {{"callee", Kind::symbol}, {"kiln.prefix", Kind::string, false}}));
+}
+
+}  // namespace kiln::ir::detail

@@ -1,0 +1,158 @@
+#include "kiln/ir/verifier.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::ir {
+namespace {
+
+using kiln::detail::cat;
+
+class Verifier {
+ public:
+  explicit Verifier(const Module& module) : module_(module) {}
+
+  std::vector<Diagnostic> run() {
+    for (std::size_t i = 0; i < module_.num_graphs(); ++i) graph(module_.graph(i));
+    call_cycles();
+    return std::move(diagnostics_);
+  }
+
+ private:
+  void report(const Graph& g, const OpView* op, std::string message) {
+    diagnostics_.push_back(
+        {op ? cat("@", g.name(), ", ", op->describe()) : cat("@", g.name()), std::move(message)});
+  }
+
+  void graph(const Graph& g) {
+    for (std::size_t i = 0; i < g.num_ops(); ++i) op(g, g.op(i));
+  }
+
+  void op(const Graph& g, const OpView& op) {
+    const OpDef& def = op.def();
+    if (std::string problem = def.check(op.operands().size(), op.attributes()); !problem.empty()) {
+      report(g, &op, cat(def.name, " ", problem));
+      return;
+    }
+    // SSA dominance: one block per graph, so "defined before use" is "an argument or a
+    // result of an earlier op".
+    std::vector<TensorType> operand_types;
+    for (std::size_t i = 0; i < op.operands().size(); ++i) {
+      const Value v = op.operand(i);
+      const std::int64_t producer = g.producer(v);
+      if (producer >= static_cast<std::int64_t>(op.index())) {
+        report(g, &op,
+               cat("operand ", i, " is defined by op ", producer,
+                   ", which does not come before its use"));
+        return;
+      }
+      operand_types.push_back(g.type(v));
+    }
+    std::vector<TensorType> results;
+    for (std::size_t r = 0; r < op.num_results(); ++r) results.push_back(g.type(op.result(r)));
+    const InferContext ctx(def.name, operand_types, op.attributes());
+    try {
+      if (def.infer != nullptr) {
+        const std::vector<TensorType> expected = def.infer(ctx);
+        if (expected.size() != results.size()) {
+          report(g, &op,
+                 cat(def.name, " produces ", expected.size(), " results but has ", results.size()));
+        } else {
+          for (std::size_t r = 0; r < results.size(); ++r)
+            if (results[r] != expected[r])
+              report(g, &op,
+                     cat("result ", r, " is ", results[r], " but ", def.name,
+                         " of these operands gives ", expected[r]));
+        }
+      }
+      if (def.verify != nullptr) def.verify(ctx, results);
+    } catch (const UserError& e) {
+      report(g, &op, cat(def.name, ": ", e.what()));
+    }
+    if (const Attribute* callee = op.find("callee"))
+      call(g, op, callee->as_symbol().name, operand_types, results);
+  }
+
+  void call(const Graph& g, const OpView& op, const std::string& name,
+            const std::vector<TensorType>& operands, const std::vector<TensorType>& results) {
+    const Graph* callee = module_.find(name);
+    if (callee == nullptr) {
+      report(g, &op, cat("calls @", name, ", which the module does not define"));
+      return;
+    }
+    calls_[g.name()].push_back(name);
+    if (callee->arguments().size() != operands.size()) {
+      report(g, &op,
+             cat("calls @", name, " with ", operands.size(), " operands but it takes ",
+                 callee->arguments().size()));
+    } else {
+      for (std::size_t i = 0; i < operands.size(); ++i)
+        if (operands[i] != callee->type(callee->arguments()[i]))
+          report(g, &op,
+                 cat("operand ", i, " is ", operands[i], " but @", name, " takes ",
+                     callee->type(callee->arguments()[i])));
+    }
+    if (callee->results().size() != results.size()) {
+      report(g, &op,
+             cat("expects ", results.size(), " results from @", name, ", which returns ",
+                 callee->results().size()));
+    } else {
+      for (std::size_t r = 0; r < results.size(); ++r)
+        if (results[r] != callee->type(callee->results()[r]))
+          report(g, &op,
+                 cat("result ", r, " is ", results[r], " but @", name, " returns ",
+                     callee->type(callee->results()[r])));
+    }
+  }
+
+  // A graph must not call itself, directly or through others: it would never finish.
+  void call_cycles() {
+    std::map<std::string, int> state;  // 0 new, 1 on the path, 2 done
+    std::vector<std::string> path;
+    for (std::size_t i = 0; i < module_.num_graphs(); ++i)
+      visit(module_.graph(i).name(), state, path);
+  }
+
+  void visit(const std::string& name, std::map<std::string, int>& state,
+             std::vector<std::string>& path) {
+    int& s = state[name];
+    if (s == 2) return;
+    if (s == 1) {
+      auto from = std::find(path.begin(), path.end(), name);
+      std::vector<std::string> cycle(from, path.end());
+      cycle.push_back(name);
+      for (std::string& c : cycle) c = "@" + c;
+      report(*module_.find(name), nullptr,
+             cat("calls itself through ", kiln::detail::join(cycle, " -> "),
+                 "; subgraph calls must not form a cycle"));
+      return;
+    }
+    s = 1;
+    path.push_back(name);
+    for (const std::string& callee : calls_[name]) visit(callee, state, path);
+    path.pop_back();
+    state[name] = 2;
+  }
+
+  const Module& module_;
+  std::vector<Diagnostic> diagnostics_;
+  std::map<std::string, std::vector<std::string>> calls_;
+};
+
+}  // namespace
+
+std::vector<Diagnostic> verify(const Module& module) { return Verifier(module).run(); }
+
+void verify_or_throw(const Module& module) {
+  const std::vector<Diagnostic> problems = verify(module);
+  if (problems.empty()) return;
+  std::string message =
+      cat("the module has ", problems.size(), " problem", problems.size() == 1 ? "" : "s", ":");
+  for (const Diagnostic& d : problems) message += cat("\n  ", d.where, ": ", d.message);
+  throw UserError(message);
+}
+
+}  // namespace kiln::ir
