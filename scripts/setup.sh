@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build g++ git
   libgtest-dev libgmock-dev libbenchmark-dev
   libtbb-dev  # benchmark peer: oneTBB flow graph
+  mlir-15-tools  # mlir-opt-15 judges the printed IR (ctest label mlir)
+  clang libclang-rt-14-dev  # libFuzzer for the IR parser fuzz target
 )
 
 missing=()

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: the Release build, then the same tests under
-# ASan+UBSan and under TSan. Exits non-zero if anything fails.
+# ASan+UBSan and under TSan, then fuzzes the IR parser for KILN_FUZZ_SECONDS (default 60).
+# Exits non-zero if anything fails.
 #
-#   scripts/test.sh            all three configurations
-#   scripts/test.sh release    only the named presets (release, debug, asan, tsan)
+#   scripts/test.sh            all three configurations and the fuzzer
+#   scripts/test.sh release    only the named presets (release, debug, asan, tsan, fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(release asan tsan)
+[ ${#presets[@]} -gt 0 ] || presets=(release asan tsan fuzz)
 
 export CTEST_PARALLEL_LEVEL="${CTEST_PARALLEL_LEVEL:-2}"
 # Impossible allocations are part of the tests: let the sanitizers return null for them.
@@ -18,6 +19,10 @@ export TSAN_OPTIONS="${TSAN_OPTIONS:-allocator_may_return_null=1:halt_on_error=1
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
 for preset in "${presets[@]}"; do
+  if [ "$preset" = fuzz ]; then
+    scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-60}"
+    continue
+  fi
   echo "=== kiln tests: ${preset} ==="
   start=$SECONDS
   cmake --preset "$preset" >/dev/null

@@ -2,6 +2,7 @@
 // character, never past the end of its input, with a bounded nesting depth. Errors carry
 // file:line:col, what was found there and what was expected.
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <unordered_map>
@@ -32,7 +33,9 @@ bool is_id_char(char c) {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view file) : text_(text), file_(file) {}
+  Parser(std::string_view text, std::string_view file) : text_(text), file_(file) {
+    values_.reserve(std::min<std::size_t>(text.size() / 128, std::size_t{1} << 22));
+  }
 
   Module run() {
     skip_space();
@@ -580,9 +583,9 @@ class Parser {
       do {
         skip_space();
         const Position at = here();
-        const std::string value = value_name();
+        const std::string_view value = value_name();
         expect(':');
-        define(at, value, {g.add_argument(type())});
+        define(at, value, {g.add_argument(type()).id, 1});
       } while (try_char(','));
       expect(')');
     }
@@ -627,28 +630,33 @@ class Parser {
     expect('}');
   }
 
-  std::string value_name() {
+  // A slice of the input: names live as long as the text, so no copies.
+  std::string_view value_name() {
     skip_space();
     if (peek() != '%') expected("a value (%name)");
     advance();
-    std::string name;
-    while (is_id_char(peek())) {
-      name += peek();
-      advance();
-    }
-    if (name.empty()) expected("a value name after '%'");
-    return name;
+    const std::size_t start = pos_;
+    while (is_id_char(peek())) advance();
+    if (pos_ == start) expected("a value name after '%'");
+    return text_.substr(start, pos_ - start);
   }
 
-  void define(const Position& at, const std::string& name, std::vector<Value> values) {
-    if (!values_.emplace(name, std::move(values)).second)
-      fail_at(at, cat("%", name, " is defined twice"));
+  // The values a name stands for: one argument, or an op's results (consecutive ids).
+  struct Named {
+    std::uint32_t first;
+    std::uint32_t count;
+    std::size_t size() const { return count; }
+    Value operator[](std::size_t i) const { return Value{first + static_cast<std::uint32_t>(i)}; }
+  };
+
+  void define(const Position& at, std::string_view name, Named values) {
+    if (!values_.emplace(name, values).second) fail_at(at, cat("%", name, " is defined twice"));
   }
 
   Value use(const Graph& g) {
     skip_space();
     const Position at = here();
-    const std::string name = value_name();
+    const std::string_view name = value_name();
     auto it = values_.find(name);
     if (it == values_.end())
       fail_at(at, cat("use of undefined value %", name, " in @", g.name(),
@@ -670,7 +678,7 @@ class Parser {
   void op(Graph& g) {
     skip_space();
     const Position op_at = here();
-    std::string result_name;
+    std::string_view result_name;
     std::size_t declared_results = 0;
     if (peek() == '%') {
       result_name = value_name();
@@ -752,11 +760,9 @@ class Parser {
     }
     const OpView view = g.add_op_typed(*def, operands, std::move(attributes),
                                        std::move(result_types), std::move(location));
-    if (declared_results > 0) {
-      std::vector<Value> results;
-      for (std::size_t r = 0; r < view.num_results(); ++r) results.push_back(view.result(r));
-      define(op_at, result_name, std::move(results));
-    }
+    if (declared_results > 0)
+      define(op_at, result_name,
+             {view.result(0).id, static_cast<std::uint32_t>(view.num_results())});
   }
 
   std::uint32_t line_number() {
@@ -771,7 +777,7 @@ class Parser {
   std::uint32_t line_ = 1, column_ = 1;
   Module module_;
   Position entry_at_{0, 1, 1};
-  std::unordered_map<std::string, std::vector<Value>> values_;
+  std::unordered_map<std::string_view, Named> values_;
   std::unordered_map<std::string_view, TensorType> type_cache_;
 };
 

@@ -84,14 +84,16 @@ class Printer {
     // Value names: arguments %argN; each op with results the next number.
     names_.assign(g.num_values(), {});
     for (std::size_t i = 0; i < g.arguments().size(); ++i)
-      names_[g.arguments()[i].id] = kiln::detail::cat("%arg", i);
+      names_[g.arguments()[i].id] = std::string("%arg").append(std::to_string(i));
     std::size_t next = 0;
     for (std::size_t i = 0; i < g.num_ops(); ++i) {
       const OpView op = g.op(i);
       if (op.num_results() == 0) continue;
-      const std::string base = kiln::detail::cat("%", next++);
+      // (append, not operator+: GCC 12 warns falsely about the latter)
+      const std::string base = std::string("%").append(std::to_string(next++));
       for (std::size_t r = 0; r < op.num_results(); ++r)
-        names_[op.result(r).id] = op.num_results() == 1 ? base : kiln::detail::cat(base, "#", r);
+        names_[op.result(r).id] =
+            op.num_results() == 1 ? base : std::string(base).append("#").append(std::to_string(r));
     }
 
     out_ += is_entry ? "  func.func " : "  func.func private ";
@@ -128,7 +130,10 @@ class Printer {
     if (op.num_results() > 0) {
       const std::string& first = names_[op.result(0).id];
       out_.append(first, 0, first.find('#'));
-      if (op.num_results() > 1) out_ += kiln::detail::cat(':', op.num_results());
+      if (op.num_results() > 1) {
+        out_ += ':';
+        integer(static_cast<std::int64_t>(op.num_results()));
+      }
       out_ += " = ";
     }
     string(op.name());
@@ -166,7 +171,11 @@ class Printer {
     if (const Location& loc = op.location(); loc.known()) {
       out_ += " loc(";
       string(loc.file);
-      out_ += kiln::detail::cat(':', loc.line, ':', loc.column, ')');
+      out_ += ':';
+      integer(loc.line);
+      out_ += ':';
+      integer(loc.column);
+      out_ += ')';
     }
     out_ += '\n';
   }
