@@ -3,6 +3,7 @@
 // constants and subgraph calls.
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 
@@ -194,6 +195,69 @@ std::vector<TensorType> infer_softmax(const InferContext& ctx) {
   return {x};
 }
 
+std::vector<TensorType> infer_slice(const InferContext& ctx) {
+  TensorType out = ctx.operand(0);
+  const std::vector<std::int64_t> starts = ctx.attr("starts").as_int_array();
+  const std::vector<std::int64_t> stops = ctx.attr("stops").as_int_array();
+  const std::vector<std::int64_t> steps = ctx.attr("steps").as_int_array();
+  const std::size_t rank = out.shape.rank();
+  if (starts.size() != rank || stops.size() != rank || steps.size() != rank)
+    throw UserError(cat("starts, stops and steps need one entry per axis (rank ", rank, "), got ",
+                        starts.size(), ", ", stops.size(), " and ", steps.size()));
+  std::vector<Dim> dims;
+  for (std::size_t d = 0; d < rank; ++d) {
+    const Dim& dim = out.shape.dims()[d];
+    if (steps[d] < 1) throw UserError(cat("step ", steps[d], " at axis ", d, " must be >= 1"));
+    if (!dim.is_static()) {
+      if (starts[d] != 0 || stops[d] != std::numeric_limits<std::int64_t>::max() || steps[d] != 1)
+        throw UserError(
+            cat("axis ", d, " is symbolic (", dim, "); only the whole axis can be taken there"));
+      dims.push_back(dim);
+      continue;
+    }
+    const std::int64_t n = dim.size();
+    const std::int64_t start = std::clamp(starts[d], std::int64_t{0}, n);
+    const std::int64_t stop = std::clamp(stops[d], start, n);
+    if (starts[d] < 0 || starts[d] > n)
+      throw UserError(cat("start ", starts[d], " at axis ", d, " is outside [0, ", n, "]"));
+    dims.emplace_back((stop - start + steps[d] - 1) / steps[d]);
+  }
+  out.shape = Shape(std::move(dims));
+  return {out};
+}
+
+std::vector<TensorType> infer_gather(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &idx = ctx.operand(1);
+  if (idx.dtype != DType::i32 && idx.dtype != DType::i64)
+    throw UserError(cat("indices (operand 1) must be i32 or i64, got ", name(idx.dtype)));
+  common_device(ctx);
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  std::vector<Dim> dims(x.shape.dims().begin(), x.shape.dims().begin() + static_cast<long>(axis));
+  dims.insert(dims.end(), idx.shape.dims().begin(), idx.shape.dims().end());
+  dims.insert(dims.end(), x.shape.dims().begin() + static_cast<long>(axis) + 1,
+              x.shape.dims().end());
+  return {{x.dtype, Shape(std::move(dims)), x.device}};
+}
+
+// x normalised over its last axis, scaled by gamma (and shifted by beta for layer_norm).
+std::vector<TensorType> infer_norm(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  common_dtype(ctx);
+  common_device(ctx);
+  if (!is_floating(x.dtype))
+    throw UserError(cat(ctx.op(), " needs a floating-point tensor, got ", name(x.dtype)));
+  if (x.shape.rank() == 0) throw UserError(cat(ctx.op(), " needs a tensor of rank >= 1"));
+  const Dim& last = x.shape.dims().back();
+  for (std::size_t i = 1; i < ctx.operands().size(); ++i) {
+    const Shape& p = ctx.operand(i).shape;
+    if (p.rank() != 1 || !(p.dims()[0] == last))
+      throw UserError(cat("operand ", i, " has shape ", p, "; it must be [", last,
+                          "], the size of the normalised (last) axis of ", x.shape));
+  }
+  if (ctx.attr("eps").as_float() <= 0) throw UserError("eps must be > 0");
+  return {x};
+}
+
 void verify_weight(const InferContext& ctx, std::span<const TensorType> results) {
   if (ctx.attr("name").as_string().empty()) throw UserError("a weight needs a non-empty name");
   if (results.size() != 1)
@@ -212,6 +276,14 @@ void verify_constant(const InferContext& ctx, std::span<const TensorType> result
 }  // namespace
 
 void register_structural_ops(OpRegistry& r) {
+  r.add(op("kiln.slice", "elements start:stop:step along every axis (stop clamps)", 1, 1,
+           infer_slice, {{"starts", Kind::array}, {"stops", Kind::array}, {"steps", Kind::array}}));
+  r.add(op("kiln.gather", "x indexed along an axis by an integer tensor (embedding lookup)", 2, 2,
+           infer_gather, {{"axis", Kind::integer}}));
+  r.add(op("kiln.layer_norm", "(x - mean) / sqrt(var + eps) * gamma + beta over the last axis", 3,
+           3, infer_norm, {{"eps", Kind::floating}}));
+  r.add(op("kiln.rms_norm", "x / sqrt(mean(x^2) + eps) * gamma over the last axis", 2, 2,
+           infer_norm, {{"eps", Kind::floating}}));
   r.add(op("kiln.matmul", "matrix product; batch dims broadcast, rank-1 operands as vectors", 2, 2,
            infer_matmul));
   r.add(op("kiln.reshape", "same elements, new shape", 1, 1, infer_reshape,

@@ -1,0 +1,89 @@
+#pragma once
+/// \file
+/// `kiln::nn`: small layers that declare their weights with dotted names while staging,
+/// so that a real model can be staged in a few lines.
+///
+/// Each layer holds its sizes and a `name`; calling it opens `name_scope(name)` and
+/// declares its weights there (`weight`, `bias`), so a block called inside
+/// `name_scope("layers.3")` declares `layers.3.mlp.w1.weight`.
+///
+/// \code
+///   kiln::nn::TransformerBlock block{.dim = 512, .heads = 8, .hidden = 2048};
+///   auto layer = kiln::as_subgraph(block, {.name = "block"});
+///   for (int i = 0; i < 4; ++i) { kiln::name_scope s("layers." + std::to_string(i)); x = layer(x);
+///   }
+/// \endcode
+
+#include <cstdint>
+#include <string>
+
+#include "kiln/stage/tensor.hpp"
+
+namespace kiln::nn {
+
+/// y = x @ weight + bias; weight [in, out], bias [out].
+struct Linear {
+  std::int64_t in = 0;
+  std::int64_t out = 0;
+  bool bias = true;
+  std::string name{};
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& x) const;
+};
+
+/// Rows of weight [vocab, dim] picked by integer ids.
+struct Embedding {
+  std::int64_t vocab = 0;
+  std::int64_t dim = 0;
+  std::string name{};
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& ids) const;
+};
+
+/// Layer normalisation over the last axis; weight and bias [dim].
+struct LayerNorm {
+  std::int64_t dim = 0;
+  double eps = 1e-5;
+  std::string name{};
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& x) const;
+};
+
+/// RMS normalisation over the last axis; weight [dim].
+struct RMSNorm {
+  std::int64_t dim = 0;
+  double eps = 1e-6;
+  std::string name{};
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& x) const;
+};
+
+/// w2(gelu(w1(x))): dim -> hidden -> dim.
+struct MLP {
+  std::int64_t dim = 0;
+  std::int64_t hidden = 0;
+  std::string name = "mlp";
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& x) const;
+};
+
+/// Multi-head self-attention over x [batch, seq, dim] (q, k, v, o projections).
+struct MultiHeadAttention {
+  std::int64_t dim = 0;
+  std::int64_t heads = 1;
+  std::string name = "attn";
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& x) const;
+};
+
+/// Pre-norm transformer block: h = x + attn(norm1(x)); h + mlp(norm2(h)).
+struct TransformerBlock {
+  std::int64_t dim = 0;
+  std::int64_t heads = 1;
+  std::int64_t hidden = 0;
+  std::string name{};
+  DType dtype = DType::f32;
+  Tensor operator()(const Tensor& x) const;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,251 @@
+#pragma once
+/// \file
+/// `stage`, `StagedGraph`, `as_subgraph` and `weight`: tracing C++ functions over tensors
+/// into the graph IR (the MAX `max.experimental.compilation` API, in C++).
+///
+/// \code
+///   kiln::Tensor scale(kiln::Tensor x) { return x * 2; }
+///   auto staged = kiln::stage(scale)(kiln::TensorLayout(kiln::DType::f32, {4}));
+///   std::cout << staged;   // the MLIR of the whole module, subgraphs included
+/// \endcode
+
+#include <any>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "kiln/ir/graph.hpp"
+#include "kiln/stage/tensor.hpp"
+#include "kiln/stage/tree.hpp"
+
+namespace kiln {
+
+/// How `stage` traces.
+struct StageOptions {
+  /// Trace `as_subgraph` callables into shared subgraph bodies (true) or inline every
+  /// call (false, for A/B comparisons).
+  bool subgraphs = true;
+  /// Symbol name of the entry graph.
+  std::string name = "main";
+};
+
+/// The result of staging: the module, and the layouts and trees of inputs and outputs.
+class StagedGraph {
+ public:
+  StagedGraph(ir::Module module, std::vector<TensorLayout> in_layouts, TreeDef in_tree,
+              std::vector<TensorLayout> out_layouts, TreeDef out_tree)
+      : module_(std::move(module)),
+        in_layouts_(std::move(in_layouts)),
+        in_tree_(std::move(in_tree)),
+        out_layouts_(std::move(out_layouts)),
+        out_tree_(std::move(out_tree)) {}
+
+  /// The module: the entry graph and every subgraph.
+  const ir::Module& graph() const noexcept { return module_; }
+  /// Layouts of the tensor leaves of the inputs, in leaf order.
+  const std::vector<TensorLayout>& in_layouts() const noexcept { return in_layouts_; }
+  /// Structure of the arguments (a tuple, one child per parameter), static values included.
+  const TreeDef& in_tree() const noexcept { return in_tree_; }
+  const std::vector<TensorLayout>& out_layouts() const noexcept { return out_layouts_; }
+  const TreeDef& out_tree() const noexcept { return out_tree_; }
+  /// The MLIR text of the module.
+  std::string str() const { return module_.str(); }
+
+ private:
+  ir::Module module_;
+  std::vector<TensorLayout> in_layouts_;
+  TreeDef in_tree_;
+  std::vector<TensorLayout> out_layouts_;
+  TreeDef out_tree_;
+};
+
+std::ostream& operator<<(std::ostream& os, const StagedGraph& staged);
+
+/// Declares a named external weight while staging. The name is relative to the current
+/// prefix (`name_scope`, `as_subgraph` prefixes): `weight("w1", ...)` inside scope
+/// `layers.3.mlp` is `layers.3.mlp.w1`. \throws UserError outside staging.
+Tensor weight(const std::string& name, TensorLayout layout, Loc where = Loc::current());
+
+/// Prefixes the names of weights declared while it lives (`name_scope s("layers.3");`).
+/// Scopes nest with dots.
+class [[nodiscard]] name_scope {
+ public:
+  explicit name_scope(const std::string& name);
+  ~name_scope();
+  name_scope(const name_scope&) = delete;
+  name_scope& operator=(const name_scope&) = delete;
+
+ private:
+  std::size_t saved_;
+};
+
+/// Options of `as_subgraph`.
+struct SubgraphOptions {
+  /// Symbol name of the body; callables sharing a name share bodies (with equal trees and
+  /// operand types). Empty: one body per callable type, named after it.
+  std::string name{};
+  /// Prefix for the weight names of this call (`layers.3`): the body's weights are named
+  /// relative to it, so layers differing only by prefix share one body.
+  std::string prefix{};
+};
+
+namespace detail {
+
+/// The signature of a callable with one `operator()` or of a function (pointer).
+template <class F>
+struct Signature : Signature<decltype(&F::operator())> {};
+template <class R, class... A>
+struct Signature<R (*)(A...)> {
+  using Result = R;
+  using Args = std::tuple<std::decay_t<A>...>;
+};
+template <class R, class... A>
+struct Signature<R(A...)> : Signature<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct Signature<R (C::*)(A...) const> : Signature<R (*)(A...)> {};
+template <class C, class R, class... A>
+struct Signature<R (C::*)(A...)> : Signature<R (*)(A...)> {};
+
+/// One staging run (the entry graph's frame and everything the module collects).
+class Session {
+ public:
+  explicit Session(const StageOptions& options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  /// Graph arguments for the input leaves (placeholders; constants are also accepted and
+  /// become arguments of their layout). \throws UserError for an empty tensor or a traced
+  /// one, naming the leaf path.
+  std::vector<Tensor> add_inputs(const std::vector<Tensor>& leaves, const TreeDef& tree);
+  /// Sets the outputs, verifies the module and returns the staged graph.
+  StagedGraph finish(TreeDef in_tree, const std::vector<Tensor>& in_leaves, TreeDef out_tree,
+                     const std::vector<Tensor>& out_leaves);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The subgraph machinery behind `Subgraph::operator()`.
+struct SubgraphCall {
+  const std::type_info* callable;
+  const void* identity;  // the Subgraph object: one callable, one body (unless named)
+  const SubgraphOptions* options;
+  TreeDef in_tree;
+  std::vector<Tensor> in_leaves;
+  std::source_location where;
+};
+/// Looks the body up (or traces it with \p trace, which receives the body's input
+/// tensors and returns the output leaves, tree and a prototype of the result), emits the
+/// call, and returns the call's results with the prototype to rebuild the result.
+struct SubgraphResult {
+  std::vector<Tensor> leaves;
+  const std::any* prototype;
+};
+using TraceBody = std::function<std::pair<std::vector<Tensor>, TreeDef>(
+    const std::vector<Tensor>& inputs, std::any& prototype)>;
+SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace);
+/// True while staging with subgraphs on.
+bool subgraphs_enabled();
+
+}  // namespace detail
+
+/// The callable `stage(fn)` returns: call it with the inputs' layouts.
+template <class F>
+class Stager {
+ public:
+  Stager(F fn, StageOptions options) : fn_(std::move(fn)), options_(std::move(options)) {}
+
+  /// Traces the function. Pass, for each parameter, a value of its type in which every
+  /// tensor is a placeholder (`TensorLayout` converts to one); other values are static.
+  template <class... A>
+  StagedGraph operator()(A&&... args) const {
+    using Sig = detail::Signature<F>;
+    using Args = typename Sig::Args;
+    static_assert(std::tuple_size_v<Args> == sizeof...(A),
+                  "stage(fn)(...): pass one value per parameter of fn");
+    detail::Session session(options_);
+    const Args inputs(std::forward<A>(args)...);
+    std::vector<Tensor> in_leaves;
+    TreeDef in_tree = tree_flatten(inputs, in_leaves);
+    const std::vector<Tensor> traced = session.add_inputs(in_leaves, in_tree);
+    std::size_t next = 0;
+    auto leaf = [&](const Tensor&) { return traced[next++]; };
+    const Args traced_args = tree_map(inputs, leaf);
+    auto result = std::apply(fn_, traced_args);
+    std::vector<Tensor> out_leaves;
+    TreeDef out_tree = tree_flatten(result, out_leaves);
+    return session.finish(std::move(in_tree), in_leaves, std::move(out_tree), out_leaves);
+  }
+
+ private:
+  F fn_;
+  StageOptions options_;
+};
+
+/// Returns a callable that traces \p fn into a `StagedGraph` when called with the
+/// inputs' layouts. \p fn must have one signature (no generic lambdas); its parameters and
+/// result may be tensor trees (see `kiln/stage/tree.hpp`).
+template <class F>
+Stager<std::decay_t<F>> stage(F&& fn, StageOptions options = {}) {
+  return Stager<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
+}
+
+/// A callable that, while staging, traces \p fn once per distinct key (callable identity
+/// or shared name, argument tree, operand types, prefix presence) into a subgraph, and
+/// emits a call to it at every call site.
+template <class F>
+class Subgraph {
+ public:
+  Subgraph(F fn, SubgraphOptions options) : fn_(std::move(fn)), options_(std::move(options)) {}
+
+  template <class... A>
+  auto operator()(A&&... args) const {
+    using Sig = detail::Signature<F>;
+    using Result = std::decay_t<typename Sig::Result>;
+    if (!detail::subgraphs_enabled()) {
+      if (options_.prefix.empty()) return Result(fn_(std::forward<A>(args)...));
+      name_scope scope(options_.prefix);
+      return Result(fn_(std::forward<A>(args)...));
+    }
+    using Args = typename Sig::Args;
+    const Args inputs(std::forward<A>(args)...);
+    detail::SubgraphCall call{&typeid(F), this, &options_, {}, {}, std::source_location::current()};
+    call.in_tree = tree_flatten(inputs, call.in_leaves);
+    const detail::TraceBody trace = [&](const std::vector<Tensor>& body_inputs,
+                                        std::any& prototype) {
+      std::size_t next = 0;
+      auto leaf = [&](const Tensor&) { return body_inputs[next++]; };
+      const Args body_args = tree_map(inputs, leaf);
+      Result result = std::apply(fn_, body_args);
+      std::vector<Tensor> out_leaves;
+      TreeDef out_tree = tree_flatten(result, out_leaves);
+      prototype = result;
+      return std::make_pair(std::move(out_leaves), std::move(out_tree));
+    };
+    const detail::SubgraphResult called = detail::call_subgraph(std::move(call), trace);
+    std::size_t next = 0;
+    auto leaf = [&](const Tensor&) { return called.leaves[next++]; };
+    return tree_map(std::any_cast<const Result&>(*called.prototype), leaf);
+  }
+
+ private:
+  F fn_;
+  SubgraphOptions options_;
+};
+
+/// Wraps \p fn so that calls while staging become calls of a shared subgraph.
+template <class F>
+Subgraph<std::decay_t<F>> as_subgraph(F&& fn, SubgraphOptions options = {}) {
+  return Subgraph<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
+}
+
+}  // namespace kiln

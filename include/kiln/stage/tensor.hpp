@@ -1,0 +1,219 @@
+#pragma once
+/// \file
+/// `TensorLayout` and `Tensor`: what a staged function computes with.
+///
+/// A `Tensor` is one of
+/// - a *placeholder*: only a layout; what you pass to a staged function for each input
+///   (`TensorLayout` converts to it implicitly);
+/// - a *traced* tensor: a value of the graph being staged; ops on it add IR ops;
+/// - a *constant*: host data (`Tensor::constant`), embedded in the graph when a staged
+///   function uses it.
+///
+/// Ops follow NumPy / PyTorch semantics: broadcasting, and type promotion where operands
+/// differ (bool < integers < floating; within a kind the wider type wins, i8 with u8
+/// gives i32, f16 with bf16 gives f32; a C++ integer scalar takes the tensor's dtype, a
+/// floating scalar makes an integer tensor f32). Every op records the caller's source
+/// line, and errors name the op, the operand layouts and that line.
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/core/device.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/shape.hpp"
+
+namespace kiln {
+
+/// Layout of a tensor: dtype, shape (static and named symbolic dims) and device.
+/// (A `DeviceMesh` with placements will take the device's place for sharded tensors.)
+struct TensorLayout {
+  DType dtype = DType::f32;
+  Shape shape;
+  Device device;
+
+  TensorLayout() = default;
+  TensorLayout(DType d, Shape s, Device dev = Device::cpu())
+      : dtype(d), shape(std::move(s)), device(dev) {}
+  friend bool operator==(const TensorLayout&, const TensorLayout&) = default;
+};
+/// `f32[batch, 4] on cpu:0`.
+std::string to_string(const TensorLayout& layout);
+std::ostream& operator<<(std::ostream& os, const TensorLayout& layout);
+
+namespace detail {
+class Frame;
+struct TensorData;
+}  // namespace detail
+
+/// A value carrying the caller's source location into an operator (operators cannot
+/// take a defaulted `std::source_location` parameter themselves).
+template <class T>
+struct Located {
+  T value;
+  std::source_location where;
+  Located(T v, std::source_location w = std::source_location::current())  // NOLINT
+      : value(std::move(v)), where(w) {}
+};
+
+class Tensor;
+using LTensor = Located<const Tensor&>;
+
+/// A tensor: placeholder, traced value, or constant (see the file comment).
+class Tensor {
+ public:
+  /// An empty tensor (no layout); using it in an op throws.
+  Tensor() = default;
+  /// A placeholder with \p layout: the input of a staged function.
+  Tensor(TensorLayout layout);  // NOLINT(google-explicit-constructor)
+
+  /// A constant from host values, converted to \p dtype. \throws UserError when the value
+  /// count does not match the (static) shape.
+  static Tensor constant(std::span<const double> values, Shape shape, DType dtype = DType::f32,
+                         Device device = Device::cpu());
+  static Tensor constant(std::initializer_list<double> values, Shape shape,
+                         DType dtype = DType::f32, Device device = Device::cpu()) {
+    return constant(std::span<const double>(values.begin(), values.size()), std::move(shape), dtype,
+                    device);
+  }
+  /// A rank-0 constant.
+  static Tensor scalar(double value, DType dtype = DType::f32, Device device = Device::cpu());
+
+  bool empty() const noexcept { return kind_ == Kind::empty; }
+  bool is_placeholder() const noexcept { return kind_ == Kind::placeholder; }
+  bool is_traced() const noexcept { return kind_ == Kind::traced; }
+  bool is_constant() const noexcept { return kind_ == Kind::constant; }
+
+  const TensorLayout& layout() const noexcept { return layout_; }
+  DType dtype() const noexcept { return layout_.dtype; }
+  const Shape& shape() const noexcept { return layout_.shape; }
+  std::size_t rank() const noexcept { return layout_.shape.rank(); }
+  Device device() const noexcept { return layout_.device; }
+
+  // Internal (staging): the frame and IR value of a traced tensor; a constant's data.
+  const std::shared_ptr<detail::Frame>& frame() const noexcept { return frame_; }
+  std::uint32_t value_id() const noexcept { return value_; }
+  const std::shared_ptr<const detail::TensorData>& data() const noexcept { return data_; }
+  static Tensor traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
+                       TensorLayout layout);
+
+ private:
+  enum class Kind : std::uint8_t { empty, placeholder, traced, constant };
+  Kind kind_ = Kind::empty;
+  TensorLayout layout_;
+  std::shared_ptr<detail::Frame> frame_;
+  std::uint32_t value_ = 0;
+  std::shared_ptr<const detail::TensorData> data_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
+
+using Loc = std::source_location;
+
+// ---- element-wise --------------------------------------------------------------------
+
+Tensor operator+(LTensor a, const Tensor& b);
+Tensor operator-(LTensor a, const Tensor& b);
+Tensor operator*(LTensor a, const Tensor& b);
+Tensor operator/(LTensor a, const Tensor& b);
+Tensor operator+(LTensor a, double b);
+Tensor operator-(LTensor a, double b);
+Tensor operator*(LTensor a, double b);
+Tensor operator/(LTensor a, double b);
+Tensor operator+(Located<double> a, const Tensor& b);
+Tensor operator-(Located<double> a, const Tensor& b);
+Tensor operator*(Located<double> a, const Tensor& b);
+Tensor operator/(Located<double> a, const Tensor& b);
+Tensor operator-(LTensor a);
+Tensor operator<(LTensor a, const Tensor& b);
+Tensor operator<=(LTensor a, const Tensor& b);
+Tensor operator>(LTensor a, const Tensor& b);
+Tensor operator>=(LTensor a, const Tensor& b);
+Tensor operator<(LTensor a, double b);
+Tensor operator>(LTensor a, double b);
+/// Element-wise equality (a tensor of bool; not C++ object equality).
+Tensor equal(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor not_equal(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+
+Tensor pow(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor pow(const Tensor& a, double b, Loc where = Loc::current());
+Tensor maximum(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor minimum(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+/// cond ? a : b, with broadcasting. \p cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc where = Loc::current());
+
+Tensor neg(const Tensor& x, Loc where = Loc::current());
+Tensor abs(const Tensor& x, Loc where = Loc::current());
+Tensor exp(const Tensor& x, Loc where = Loc::current());
+Tensor log(const Tensor& x, Loc where = Loc::current());
+Tensor sqrt(const Tensor& x, Loc where = Loc::current());
+Tensor rsqrt(const Tensor& x, Loc where = Loc::current());
+Tensor tanh(const Tensor& x, Loc where = Loc::current());
+Tensor sigmoid(const Tensor& x, Loc where = Loc::current());
+Tensor relu(const Tensor& x, Loc where = Loc::current());
+/// GELU; \p approximate "none" (exact, erf) or "tanh".
+Tensor gelu(const Tensor& x, const std::string& approximate = "none", Loc where = Loc::current());
+Tensor silu(const Tensor& x, Loc where = Loc::current());
+Tensor cast(const Tensor& x, DType dtype, Loc where = Loc::current());
+
+// ---- linear algebra, reductions, normalisation ---------------------------------------
+
+/// Matrix product; batch dims broadcast; rank-1 operands act as vectors (NumPy rules).
+Tensor matmul(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+/// Sum over \p axes (all axes when empty).
+Tensor sum(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false,
+           Loc where = Loc::current());
+Tensor mean(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false,
+            Loc where = Loc::current());
+Tensor max(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false,
+           Loc where = Loc::current());
+Tensor min(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false,
+           Loc where = Loc::current());
+/// Index of the largest element along \p axis (i64).
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false, Loc where = Loc::current());
+Tensor softmax(const Tensor& x, std::int64_t axis = -1, Loc where = Loc::current());
+Tensor log_softmax(const Tensor& x, std::int64_t axis = -1, Loc where = Loc::current());
+/// Normalises over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5,
+                  Loc where = Loc::current());
+/// x / sqrt(mean(x^2) + eps) * gamma over the last axis.
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, double eps = 1e-6,
+                Loc where = Loc::current());
+
+// ---- shapes --------------------------------------------------------------------------
+
+Tensor reshape(const Tensor& x, Shape shape, Loc where = Loc::current());
+/// Reverses the axes (rank 2: the matrix transpose).
+Tensor transpose(const Tensor& x, Loc where = Loc::current());
+/// Swaps two axes.
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1,
+                 Loc where = Loc::current());
+Tensor permute(const Tensor& x, std::vector<std::int64_t> perm, Loc where = Loc::current());
+Tensor broadcast_to(const Tensor& x, Shape shape, Loc where = Loc::current());
+/// One axis's range [start, stop) with a step; the rest whole. Negative start/stop count
+/// from the end; stop beyond the end clamps.
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t stop,
+             std::int64_t step = 1, Loc where = Loc::current());
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis, Loc where = Loc::current());
+/// Splits along \p axis into pieces of \p sizes.
+std::vector<Tensor> split(const Tensor& x, std::vector<std::int64_t> sizes, std::int64_t axis,
+                          Loc where = Loc::current());
+/// x indexed along \p axis by integer \p indices (the result has the indices' dims there).
+Tensor gather(const Tensor& x, const Tensor& indices, std::int64_t axis,
+              Loc where = Loc::current());
+/// Rows of \p table picked by \p ids: gather along axis 0.
+Tensor embedding(const Tensor& table, const Tensor& ids, Loc where = Loc::current());
+
+// ---- creation (while staging) --------------------------------------------------------
+
+/// start, start + step, ... below stop, as \p dtype.
+Tensor arange(double start, double stop, double step = 1, DType dtype = DType::i64,
+              Loc where = Loc::current());
+
+}  // namespace kiln

@@ -1,0 +1,86 @@
+#pragma once
+// Internal: the state of one staging run. A Frame is a graph being traced (the entry
+// graph, or a subgraph body while its first call traces it); traced tensors point to
+// their frame, and the thread's current frame is where new ops go.
+
+#include <any>
+#include <map>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.hpp"
+#include "kiln/stage/stage.hpp"
+
+namespace kiln::detail {
+
+struct TensorData {
+  ir::DenseData dense;
+};
+
+struct SessionState;
+
+class Frame : public std::enable_shared_from_this<Frame> {
+ public:
+  Frame(ir::Graph& graph, SessionState& session, Frame* parent)
+      : graph_(graph), session_(&session), parent_(parent) {}
+
+  ir::Graph& graph() const noexcept { return graph_; }
+  SessionState& session() const noexcept { return *session_; }
+  Frame* parent() const noexcept { return parent_; }
+  bool open() const noexcept { return open_; }
+  void close() noexcept { open_ = false; }
+
+  /// Weight-name prefix segments of this frame (body frames start empty).
+  std::vector<std::string> prefix;
+  /// Constants already embedded in this graph, by their data.
+  std::map<const TensorData*, std::uint32_t> constants;
+  /// Weights declared in this graph, by full name.
+  std::map<std::string, std::uint32_t> weights;
+
+ private:
+  ir::Graph& graph_;
+  SessionState* session_;
+  Frame* parent_;
+  bool open_ = true;
+};
+
+/// A subgraph body traced once: its symbol and what a call needs to rebuild the result.
+struct SubgraphBody {
+  std::string symbol;
+  std::vector<ir::TensorType> result_types;
+  std::vector<TensorLayout> result_layouts;
+  std::any prototype;
+};
+
+struct SessionState {
+  StageOptions options;
+  ir::Module module;
+  std::map<std::string, std::unique_ptr<SubgraphBody>> bodies;  // by key
+  std::map<std::string, int> symbol_uses;                       // for unique symbols
+  std::vector<std::shared_ptr<Frame>> frames;                   // closed at the end
+};
+
+/// The frame ops go to on this thread, or nullptr outside staging.
+Frame* current_frame() noexcept;
+void set_current_frame(Frame* frame) noexcept;
+/// The current frame. \throws UserError naming \p op when not staging.
+Frame& require_frame(std::string_view op, const std::source_location& where);
+/// `file:line:col` of a source location (file shortened to what follows the last '/').
+std::string where_string(const std::source_location& where);
+ir::Location location_of(const std::source_location& where);
+
+ir::TensorType to_ir(const TensorLayout& layout);
+/// The IR value of \p t in \p frame (embedding a constant). \throws UserError naming \p op,
+/// \p where and \p role for an empty tensor, a placeholder, or a tensor of another graph.
+ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
+                   const std::source_location& where, std::string_view role);
+/// The IR values of output leaves (their paths name them in errors).
+std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& leaves,
+                                     const TreeDef& tree, std::string_view what);
+/// Dot-joined prefix of \p frame plus \p name.
+std::string qualified(const Frame& frame, const std::string& name);
+TensorLayout to_layout(const ir::TensorType& type);
+
+}  // namespace kiln::detail

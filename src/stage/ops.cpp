@@ -1,0 +1,417 @@
+// Tensor ops while staging: resolve operands to IR values of the current graph (embedding
+// constants, rejecting placeholders and tensors of other graphs), promote dtypes, and add
+// the IR op with the caller's source location.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/ir/op_registry.hpp"
+#include "stage/frame.hpp"
+
+namespace kiln {
+namespace detail {
+
+ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
+                   const std::source_location& where, std::string_view role) {
+  const auto fail = [&](const std::string& why) -> ir::Value {
+    throw UserError(cat(op, " at ", where_string(where), ": ", role, " ", why));
+  };
+  if (t.empty()) return fail("is an empty Tensor (default-constructed)");
+  if (t.is_placeholder())
+    return fail(cat("is a placeholder (", t.layout(),
+                    "): placeholders stand for stage() inputs and hold no value"));
+  if (t.is_constant()) {
+    auto it = frame.constants.find(t.data().get());
+    if (it != frame.constants.end()) return ir::Value{it->second};
+    const ir::Value v =
+        frame.graph()
+            .add_op_typed(ir::lookup_op("kiln.constant"), {}, {{"value", t.data()->dense}},
+                          {to_ir(t.layout())}, location_of(where))
+            .result(0);
+    frame.constants.emplace(t.data().get(), v.id);
+    return v;
+  }
+  if (!t.frame()->open()) return fail("comes from a staging run that has finished");
+  if (t.frame().get() != &frame)
+    return fail(
+        "belongs to another graph: a subgraph body used a tensor of its caller (pass it to the "
+        "subgraph as an argument instead)");
+  return ir::Value{t.value_id()};
+}
+
+std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& leaves,
+                                     const TreeDef& tree, std::string_view what) {
+  const std::vector<std::string> paths = tree.leaf_paths();
+  std::vector<ir::Value> out;
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    out.push_back(value_of(frame, leaves[i], what, std::source_location::current(),
+                           cat("output leaf '", paths[i], "'")));
+  return out;
+}
+
+namespace {
+
+int category(DType d) { return d == DType::bool_ ? 0 : is_floating(d) ? 2 : 1; }
+
+int width(DType d) {
+  switch (d) {
+    case DType::f64:
+    case DType::i64:
+      return 3;
+    case DType::f32:
+    case DType::i32:
+      return 2;
+    default:
+      return 1;  // f16, bf16, i8, u8, bool
+  }
+}
+
+}  // namespace
+
+/// The dtype two operands compute in (see kiln/stage/tensor.hpp).
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  if (width(a) != width(b)) return width(a) > width(b) ? a : b;
+  return category(a) == 2 ? DType::f32 : DType::i32;  // f16 with bf16, i8 with u8
+}
+
+namespace {
+
+using Attrs = std::vector<ir::NamedAttribute>;
+
+/// Adds \p op over \p operands to the current graph; returns every result as a tensor.
+std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const Tensor*> operands,
+                              Attrs attrs, const std::source_location& where) {
+  Frame& frame = require_frame(op, where);
+  std::vector<ir::Value> values;
+  std::size_t i = 0;
+  for (const Tensor* t : operands)
+    values.push_back(value_of(frame, *t, op, where, cat("operand ", i++)));
+  const ir::OpView view = frame.graph().add_op(op, values, std::move(attrs), location_of(where));
+  std::vector<Tensor> out;
+  const auto self = frame.shared_from_this();
+  for (std::size_t r = 0; r < view.num_results(); ++r)
+    out.push_back(
+        Tensor::traced(self, view.result(r).id, to_layout(frame.graph().type(view.result(r)))));
+  return out;
+}
+
+Tensor apply(std::string_view op, std::initializer_list<const Tensor*> operands, Attrs attrs,
+             const std::source_location& where) {
+  return std::move(apply_all(op, operands, std::move(attrs), where).front());
+}
+
+Tensor to_dtype(const Tensor& x, DType dtype, const std::source_location& where) {
+  if (x.dtype() == dtype) return x;
+  if (x.is_constant() && x.rank() == 0) {  // a scalar: re-make it rather than add a cast
+    double v = 0;
+    const std::string& b = x.data()->dense.bytes;
+    switch (x.dtype()) {
+      case DType::f64: {
+        double d;
+        std::memcpy(&d, b.data(), 8);
+        v = d;
+        break;
+      }
+      case DType::f32: {
+        float f;
+        std::memcpy(&f, b.data(), 4);
+        v = f;
+        break;
+      }
+      case DType::i64: {
+        std::int64_t n;
+        std::memcpy(&n, b.data(), 8);
+        v = static_cast<double>(n);
+        break;
+      }
+      default:
+        return apply("kiln.cast", {&x}, {{"dtype", dtype}}, where);
+    }
+    return Tensor::scalar(v, dtype, x.device());
+  }
+  return apply("kiln.cast", {&x}, {{"dtype", dtype}}, where);
+}
+
+Tensor binary(std::string_view op, const Tensor& a, const Tensor& b,
+              const std::source_location& where) {
+  if (a.empty() || b.empty()) return apply(op, {&a, &b}, {}, where);  // reports the empty one
+  const DType d = promote(a.dtype(), b.dtype());
+  const Tensor pa = to_dtype(a, d, where), pb = to_dtype(b, d, where);
+  return apply(op, {&pa, &pb}, {}, where);
+}
+
+/// A C++ scalar next to tensor \p t: an integral value takes t's dtype (bool becomes
+/// i64), a fractional one keeps floats and makes integer tensors f32.
+Tensor scalar_for(const Tensor& t, double v) {
+  const bool integral = std::isfinite(v) && v == std::floor(v);
+  DType d = t.dtype();
+  if (d == DType::bool_) d = integral ? DType::i64 : DType::f32;
+  if (!integral && !is_floating(d)) d = DType::f32;
+  return Tensor::scalar(v, d, t.device());
+}
+
+Tensor binary_scalar(std::string_view op, const Tensor& t, double v, bool scalar_first,
+                     const std::source_location& where) {
+  if (t.empty()) return apply(op, {&t}, {}, where);
+  const Tensor s = scalar_for(t, v);
+  return scalar_first ? binary(op, s, t, where) : binary(op, t, s, where);
+}
+
+Tensor unary(std::string_view op, const Tensor& x, const std::source_location& where,
+             Attrs attrs = {}) {
+  return apply(op, {&x}, std::move(attrs), where);
+}
+
+/// Float ops on integer tensors compute in f32 (as PyTorch does for exp, sqrt, ...).
+Tensor float_of(const Tensor& x, const std::source_location& where) {
+  return !x.empty() && !is_floating(x.dtype()) ? to_dtype(x, DType::f32, where) : x;
+}
+Tensor unary_float(std::string_view op, const Tensor& x, const std::source_location& where) {
+  return unary(op, float_of(x, where), where);
+}
+
+ir::Attribute int_array(const std::vector<std::int64_t>& v) {
+  ir::Attribute::Array a;
+  for (std::int64_t x : v) a.emplace_back(x);
+  return ir::Attribute(std::move(a));
+}
+
+std::vector<std::int64_t> all_axes(const Tensor& x, std::vector<std::int64_t> axes) {
+  if (!axes.empty()) return axes;
+  for (std::size_t i = 0; i < x.rank(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  return axes;
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::binary;
+using detail::binary_scalar;
+using detail::unary;
+using detail::unary_float;
+
+Tensor operator+(LTensor a, const Tensor& b) { return binary("kiln.add", a.value, b, a.where); }
+Tensor operator-(LTensor a, const Tensor& b) { return binary("kiln.sub", a.value, b, a.where); }
+Tensor operator*(LTensor a, const Tensor& b) { return binary("kiln.mul", a.value, b, a.where); }
+Tensor operator/(LTensor a, const Tensor& b) { return binary("kiln.div", a.value, b, a.where); }
+Tensor operator+(LTensor a, double b) {
+  return binary_scalar("kiln.add", a.value, b, false, a.where);
+}
+Tensor operator-(LTensor a, double b) {
+  return binary_scalar("kiln.sub", a.value, b, false, a.where);
+}
+Tensor operator*(LTensor a, double b) {
+  return binary_scalar("kiln.mul", a.value, b, false, a.where);
+}
+Tensor operator/(LTensor a, double b) {
+  return binary_scalar("kiln.div", a.value, b, false, a.where);
+}
+Tensor operator+(Located<double> a, const Tensor& b) {
+  return binary_scalar("kiln.add", b, a.value, true, a.where);
+}
+Tensor operator-(Located<double> a, const Tensor& b) {
+  return binary_scalar("kiln.sub", b, a.value, true, a.where);
+}
+Tensor operator*(Located<double> a, const Tensor& b) {
+  return binary_scalar("kiln.mul", b, a.value, true, a.where);
+}
+Tensor operator/(Located<double> a, const Tensor& b) {
+  return binary_scalar("kiln.div", b, a.value, true, a.where);
+}
+Tensor operator-(LTensor a) { return unary("kiln.neg", a.value, a.where); }
+Tensor operator<(LTensor a, const Tensor& b) { return binary("kiln.lt", a.value, b, a.where); }
+Tensor operator<=(LTensor a, const Tensor& b) { return binary("kiln.le", a.value, b, a.where); }
+Tensor operator>(LTensor a, const Tensor& b) { return binary("kiln.gt", a.value, b, a.where); }
+Tensor operator>=(LTensor a, const Tensor& b) { return binary("kiln.ge", a.value, b, a.where); }
+Tensor operator<(LTensor a, double b) {
+  return binary_scalar("kiln.lt", a.value, b, false, a.where);
+}
+Tensor operator>(LTensor a, double b) {
+  return binary_scalar("kiln.gt", a.value, b, false, a.where);
+}
+Tensor equal(const Tensor& a, const Tensor& b, Loc where) { return binary("kiln.eq", a, b, where); }
+Tensor not_equal(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.ne", a, b, where);
+}
+
+Tensor pow(const Tensor& a, const Tensor& b, Loc where) { return binary("kiln.pow", a, b, where); }
+Tensor pow(const Tensor& a, double b, Loc where) {
+  return binary_scalar("kiln.pow", a, b, false, where);
+}
+Tensor maximum(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.maximum", a, b, where);
+}
+Tensor minimum(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.minimum", a, b, where);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
+  if (a.empty() || b.empty()) return detail::apply("kiln.where", {&cond, &a, &b}, {}, loc);
+  const DType d = detail::promote(a.dtype(), b.dtype());
+  const Tensor pa = detail::to_dtype(a, d, loc), pb = detail::to_dtype(b, d, loc);
+  return detail::apply("kiln.where", {&cond, &pa, &pb}, {}, loc);
+}
+
+Tensor neg(const Tensor& x, Loc where) { return unary("kiln.neg", x, where); }
+Tensor abs(const Tensor& x, Loc where) { return unary("kiln.abs", x, where); }
+Tensor exp(const Tensor& x, Loc where) { return unary_float("kiln.exp", x, where); }
+Tensor log(const Tensor& x, Loc where) { return unary_float("kiln.log", x, where); }
+Tensor sqrt(const Tensor& x, Loc where) { return unary_float("kiln.sqrt", x, where); }
+Tensor rsqrt(const Tensor& x, Loc where) { return unary_float("kiln.rsqrt", x, where); }
+Tensor tanh(const Tensor& x, Loc where) { return unary_float("kiln.tanh", x, where); }
+Tensor sigmoid(const Tensor& x, Loc where) { return unary_float("kiln.sigmoid", x, where); }
+Tensor relu(const Tensor& x, Loc where) { return unary("kiln.relu", x, where); }
+Tensor gelu(const Tensor& x, const std::string& approximate, Loc where) {
+  if (approximate == "none") return unary_float("kiln.gelu", x, where);
+  return unary("kiln.gelu", detail::float_of(x, where), where, {{"approximate", approximate}});
+}
+Tensor silu(const Tensor& x, Loc where) { return unary_float("kiln.silu", x, where); }
+Tensor cast(const Tensor& x, DType dtype, Loc where) {
+  return unary("kiln.cast", x, where, {{"dtype", dtype}});
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.matmul", a, b, where);
+}
+
+Tensor sum(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, Loc where) {
+  return unary(
+      "kiln.reduce_sum", x, where,
+      {{"axes", detail::int_array(detail::all_axes(x, std::move(axes)))}, {"keepdim", keepdim}});
+}
+Tensor mean(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, Loc where) {
+  return unary(
+      "kiln.reduce_mean", detail::float_of(x, where), where,
+      {{"axes", detail::int_array(detail::all_axes(x, std::move(axes)))}, {"keepdim", keepdim}});
+}
+Tensor max(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, Loc where) {
+  return unary(
+      "kiln.reduce_max", x, where,
+      {{"axes", detail::int_array(detail::all_axes(x, std::move(axes)))}, {"keepdim", keepdim}});
+}
+Tensor min(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, Loc where) {
+  return unary(
+      "kiln.reduce_min", x, where,
+      {{"axes", detail::int_array(detail::all_axes(x, std::move(axes)))}, {"keepdim", keepdim}});
+}
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim, Loc where) {
+  return unary("kiln.argmax", x, where, {{"axis", axis}, {"keepdim", keepdim}});
+}
+Tensor softmax(const Tensor& x, std::int64_t axis, Loc where) {
+  return unary("kiln.softmax", detail::float_of(x, where), where, {{"axis", axis}});
+}
+Tensor log_softmax(const Tensor& x, std::int64_t axis, Loc where) {
+  return unary("kiln.log_softmax", detail::float_of(x, where), where, {{"axis", axis}});
+}
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Loc where) {
+  return detail::apply("kiln.layer_norm", {&x, &gamma, &beta}, {{"eps", eps}}, where);
+}
+Tensor rms_norm(const Tensor& x, const Tensor& gamma, double eps, Loc where) {
+  return detail::apply("kiln.rms_norm", {&x, &gamma}, {{"eps", eps}}, where);
+}
+
+Tensor reshape(const Tensor& x, Shape shape, Loc where) {
+  return unary("kiln.reshape", x, where, {{"shape", std::move(shape)}});
+}
+Tensor permute(const Tensor& x, std::vector<std::int64_t> perm, Loc where) {
+  return unary("kiln.transpose", x, where, {{"perm", detail::int_array(perm)}});
+}
+Tensor transpose(const Tensor& x, Loc where) {
+  std::vector<std::int64_t> perm;
+  for (std::size_t i = x.rank(); i-- > 0;) perm.push_back(static_cast<std::int64_t>(i));
+  return permute(x, std::move(perm), where);
+}
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1, Loc where) {
+  const auto rank = static_cast<std::int64_t>(x.rank());
+  const auto norm = [&](std::int64_t a) {
+    if (a < -rank || a >= rank)
+      throw UserError(detail::cat("transpose at ", detail::where_string(where), ": axis ", a,
+                                  " is out of range for ", x.layout()));
+    return a < 0 ? a + rank : a;
+  };
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(rank));
+  for (std::int64_t i = 0; i < rank; ++i) perm[static_cast<std::size_t>(i)] = i;
+  std::swap(perm[static_cast<std::size_t>(norm(axis0))],
+            perm[static_cast<std::size_t>(norm(axis1))]);
+  return permute(x, std::move(perm), where);
+}
+Tensor broadcast_to(const Tensor& x, Shape shape, Loc where) {
+  return unary("kiln.broadcast_to", x, where, {{"shape", std::move(shape)}});
+}
+
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t stop,
+             std::int64_t step, Loc where) {
+  const auto rank = static_cast<std::int64_t>(x.rank());
+  if (axis < -rank || axis >= rank)
+    throw UserError(detail::cat("slice at ", detail::where_string(where), ": axis ", axis,
+                                " is out of range for ", x.layout()));
+  const auto a = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+  std::vector<std::int64_t> starts(x.rank(), 0), steps(x.rank(), 1),
+      stops(x.rank(), std::numeric_limits<std::int64_t>::max());
+  const Dim& dim = x.shape().dims()[a];
+  if (dim.is_static()) {  // negative indices count from the end
+    const std::int64_t n = dim.size();
+    if (start < 0) start += n;
+    if (stop < 0) stop += n;
+    start = std::clamp<std::int64_t>(start, 0, n);
+  }
+  starts[a] = start;
+  stops[a] = stop;
+  steps[a] = step;
+  return unary("kiln.slice", x, where,
+               {{"starts", detail::int_array(starts)},
+                {"stops", detail::int_array(stops)},
+                {"steps", detail::int_array(steps)}});
+}
+
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis, Loc where) {
+  detail::Frame& frame = detail::require_frame("kiln.concat", where);
+  if (xs.empty())
+    throw UserError(
+        detail::cat("concat at ", detail::where_string(where), ": nothing to concatenate"));
+  DType d = xs.front().dtype();
+  for (const Tensor& t : xs) d = detail::promote(d, t.dtype());
+  std::vector<ir::Value> values;
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    values.push_back(detail::value_of(frame, detail::to_dtype(xs[i], d, where), "kiln.concat",
+                                      where, detail::cat("operand ", i)));
+  const ir::OpView op =
+      frame.graph().add_op("kiln.concat", values, {{"axis", axis}}, detail::location_of(where));
+  return Tensor::traced(frame.shared_from_this(), op.result(0).id,
+                        detail::to_layout(frame.graph().type(op.result(0))));
+}
+
+std::vector<Tensor> split(const Tensor& x, std::vector<std::int64_t> sizes, std::int64_t axis,
+                          Loc where) {
+  return detail::apply_all("kiln.split", {&x},
+                           {{"axis", axis}, {"sizes", detail::int_array(sizes)}}, where);
+}
+
+Tensor gather(const Tensor& x, const Tensor& indices, std::int64_t axis, Loc where) {
+  return detail::apply("kiln.gather", {&x, &indices}, {{"axis", axis}}, where);
+}
+Tensor embedding(const Tensor& table, const Tensor& ids, Loc where) {
+  return gather(table, ids, 0, where);
+}
+
+Tensor arange(double start, double stop, double step, DType dtype, Loc where) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    throw UserError(detail::cat("arange at ", detail::where_string(where),
+                                ": start, stop and step must be finite and step non-zero"));
+  const double count = std::ceil((stop - start) / step);
+  if (count > 1e8)
+    throw UserError(detail::cat("arange at ", detail::where_string(where), ": ", count,
+                                " elements is too many for an embedded constant"));
+  std::vector<double> values;
+  for (double i = 0; i < count; ++i) values.push_back(start + i * step);
+  detail::require_frame("arange", where);
+  return Tensor::constant(values, Shape{static_cast<std::int64_t>(values.size())}, dtype);
+}
+
+}  // namespace kiln

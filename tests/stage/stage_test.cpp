@@ -1,0 +1,304 @@
+#include "kiln/stage/stage.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "../error_matchers.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/ir/text.hpp"
+#include "kiln/ir/verifier.hpp"
+#include "kiln/stage/nn.hpp"
+
+namespace kiln {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TensorLayout f32(Shape s) { return TensorLayout(DType::f32, std::move(s)); }
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::string at_line(int line) { return "stage_test.cpp:" + std::to_string(line); }
+
+Tensor scale(Tensor x) { return x * 2; }
+
+TEST(Stage, TheIssueExampleStagesAndPrintsMlir) {
+  auto staged = stage(scale)(TensorLayout(DType::f32, {4}, Device::cpu()));
+  const std::string text = staged.str();
+  EXPECT_THAT(text, HasSubstr("func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32>"));
+  EXPECT_THAT(text, HasSubstr("\"kiln.constant\"() {value = dense<\"0x00000040\"> : tensor<f32>}"));
+  EXPECT_THAT(text, HasSubstr("\"kiln.mul\"(%arg0, %0)"));
+  EXPECT_EQ(staged.in_layouts(), (std::vector<TensorLayout>{f32({4})}));
+  EXPECT_EQ(staged.out_layouts(), (std::vector<TensorLayout>{f32({4})}));
+  EXPECT_EQ(staged.in_tree().str(), "(Tensor)");
+  EXPECT_EQ(staged.out_tree().str(), "Tensor");
+  EXPECT_TRUE(ir::verify(staged.graph()).empty());
+  EXPECT_EQ(ir::print(ir::parse_module(text)), text);
+}
+
+TEST(Stage, SymbolicDimsFlowThroughOps) {
+  auto staged = stage([](Tensor x, Tensor w) { return softmax(matmul(x, w), -1); })(
+      f32({"batch", 512}), f32({512, 10}));
+  EXPECT_EQ(staged.out_layouts()[0], f32({"batch", 10}));
+}
+
+TEST(StagePromotion, FollowsTheDocumentedRules) {
+  const auto out_dtype = [](auto fn, TensorLayout a, TensorLayout b) {
+    return stage(fn)(std::move(a), std::move(b)).out_layouts()[0].dtype;
+  };
+  const auto add = [](Tensor a, Tensor b) { return a + b; };
+  EXPECT_EQ(out_dtype(add, {DType::i8, {2}}, {DType::u8, {2}}), DType::i32);
+  EXPECT_EQ(out_dtype(add, {DType::f16, {2}}, {DType::bf16, {2}}), DType::f32);
+  EXPECT_EQ(out_dtype(add, {DType::i64, {2}}, {DType::f16, {2}}), DType::f16);
+  EXPECT_EQ(out_dtype(add, {DType::i32, {2}}, {DType::i64, {2}}), DType::i64);
+  EXPECT_EQ(out_dtype(add, {DType::bool_, {2}}, {DType::i8, {2}}), DType::i8);
+  const auto scalar_dtype = [](DType in, auto fn) {
+    return stage(fn)(TensorLayout(in, {2})).out_layouts()[0].dtype;
+  };
+  EXPECT_EQ(scalar_dtype(DType::bf16, [](Tensor x) { return x * 3; }), DType::bf16);
+  EXPECT_EQ(scalar_dtype(DType::i32, [](Tensor x) { return x + 1; }), DType::i32);
+  EXPECT_EQ(scalar_dtype(DType::i32, [](Tensor x) { return x * 0.5; }), DType::f32);
+  EXPECT_EQ(scalar_dtype(DType::bool_, [](Tensor x) { return x + 1; }), DType::i64);
+  EXPECT_EQ(scalar_dtype(DType::i32, [](Tensor x) { return exp(x); }), DType::f32);
+  EXPECT_EQ(scalar_dtype(DType::f32, [](Tensor x) { return x < 0.5; }), DType::bool_);
+  const std::string text =
+      stage([](Tensor a, Tensor b) { return a * b; })(TensorLayout(DType::i32, {2}), f32({2}))
+          .str();
+  EXPECT_THAT(text, HasSubstr("\"kiln.cast\"(%arg0) {dtype = f32}"));
+}
+
+TEST(StageOps, ShapesOfTheTensorApi) {
+  const auto shape_of = [](auto fn, TensorLayout in) {
+    return stage(fn)(std::move(in)).out_layouts()[0].shape;
+  };
+  const TensorLayout x = f32({"b", 6, 8});
+  EXPECT_EQ(shape_of([](Tensor t) { return slice(t, 2, 1, 7, 2); }, x), (Shape{"b", 6, 3}));
+  EXPECT_EQ(shape_of([](Tensor t) { return slice(t, 1, -2, 100); }, x), (Shape{"b", 2, 8}));
+  EXPECT_EQ(shape_of([](Tensor t) { return split(t, {3, 5}, -1)[1]; }, x), (Shape{"b", 6, 5}));
+  EXPECT_EQ(shape_of([](Tensor t) { return concat({t, t}, 1); }, x), (Shape{"b", 12, 8}));
+  EXPECT_EQ(shape_of([](Tensor t) { return transpose(t, 0, 2); }, x), (Shape{8, 6, "b"}));
+  EXPECT_EQ(shape_of([](Tensor t) { return permute(t, {1, 2, 0}); }, x), (Shape{6, 8, "b"}));
+  EXPECT_EQ(shape_of([](Tensor t) { return reshape(t, {"b", 48}); }, x), (Shape{"b", 48}));
+  EXPECT_EQ(shape_of([](Tensor t) { return sum(t, {1}, true); }, x), (Shape{"b", 1, 8}));
+  EXPECT_EQ(shape_of([](Tensor t) { return mean(t); }, x), (Shape{}));
+  EXPECT_EQ(shape_of([](Tensor t) { return argmax(t, -1); }, x), (Shape{"b", 6}));
+  EXPECT_EQ(shape_of(
+                [](Tensor t) {
+                  return broadcast_to(slice(t, 1, 0, 1), {"b", 6, 8});
+                },
+                x),
+            (Shape{"b", 6, 8}));
+  EXPECT_EQ(shape_of(
+                [](Tensor ids) {
+                  return embedding(weight("emb", f32({100, 16})), ids);
+                },
+                TensorLayout(DType::i64, {"b", "seq"})),
+            (Shape{"b", "seq", 16}));
+  EXPECT_EQ(shape_of([](Tensor t) { return where(t > 0.0, t, t * 0.1); }, x), (Shape{"b", 6, 8}));
+  EXPECT_EQ(shape_of([](Tensor t) { return t + cast(arange(0, 8), DType::f32); }, x),
+            (Shape{"b", 6, 8}));
+  EXPECT_EQ(
+      shape_of([](Tensor t) { return layer_norm(t, weight("g", f32({8})), weight("b", f32({8}))); },
+               x),
+      (Shape{"b", 6, 8}));
+  EXPECT_EQ(
+      shape_of([](Tensor t) { return log_softmax(gelu(silu(sigmoid(tanh(relu(abs(-t)))))), 1); },
+               x),
+      (Shape{"b", 6, 8}));
+}
+
+TEST(StageErrors, NameTheOpTheShapesAndTheUsersLine) {
+  const std::string matmul_at = at_line(__LINE__ + 1);
+  const auto bad_matmul = [](Tensor a, Tensor b) { return matmul(a, b); };
+  KILN_EXPECT_THROW_MSG(stage(bad_matmul)(f32({2, 3}), f32({4, 5})), UserError, "kiln.matmul at ",
+                        matmul_at.c_str(),
+                        "matmul of [2, 3] by [4, 5]: inner dimensions differ (3 vs 4)",
+                        "(operands: f32[2, 3] on cpu:0, f32[4, 5] on cpu:0)");
+  const std::string add_at = at_line(__LINE__ + 1);
+  const auto bad_add = [](Tensor a, Tensor b) { return a + b; };
+  KILN_EXPECT_THROW_MSG(stage(bad_add)(f32({2, 3}), f32({4})), UserError, "kiln.add at ",
+                        add_at.c_str(), "shapes [2, 3] and [4] do not broadcast");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) { return sum(a, {3}); })(f32({2, 3})), UserError,
+                        "kiln.reduce_sum", "axis 3 is out of range for rank 2");
+}
+
+TEST(StageErrors, NonTensorsWhereTensorsBelong) {
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) { return std::make_tuple(a, Tensor()); })(f32({2})),
+                        UserError, "output leaf '1' is an empty Tensor");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) { return a + Tensor(f32({2})); })(f32({2})), UserError,
+                        "operand 1 is a placeholder (f32[2] on cpu:0)");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) { return a; })(Tensor()), UserError,
+                        "input leaf '0' is an empty Tensor");
+  Tensor escaped;
+  stage([&](Tensor a) {
+    escaped = a * 3;
+    return a;
+  })(f32({2}));
+  KILN_EXPECT_THROW_MSG(stage([&](Tensor a) { return a + escaped; })(f32({2})), UserError,
+                        "comes from a staging run that has finished");
+  KILN_EXPECT_THROW_MSG(relu(escaped), UserError, "no function is being staged");
+}
+
+TEST(StageConstants, CapturedTensorsAreEmbeddedOnce) {
+  const Tensor bias = Tensor::constant({1, 2, 3}, {3});
+  const std::string text = stage([&](Tensor x) { return x + bias + bias; })(f32({3})).str();
+  EXPECT_EQ(count(text, "\"kiln.constant\""), 1u) << text;
+  EXPECT_THAT(text, HasSubstr("dense<\"0x0000803F0000004000004040\"> : tensor<3xf32>"));
+  KILN_EXPECT_THROW_MSG(Tensor::constant({1, 2}, {3}), UserError, "2 values for shape [3]");
+}
+
+// ---- trees -----------------------------------------------------------------------------
+
+struct Params {
+  Tensor w;
+  int heads;
+  std::vector<Tensor> extra;
+};
+
+}  // namespace
+}  // namespace kiln
+
+KILN_TREE(kiln::Params, w, heads, extra)
+
+namespace kiln {
+namespace {
+
+TEST(StageTrees, NestedInputsAndOutputsWithStaticValuesAndLeafPaths) {
+  using In = std::tuple<Tensor, std::map<std::string, Tensor>, std::optional<Tensor>, Params, int>;
+  auto fn = [](In in) {
+    auto& [x, dict, maybe, params, n] = in;
+    Tensor y = x * dict.at("scale") + params.w;
+    if (maybe) y = y + *maybe;
+    for (const Tensor& e : params.extra) y = y + e;
+    return std::make_pair(y, std::map<std::string, Tensor>{{"doubled", y * double(n)}});
+  };
+  const In in{
+      f32({4}), {{"scale", f32({4})}}, Tensor(f32({4})), Params{f32({4}), 8, {f32({4})}}, 2};
+  const StagedGraph staged = stage(fn)(in);
+  EXPECT_EQ(
+      staged.in_tree().str(),
+      "((Tensor, {scale: Tensor}, some(Tensor), kiln::(anonymous namespace)::Params{w: Tensor, "
+      "heads: 8, extra: [Tensor]}, 2))");
+  EXPECT_EQ(staged.in_tree().leaf_paths(),
+            (std::vector<std::string>{"0.0", "0.1.scale", "0.2", "0.3.w", "0.3.extra.0"}));
+  EXPECT_EQ(staged.in_layouts().size(), 5u);
+  EXPECT_EQ(staged.out_tree().str(), "(Tensor, {doubled: Tensor})");
+  EXPECT_EQ(staged.out_tree().leaf_paths(), (std::vector<std::string>{"0", "1.doubled"}));
+
+  // Static values are part of the tree: another value is another tree.
+  In other = in;
+  std::get<4>(other) = 3;
+  const StagedGraph again = stage(fn)(other);
+  EXPECT_NE(again.in_tree(), staged.in_tree());
+  EXPECT_EQ(staged.in_tree().difference(again.in_tree()), "at 0.4: static value 2 vs 3");
+  std::get<2>(other) = std::nullopt;
+  EXPECT_EQ(staged.in_tree().difference(stage(fn)(other).in_tree()),
+            "at 0.2: some(Tensor) vs none");
+}
+
+// ---- weights ---------------------------------------------------------------------------
+
+TEST(StageWeights, NamesFollowScopesAndRepeatDeclarationsShareOneValue) {
+  const std::string text = stage([](Tensor x) {
+                             name_scope layers("layers");
+                             name_scope three("3");
+                             const Tensor w = weight("w", f32({4, 4}));
+                             return matmul(matmul(x, w), weight("w", f32({4, 4})));
+                           })(f32({2, 4}))
+                               .str();
+  EXPECT_EQ(count(text, "\"kiln.weight\""), 1u) << text;
+  EXPECT_THAT(text, HasSubstr("{name = \"layers.3.w\"}"));
+  const auto conflicting = [](Tensor x) {
+    const Tensor first = weight("w", f32({4}));
+    return x + first + weight("w", f32({5}));
+  };
+  KILN_EXPECT_THROW_MSG(stage(conflicting)(f32({4})), UserError,
+                        "weight 'w' was declared as f32[4] on cpu:0 and now as f32[5]");
+  KILN_EXPECT_THROW_MSG(weight("w", f32({4})), UserError, "no function is being staged");
+}
+
+// ---- subgraphs -------------------------------------------------------------------------
+
+TEST(StageSubgraphs, OneBodyForThreeCalls) {
+  const auto block = as_subgraph([](Tensor x) { return relu(x) * 2; }, {.name = "block"});
+  const std::string text =
+      stage([&](Tensor x) { return block(block(block(x))); })(f32({"n", 8})).str();
+  EXPECT_EQ(count(text, "func.func private"), 1u) << text;
+  EXPECT_EQ(count(text, "\"func.call\""), 3u) << text;
+  EXPECT_THAT(text, HasSubstr("func.func private @block("));
+  EXPECT_TRUE(ir::verify(ir::parse_module(text)).empty());
+}
+
+TEST(StageSubgraphs, LayersDifferingOnlyByPrefixShareABody) {
+  const auto layer = [](Tensor x) { return matmul(x, weight("w", f32({8, 8}))); };
+  const std::string text =
+      stage([&](Tensor x) {
+        for (int i = 0; i < 4; ++i)
+          x = as_subgraph(layer, {.name = "layer", .prefix = "layers." + std::to_string(i)})(x);
+        return x;
+      })(f32({2, 8}))
+          .str();
+  EXPECT_EQ(count(text, "func.func private"), 1u) << text;
+  EXPECT_THAT(text, HasSubstr("{name = \"w\"}"));
+  EXPECT_THAT(text, HasSubstr("{callee = @layer, kiln.prefix = \"layers.3\"}"));
+}
+
+TEST(StageSubgraphs, NewShapesNewBodiesNestedBodiesAndSubgraphsOff) {
+  const auto inner = as_subgraph([](Tensor x) { return x + 1; }, {.name = "inner"});
+  const auto outer = as_subgraph([&](Tensor x) { return inner(x) * 3; }, {.name = "outer"});
+  const auto fn = [&](Tensor a, Tensor b) { return std::make_tuple(outer(a), outer(b), outer(a)); };
+  const std::string text = stage(fn)(f32({4}), f32({5})).str();
+  EXPECT_EQ(count(text, "func.func private"), 4u) << text;  // inner, outer for [4] and [5]
+  EXPECT_THAT(text, HasSubstr("@outer_1("));
+  EXPECT_EQ(count(text, "\"func.call\""), 5u) << text;  // 3 outer calls, 2 inner calls in bodies
+
+  const std::string inlined = stage(fn, {.subgraphs = false})(f32({4}), f32({5})).str();
+  EXPECT_EQ(count(inlined, "func.call"), 0u) << inlined;
+  EXPECT_EQ(count(inlined, "func.func"), 1u);
+}
+
+TEST(StageSubgraphs, BodiesMustNotCaptureTheCallersTensors) {
+  KILN_EXPECT_THROW_MSG(stage([](Tensor x) {
+                          const auto bad = as_subgraph([&](Tensor y) { return y + x; });
+                          return bad(x);
+                        })(f32({4})),
+                        UserError,
+                        "belongs to another graph: a subgraph body used a tensor of its caller");
+}
+
+TEST(StageNn, ATransformerStackStagesWithOneSharedBody) {
+  const nn::TransformerBlock block{.dim = 64, .heads = 4, .hidden = 128};
+  const auto fn = [&](Tensor ids) {
+    Tensor x = nn::Embedding{.vocab = 1000, .dim = 64, .name = "embed"}(ids);
+    const auto layer = as_subgraph(block, {.name = "block"});
+    for (int i = 0; i < 3; ++i) {
+      name_scope s("layers." + std::to_string(i));
+      x = layer(x);
+    }
+    return nn::Linear{.in = 64, .out = 1000, .bias = false, .name = "lm_head"}(
+        nn::RMSNorm{.dim = 64, .name = "final_norm"}(x));
+  };
+  const StagedGraph staged = stage(fn)(TensorLayout(DType::i64, {"batch", "seq"}));
+  const std::string text = staged.str();
+  EXPECT_EQ(staged.out_layouts()[0], f32({"batch", "seq", 1000}));
+  EXPECT_EQ(count(text, "func.func private @block("), 1u);
+  EXPECT_EQ(count(text, "\"func.call\""), 3u);
+  EXPECT_THAT(text, HasSubstr("{name = \"attn.q.weight\"}"));
+  EXPECT_THAT(text, HasSubstr("kiln.prefix = \"layers.2\""));
+  EXPECT_THAT(text, HasSubstr("{name = \"embed.weight\"}"));
+  EXPECT_THAT(text, Not(HasSubstr("lm_head.bias")));
+  EXPECT_TRUE(ir::verify(ir::parse_module(text)).empty());
+}
+
+}  // namespace
+}  // namespace kiln
