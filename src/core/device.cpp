@@ -40,7 +40,8 @@ Device Device::parse(std::string_view text) {
 }
 
 std::string Device::str() const {
-  return detail::cat(kind_ == DeviceKind::cpu ? "cpu" : "cuda", ':', index_);
+  std::string out = kind_ == DeviceKind::cpu ? "cpu:" : "cuda:";
+  return out.append(std::to_string(index_));  // no stream: keys and printers call this often
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }

@@ -108,8 +108,11 @@ OpView Graph::add_op_typed(const OpDef& def, std::span<const Value> operands,
                            std::vector<NamedAttribute> attributes, std::vector<TensorType> results,
                            Location location) {
   for (Value v : operands) check_operand(v, def.name);
-  std::sort(attributes.begin(), attributes.end(),
-            [](const NamedAttribute& a, const NamedAttribute& b) { return a.name < b.name; });
+  const auto by_name = [](const NamedAttribute& a, const NamedAttribute& b) {
+    return a.name < b.name;
+  };
+  if (!std::is_sorted(attributes.begin(), attributes.end(), by_name))
+    std::sort(attributes.begin(), attributes.end(), by_name);
   const auto index = static_cast<std::uint32_t>(ops_.size());
   OpRecord r{};
   r.def = &def;

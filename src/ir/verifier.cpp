@@ -39,18 +39,23 @@ class Verifier {
     }
     // SSA dominance: one block per graph, so "defined before use" is "an argument or a
     // result of an earlier op".
-    std::vector<TensorType> operand_types;
     for (std::size_t i = 0; i < op.operands().size(); ++i) {
-      const Value v = op.operand(i);
-      const std::int64_t producer = g.producer(v);
+      const std::int64_t producer = g.producer(op.operand(i));
       if (producer >= static_cast<std::int64_t>(op.index())) {
         report(g, &op,
                cat("operand ", i, " is defined by op ", producer,
                    ", which does not come before its use"));
         return;
       }
-      operand_types.push_back(g.type(v));
     }
+    if (def.infer != nullptr || def.verify != nullptr) rule(g, op, def);
+    if (const Attribute* callee = op.find("callee")) call(g, op, callee->as_symbol().name);
+  }
+
+  // The op's own rules: its inference rule must give the stored result types.
+  void rule(const Graph& g, const OpView& op, const OpDef& def) {
+    std::vector<TensorType> operand_types;
+    for (Value v : op.operands()) operand_types.push_back(g.type(v));
     std::vector<TensorType> results;
     for (std::size_t r = 0; r < op.num_results(); ++r) results.push_back(g.type(op.result(r)));
     const InferContext ctx(def.name, operand_types, op.attributes());
@@ -72,74 +77,70 @@ class Verifier {
     } catch (const UserError& e) {
       report(g, &op, cat(def.name, ": ", e.what()));
     }
-    if (const Attribute* callee = op.find("callee"))
-      call(g, op, callee->as_symbol().name, operand_types, results);
   }
 
-  void call(const Graph& g, const OpView& op, const std::string& name,
-            const std::vector<TensorType>& operands, const std::vector<TensorType>& results) {
+  void call(const Graph& g, const OpView& op, const std::string& name) {
     const Graph* callee = module_.find(name);
     if (callee == nullptr) {
       report(g, &op, cat("calls @", name, ", which the module does not define"));
       return;
     }
-    calls_[g.name()].push_back(name);
+    calls_[&g].push_back(callee);
+    const std::span<const Value> operands = op.operands();
     if (callee->arguments().size() != operands.size()) {
       report(g, &op,
              cat("calls @", name, " with ", operands.size(), " operands but it takes ",
                  callee->arguments().size()));
     } else {
       for (std::size_t i = 0; i < operands.size(); ++i)
-        if (operands[i] != callee->type(callee->arguments()[i]))
+        if (g.type(operands[i]) != callee->type(callee->arguments()[i]))
           report(g, &op,
-                 cat("operand ", i, " is ", operands[i], " but @", name, " takes ",
+                 cat("operand ", i, " is ", g.type(operands[i]), " but @", name, " takes ",
                      callee->type(callee->arguments()[i])));
     }
-    if (callee->results().size() != results.size()) {
+    if (callee->results().size() != op.num_results()) {
       report(g, &op,
-             cat("expects ", results.size(), " results from @", name, ", which returns ",
+             cat("expects ", op.num_results(), " results from @", name, ", which returns ",
                  callee->results().size()));
     } else {
-      for (std::size_t r = 0; r < results.size(); ++r)
-        if (results[r] != callee->type(callee->results()[r]))
+      for (std::size_t r = 0; r < op.num_results(); ++r)
+        if (g.type(op.result(r)) != callee->type(callee->results()[r]))
           report(g, &op,
-                 cat("result ", r, " is ", results[r], " but @", name, " returns ",
+                 cat("result ", r, " is ", g.type(op.result(r)), " but @", name, " returns ",
                      callee->type(callee->results()[r])));
     }
   }
 
   // A graph must not call itself, directly or through others: it would never finish.
   void call_cycles() {
-    std::map<std::string, int> state;  // 0 new, 1 on the path, 2 done
-    std::vector<std::string> path;
-    for (std::size_t i = 0; i < module_.num_graphs(); ++i)
-      visit(module_.graph(i).name(), state, path);
+    std::map<const Graph*, int> state;  // 0 new, 1 on the path, 2 done
+    std::vector<const Graph*> path;
+    for (std::size_t i = 0; i < module_.num_graphs(); ++i) visit(&module_.graph(i), state, path);
   }
 
-  void visit(const std::string& name, std::map<std::string, int>& state,
-             std::vector<std::string>& path) {
-    int& s = state[name];
+  void visit(const Graph* g, std::map<const Graph*, int>& state, std::vector<const Graph*>& path) {
+    int& s = state[g];
     if (s == 2) return;
     if (s == 1) {
-      auto from = std::find(path.begin(), path.end(), name);
-      std::vector<std::string> cycle(from, path.end());
-      cycle.push_back(name);
-      for (std::string& c : cycle) c = "@" + c;
-      report(*module_.find(name), nullptr,
+      std::vector<std::string> cycle;
+      for (auto it = std::find(path.begin(), path.end(), g); it != path.end(); ++it)
+        cycle.push_back("@" + (*it)->name());
+      cycle.push_back("@" + g->name());
+      report(*g, nullptr,
              cat("calls itself through ", kiln::detail::join(cycle, " -> "),
                  "; subgraph calls must not form a cycle"));
       return;
     }
     s = 1;
-    path.push_back(name);
-    for (const std::string& callee : calls_[name]) visit(callee, state, path);
+    path.push_back(g);
+    for (const Graph* callee : calls_[g]) visit(callee, state, path);
     path.pop_back();
-    state[name] = 2;
+    state[g] = 2;
   }
 
   const Module& module_;
   std::vector<Diagnostic> diagnostics_;
-  std::map<std::string, std::vector<std::string>> calls_;
+  std::map<const Graph*, std::vector<const Graph*>> calls_;
 };
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <memory>
 #include <source_location>
 #include <string>
+#include <typeinfo>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/ir/graph.hpp"
@@ -54,12 +56,24 @@ struct SubgraphBody {
   std::any prototype;
 };
 
+/// The body the last call through one Subgraph object used, to skip building the key when
+/// the next call has the same tree and operand types (the usual loop over layers).
+struct LastCall {
+  const std::type_info* callable = nullptr;
+  std::string name;
+  bool has_prefix = false;
+  TreeDef tree;
+  std::vector<ir::TensorType> types;
+  const SubgraphBody* body = nullptr;
+};
+
 struct SessionState {
   StageOptions options;
   ir::Module module;
-  std::map<std::string, std::unique_ptr<SubgraphBody>> bodies;  // by key
-  std::map<std::string, int> symbol_uses;                       // for unique symbols
-  std::vector<std::shared_ptr<Frame>> frames;                   // closed at the end
+  std::unordered_map<std::string, std::unique_ptr<SubgraphBody>> bodies;  // by key
+  std::map<std::string, int> symbol_uses;                                 // for unique symbols
+  std::unordered_map<const void*, LastCall> last_calls;                   // by Subgraph object
+  std::vector<std::shared_ptr<Frame>> frames;                             // closed at the end
 };
 
 /// The frame ops go to on this thread, or nullptr outside staging.
@@ -72,10 +86,17 @@ std::string where_string(const std::source_location& where);
 ir::Location location_of(const std::source_location& where);
 
 ir::TensorType to_ir(const TensorLayout& layout);
+/// Which operand or leaf a tensor is, for messages; its text is built only on error.
+struct Role {
+  const char* what;   // "operand", "output leaf", "argument leaf"
+  std::size_t index;  // operand number, or leaf number in `tree`
+  const TreeDef* tree = nullptr;
+  std::string str() const;
+};
 /// The IR value of \p t in \p frame (embedding a constant). \throws UserError naming \p op,
 /// \p where and \p role for an empty tensor, a placeholder, or a tensor of another graph.
 ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
-                   const std::source_location& where, std::string_view role);
+                   const std::source_location& where, const Role& role);
 /// The IR values of output leaves (their paths name them in errors).
 std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& leaves,
                                      const TreeDef& tree, std::string_view what);

@@ -15,10 +15,15 @@
 namespace kiln {
 namespace detail {
 
+std::string Role::str() const {
+  if (tree == nullptr) return cat(what, " ", index);
+  return cat(what, " '", tree->leaf_paths().at(index), "'");
+}
+
 ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
-                   const std::source_location& where, std::string_view role) {
+                   const std::source_location& where, const Role& role) {
   const auto fail = [&](const std::string& why) -> ir::Value {
-    throw UserError(cat(op, " at ", where_string(where), ": ", role, " ", why));
+    throw UserError(cat(op, " at ", where_string(where), ": ", role.str(), " ", why));
   };
   if (t.empty()) return fail("is an empty Tensor (default-constructed)");
   if (t.is_placeholder())
@@ -45,11 +50,10 @@ ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
 
 std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& leaves,
                                      const TreeDef& tree, std::string_view what) {
-  const std::vector<std::string> paths = tree.leaf_paths();
   std::vector<ir::Value> out;
   for (std::size_t i = 0; i < leaves.size(); ++i)
     out.push_back(value_of(frame, leaves[i], what, std::source_location::current(),
-                           cat("output leaf '", paths[i], "'")));
+                           Role{"output leaf", i, &tree}));
   return out;
 }
 
@@ -91,7 +95,7 @@ std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const T
   std::vector<ir::Value> values;
   std::size_t i = 0;
   for (const Tensor* t : operands)
-    values.push_back(value_of(frame, *t, op, where, cat("operand ", i++)));
+    values.push_back(value_of(frame, *t, op, where, Role{"operand", i++}));
   const ir::OpView view = frame.graph().add_op(op, values, std::move(attrs), location_of(where));
   std::vector<Tensor> out;
   const auto self = frame.shared_from_this();
@@ -380,7 +384,7 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis, Loc where) {
   std::vector<ir::Value> values;
   for (std::size_t i = 0; i < xs.size(); ++i)
     values.push_back(detail::value_of(frame, detail::to_dtype(xs[i], d, where), "kiln.concat",
-                                      where, detail::cat("operand ", i)));
+                                      where, detail::Role{"operand", i}));
   const ir::OpView op =
       frame.graph().add_op("kiln.concat", values, {{"axis", axis}}, detail::location_of(where));
   return Tensor::traced(frame.shared_from_this(), op.result(0).id,

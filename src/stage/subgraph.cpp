@@ -1,5 +1,8 @@
 // Weights, name scopes and subgraph calls while staging.
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/op_registry.hpp"
@@ -9,9 +12,16 @@ namespace kiln {
 namespace detail {
 
 std::string qualified(const Frame& frame, const std::string& name) {
-  std::vector<std::string> parts = frame.prefix;
-  if (!name.empty()) parts.push_back(name);
-  return join(parts, ".");
+  std::string out;
+  for (const std::string& part : frame.prefix) {
+    if (!out.empty()) out += '.';
+    out += part;
+  }
+  if (!name.empty()) {
+    if (!out.empty()) out += '.';
+    out += name;
+  }
+  return out;
 }
 
 bool subgraphs_enabled() {
@@ -21,14 +31,45 @@ bool subgraphs_enabled() {
 
 namespace {
 
-std::string body_key(const SubgraphCall& call, const std::vector<ir::TensorType>& types,
-                     const void* identity) {
-  std::string key = call.options->name.empty()
-                        ? cat("callable ", call.callable->name(), " @", identity)
-                        : cat("name ", call.options->name);
-  key += cat(" | tree ", call.in_tree.str(), " | types");
-  for (const ir::TensorType& t : types) key += cat(" ", ir::to_string(t));
-  key += call.options->prefix.empty() ? " | no prefix" : " | prefix";
+// The body key: identity (name, or callable type and object), argument tree, operand
+// types, prefix presence. Built by appending (staging calls it at every call site).
+void append_tree(std::string& key, const TreeDef& t) {
+  key += static_cast<char>('0' + static_cast<int>(t.kind()));
+  key += t.type();
+  key += '=';
+  key += t.value();
+  for (const std::string& k : t.keys()) (key += k) += ',';
+  key += '(';
+  for (const TreeDef& c : t.children()) append_tree(key, c);
+  key += ')';
+}
+
+std::string body_key(const SubgraphCall& call, const ir::Graph& graph,
+                     const std::vector<ir::Value>& operands, const void* identity) {
+  std::string key;
+  key.reserve(160);
+  if (call.options->name.empty()) {
+    key += std::to_string(reinterpret_cast<std::uintptr_t>(call.callable));
+    key += '@';
+    key += std::to_string(reinterpret_cast<std::uintptr_t>(identity));
+  } else {
+    key += "name:";
+    key += call.options->name;
+  }
+  key += '|';
+  append_tree(key, call.in_tree);
+  for (ir::Value v : operands) {
+    const ir::TensorType& t = graph.type(v);
+    key += '|';
+    key += name(t.dtype);
+    for (const Dim& d : t.shape.dims()) {
+      key += ' ';
+      key += d.is_static() ? std::to_string(d.size()) : d.symbol();
+    }
+    key += '@';
+    key += t.device.str();
+  }
+  key += call.options->prefix.empty() ? "|-" : "|+";
   return key;
 }
 
@@ -40,53 +81,79 @@ std::string unique_symbol(SessionState& session, const std::string& wanted) {
   return symbol;
 }
 
+// Traces a new body for \p call into its own graph of the module.
+std::unique_ptr<SubgraphBody> trace_body(Frame& caller, const SubgraphCall& call,
+                                         const std::vector<ir::Value>& operands,
+                                         const TraceBody& trace) {
+  SessionState& session = caller.session();
+  auto body = std::make_unique<SubgraphBody>();
+  body->symbol =
+      unique_symbol(session, call.options->name.empty() ? "subgraph" : call.options->name);
+  ir::Graph& graph = session.module.add_graph(body->symbol);
+  auto frame = std::make_shared<Frame>(graph, session, &caller);
+  session.frames.push_back(frame);
+  std::vector<Tensor> inputs;
+  for (ir::Value v : operands) {
+    const ir::TensorType& t = caller.graph().type(v);
+    inputs.push_back(Tensor::traced(frame, graph.add_argument(t).id, to_layout(t)));
+  }
+  set_current_frame(frame.get());
+  try {
+    auto [leaves, tree] = trace(inputs, body->prototype);
+    graph.set_results(output_values(*frame, leaves, tree, cat("subgraph @", body->symbol)));
+  } catch (...) {
+    set_current_frame(&caller);
+    throw;
+  }
+  set_current_frame(&caller);
+  for (ir::Value v : graph.results()) {
+    body->result_types.push_back(graph.type(v));
+    body->result_layouts.push_back(to_layout(graph.type(v)));
+  }
+  return body;
+}
+
 }  // namespace
 
 SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace) {
   Frame& caller = require_frame("as_subgraph", call.where);
   SessionState& session = caller.session();
   std::vector<ir::Value> operands;
-  std::vector<ir::TensorType> types;
-  const std::vector<std::string> paths = call.in_tree.leaf_paths();
-  for (std::size_t i = 0; i < call.in_leaves.size(); ++i) {
+  for (std::size_t i = 0; i < call.in_leaves.size(); ++i)
     operands.push_back(value_of(caller, call.in_leaves[i], "subgraph call", call.where,
-                                cat("argument leaf '", paths[i], "'")));
-    types.push_back(caller.graph().type(operands.back()));
+                                Role{"argument leaf", i, &call.in_tree}));
+  LastCall& last = session.last_calls[call.identity];
+  const bool same_as_last =
+      last.body != nullptr && last.callable == call.callable && last.name == call.options->name &&
+      last.has_prefix == !call.options->prefix.empty() && last.tree == call.in_tree &&
+      last.types.size() == operands.size() &&
+      std::equal(operands.begin(), operands.end(), last.types.begin(),
+                 [&](ir::Value v, const ir::TensorType& t) { return caller.graph().type(v) == t; });
+  if (!same_as_last) {
+    const std::string key = body_key(call, caller.graph(), operands, call.identity);
+    auto it = session.bodies.find(key);
+    if (it == session.bodies.end())
+      it = session.bodies.emplace(key, trace_body(caller, call, operands, trace)).first;
+    last.callable = call.callable;
+    last.name = call.options->name;
+    last.has_prefix = !call.options->prefix.empty();
+    last.tree = call.in_tree;
+    last.types.clear();
+    for (ir::Value v : operands) last.types.push_back(caller.graph().type(v));
+    last.body = it->second.get();
   }
-  const std::string key = body_key(call, types, call.identity);
-  auto it = session.bodies.find(key);
-  if (it == session.bodies.end()) {
-    auto body = std::make_unique<SubgraphBody>();
-    body->symbol =
-        unique_symbol(session, call.options->name.empty() ? "subgraph" : call.options->name);
-    ir::Graph& graph = session.module.add_graph(body->symbol);
-    auto frame = std::make_shared<Frame>(graph, session, &caller);
-    session.frames.push_back(frame);
-    std::vector<Tensor> inputs;
-    for (const ir::TensorType& t : types)
-      inputs.push_back(Tensor::traced(frame, graph.add_argument(t).id, to_layout(t)));
-    set_current_frame(frame.get());
-    try {
-      auto [leaves, tree] = trace(inputs, body->prototype);
-      graph.set_results(output_values(*frame, leaves, tree, cat("subgraph @", body->symbol)));
-    } catch (...) {
-      set_current_frame(&caller);
-      throw;
-    }
-    set_current_frame(&caller);
-    for (ir::Value v : graph.results()) body->result_types.push_back(graph.type(v));
-    it = session.bodies.emplace(key, std::move(body)).first;
-  }
-  const SubgraphBody& body = *it->second;
+  const SubgraphBody& body = *last.body;
   std::vector<ir::NamedAttribute> attrs{{"callee", ir::SymbolRef{body.symbol}}};
   if (const std::string prefix = qualified(caller, call.options->prefix); !prefix.empty())
     attrs.push_back({"kiln.prefix", prefix});
-  const ir::OpView op = caller.graph().add_op_typed(ir::lookup_op("func.call"), operands,
-                                                    std::move(attrs), body.result_types);
+  static const ir::OpDef& call_op = ir::lookup_op("func.call");
+  const ir::OpView op =
+      caller.graph().add_op_typed(call_op, operands, std::move(attrs), body.result_types);
   SubgraphResult result{{}, &body.prototype};
   const auto self = caller.shared_from_this();
+  result.leaves.reserve(op.num_results());
   for (std::size_t r = 0; r < op.num_results(); ++r)
-    result.leaves.push_back(Tensor::traced(self, op.result(r).id, to_layout(body.result_types[r])));
+    result.leaves.push_back(Tensor::traced(self, op.result(r).id, body.result_layouts[r]));
   return result;
 }
 

@@ -10,7 +10,6 @@
 /// \endcode
 
 #include <any>
-#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <source_location>
@@ -150,8 +149,23 @@ struct SubgraphResult {
   std::vector<Tensor> leaves;
   const std::any* prototype;
 };
-using TraceBody = std::function<std::pair<std::vector<Tensor>, TreeDef>(
-    const std::vector<Tensor>& inputs, std::any& prototype)>;
+/// A non-owning reference to the body-tracing callable (no allocation per call site).
+class TraceBody {
+ public:
+  using Result = std::pair<std::vector<Tensor>, TreeDef>;
+  template <class F>
+  TraceBody(const F& f)  // NOLINT(google-explicit-constructor)
+      : object_(&f), call_([](const void* o, const std::vector<Tensor>& in, std::any& proto) {
+          return (*static_cast<const F*>(o))(in, proto);
+        }) {}
+  Result operator()(const std::vector<Tensor>& inputs, std::any& prototype) const {
+    return call_(object_, inputs, prototype);
+  }
+
+ private:
+  const void* object_;
+  Result (*call_)(const void*, const std::vector<Tensor>&, std::any&);
+};
 SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace);
 /// True while staging with subgraphs on.
 bool subgraphs_enabled();
@@ -220,8 +234,7 @@ class Subgraph {
     const Args inputs(std::forward<A>(args)...);
     detail::SubgraphCall call{&typeid(F), this, &options_, {}, {}, std::source_location::current()};
     call.in_tree = tree_flatten(inputs, call.in_leaves);
-    const detail::TraceBody trace = [&](const std::vector<Tensor>& body_inputs,
-                                        std::any& prototype) {
+    const auto trace = [&](const std::vector<Tensor>& body_inputs, std::any& prototype) {
       std::size_t next = 0;
       auto leaf = [&](const Tensor&) { return body_inputs[next++]; };
       const Args body_args = tree_map(inputs, leaf);
