@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -130,6 +131,58 @@ TEST(StageErrors, NameTheOpTheShapesAndTheUsersLine) {
                         add_at.c_str(), "shapes [2, 3] and [4] do not broadcast");
   KILN_EXPECT_THROW_MSG(stage([](Tensor a) { return sum(a, {3}); })(f32({2, 3})), UserError,
                         "kiln.reduce_sum", "axis 3 is out of range for rank 2");
+}
+
+TEST(StageErrors, EveryOpFamilyRejectsBadOperandsWithItsName) {
+  const auto fails = [](auto fn, std::vector<TensorLayout> in, const char* fragment) {
+    try {
+      if (in.size() == 1) {
+        stage([&](Tensor a) { return fn(a, a); })(in[0]);
+      } else {
+        stage(fn)(in[0], in[1]);
+      }
+      ADD_FAILURE() << "staged without error; expected: " << fragment;
+    } catch (const UserError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  fails([](Tensor a, Tensor) { return slice(a, 0, 0, 4, 0); }, {f32({4})},
+        "step 0 at axis 0 must be >= 1");
+  fails([](Tensor a, Tensor) { return slice(a, 2, 0, 1); }, {f32({4})}, "axis 2 is out of range");
+  fails(
+      [](Tensor a, Tensor b) {
+        return concat({a, b}, 0);
+      },
+      {f32({2, 3}), f32({2, 4})}, "operand 1 [2, 4] differs from operand 0 [2, 3] at axis 1");
+  fails([](Tensor a, Tensor b) { return gather(a, b, 0); }, {f32({5, 3}), f32({2})},
+        "indices (operand 1) must be i32 or i64, got f32");
+  fails([](Tensor a, Tensor b) { return layer_norm(a, b, b); }, {f32({2, 8}), f32({4})},
+        "operand 1 has shape [4]; it must be [8]");
+  fails([](Tensor a, Tensor b) { return where(a, b, b); }, {f32({2}), f32({2})},
+        "the condition (operand 0) must be bool, got f32");
+  fails([](Tensor a, Tensor) { return reshape(a, {5}); }, {f32({2, 3})},
+        "cannot reshape [2, 3] to [5]");
+  fails([](Tensor a, Tensor) { return permute(a, {0}); }, {f32({2, 3})},
+        "has 1 entries for a tensor of rank 2");
+  fails([](Tensor a, Tensor) { return split(a, {1, 1}, 0)[0]; }, {f32({3})}, "sum to 2 but axis 0");
+  fails([](Tensor a, Tensor) { return broadcast_to(a, {2, 4}); }, {f32({3})}, "do not broadcast");
+  fails([](Tensor a, Tensor) { return argmax(a, 1); }, {f32({3})},
+        "axis 1 is out of range for rank 1");
+  fails([](Tensor a, Tensor b) { return matmul(a, b); }, {f32({3}), f32({})}, "rank >= 1");
+  fails([](Tensor a, Tensor b) { return a + b; },
+        {TensorLayout(DType::f32, {2}, Device::cuda(0)), f32({2})},
+        "operand 1 is on cpu:0 but operand 0 is on cuda:0");
+}
+
+TEST(StageTrees, ArraysAndPairsOfTensors) {
+  const auto fn = [](std::array<Tensor, 3> xs, std::pair<Tensor, bool> p) {
+    return std::array<Tensor, 2>{xs[0] + xs[1], p.second ? xs[2] * p.first : xs[2]};
+  };
+  const StagedGraph staged = stage(fn)(std::array<Tensor, 3>{f32({2}), f32({2}), f32({2})},
+                                       std::pair<Tensor, bool>{f32({2}), true});
+  EXPECT_EQ(staged.in_tree().str(), "([Tensor, Tensor, Tensor], (Tensor, true))");
+  EXPECT_EQ(staged.out_tree().leaf_paths(), (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(staged.in_layouts().size(), 4u);
 }
 
 TEST(StageErrors, NonTensorsWhereTensorsBelong) {
