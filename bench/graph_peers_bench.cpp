@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "kiln/kiln.hpp"
 
 #ifdef KILN_BENCH_HAVE_TBB
@@ -171,13 +172,6 @@ struct Result {
   double median = 0, min = 0, max = 0;  // ns per node
 };
 
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -189,9 +183,9 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
     if (arg == "--threads" && has_value) {
-      thread_counts = parse_list(argv[++i]);
+      thread_counts = kiln::bench::parse_int_list(argv[++i]);
     } else if (arg == "--nodes" && has_value) {
-      sizes = parse_list(argv[++i]);
+      sizes = kiln::bench::parse_int_list(argv[++i]);
     } else if (arg == "--samples" && has_value) {
       samples = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--json" && has_value) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.hpp"
 #include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
 
@@ -41,13 +42,6 @@ double stage_ms(int blocks, bool subgraphs, std::size_t* ops) {
   return ms;
 }
 
-std::vector<int> parse_list(const char* text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,7 +51,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--blocks" && i + 1 < argc) {
-      counts = parse_list(argv[++i]);
+      counts = kiln::bench::parse_int_list(argv[++i]);
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--json" && i + 1 < argc) {

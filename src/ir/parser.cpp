@@ -354,6 +354,24 @@ class Parser {
     return t;
   }
 
+  // ( [type {, type}] )
+  std::vector<TensorType> type_list() {
+    expect('(');
+    std::vector<TensorType> types;
+    if (try_char(')')) return types;
+    do types.push_back(type());
+    while (try_char(','));
+    expect(')');
+    return types;
+  }
+
+  // A single type, or a parenthesised list of them (function results).
+  std::vector<TensorType> result_type_list() {
+    skip_space();
+    if (peek() == '(') return type_list();
+    return {type()};
+  }
+
   Device device_token() {
     skip_space();
     const Position where = here();
@@ -590,17 +608,7 @@ class Parser {
       expect(')');
     }
     std::vector<TensorType> result_types;
-    if (try_literal("->")) {
-      if (try_char('(')) {
-        if (!try_char(')')) {
-          do result_types.push_back(type());
-          while (try_char(','));
-          expect(')');
-        }
-      } else {
-        result_types.push_back(type());
-      }
-    }
+    if (try_literal("->")) result_types = result_type_list();
     expect('{');
     while (!try_keyword("return")) op(g);
     skip_space();
@@ -716,15 +724,10 @@ class Parser {
     if (std::string problem = def->check(operands.size(), attributes); !problem.empty())
       fail_at(problem.starts_with("takes") ? name_at : attributes_at, cat(op_name, " ", problem));
     expect(':');
-    expect('(');
-    std::vector<TensorType> operand_types;
     skip_space();
     const Position types_at = here();
-    if (!try_char(')')) {
-      do operand_types.push_back(type());
-      while (try_char(','));
-      expect(')');
-    }
+    if (peek() != '(') expected("'('");
+    const std::vector<TensorType> operand_types = type_list();
     if (operand_types.size() != operands.size())
       fail_at(types_at, cat(op_name, " has ", operands.size(), " operands but its type lists ",
                             operand_types.size()));
@@ -733,18 +736,9 @@ class Parser {
         fail_at(types_at, cat("type mismatch: operand ", i, " of ", op_name, " is ",
                               g.type(operands[i]), " but the op's type says ", operand_types[i]));
     if (!try_literal("->")) expected("'->'");
-    std::vector<TensorType> result_types;
     skip_space();
     const Position results_at = here();
-    if (try_char('(')) {
-      if (!try_char(')')) {
-        do result_types.push_back(type());
-        while (try_char(','));
-        expect(')');
-      }
-    } else {
-      result_types.push_back(type());
-    }
+    std::vector<TensorType> result_types = result_type_list();
     if (result_types.size() != declared_results)
       fail_at(results_at, cat(op_name, " defines ", declared_results, " results but its type has ",
                               result_types.size()));

@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "(tensor<4xf16>) -> tensor<4xf32>\n  return\n }\n}",
                  "type mismatch: operand 0 of kiln.neg is f32[4] on cpu:0 but the op's type says "
                  "f16[4] on cpu:0",
-                 "3:26"},
+                 "3:25"},
         BadInput{"undefined value",
                  "module {\n func.func @f(%a: tensor<4xf32>) {\n  %0 = \"kiln.neg\"(%b) : "
                  "(tensor<4xf32>) -> tensor<4xf32>\n  return\n }\n}",
