@@ -6,7 +6,7 @@
 #include <any>
 #include <map>
 #include <memory>
-#include <source_location>
+#include "kiln/core/source_location.hpp"
 #include <string>
 #include <typeinfo>
 #include <unordered_map>
@@ -80,10 +80,10 @@ struct SessionState {
 Frame* current_frame() noexcept;
 void set_current_frame(Frame* frame) noexcept;
 /// The current frame. \throws UserError naming \p op when not staging.
-Frame& require_frame(std::string_view op, const std::source_location& where);
+Frame& require_frame(std::string_view op, const SourceLocation& where);
 /// `file:line:col` of a source location (file shortened to what follows the last '/').
-std::string where_string(const std::source_location& where);
-ir::Location location_of(const std::source_location& where);
+std::string where_string(const SourceLocation& where);
+ir::Location location_of(const SourceLocation& where);
 
 ir::TensorType to_ir(const TensorLayout& layout);
 /// Which operand or leaf a tensor is, for messages; its text is built only on error.
@@ -96,7 +96,7 @@ struct Role {
 /// The IR value of \p t in \p frame (embedding a constant). \throws UserError naming \p op,
 /// \p where and \p role for an empty tensor, a placeholder, or a tensor of another graph.
 ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
-                   const std::source_location& where, const Role& role);
+                   const SourceLocation& where, const Role& role);
 /// The IR values of output leaves (their paths name them in errors).
 std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& leaves,
                                      const TreeDef& tree, std::string_view what);

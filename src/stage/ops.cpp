@@ -20,8 +20,8 @@ std::string Role::str() const {
   return cat(what, " '", tree->leaf_paths().at(index), "'");
 }
 
-ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
-                   const std::source_location& where, const Role& role) {
+ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op, const SourceLocation& where,
+                   const Role& role) {
   const auto fail = [&](const std::string& why) -> ir::Value {
     throw UserError(cat(op, " at ", where_string(where), ": ", role.str(), " ", why));
   };
@@ -52,8 +52,8 @@ std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& le
                                      const TreeDef& tree, std::string_view what) {
   std::vector<ir::Value> out;
   for (std::size_t i = 0; i < leaves.size(); ++i)
-    out.push_back(value_of(frame, leaves[i], what, std::source_location::current(),
-                           Role{"output leaf", i, &tree}));
+    out.push_back(
+        value_of(frame, leaves[i], what, SourceLocation::current(), Role{"output leaf", i, &tree}));
   return out;
 }
 
@@ -90,7 +90,7 @@ using Attrs = std::vector<ir::NamedAttribute>;
 
 /// Adds \p op over \p operands to the current graph; returns every result as a tensor.
 std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const Tensor*> operands,
-                              Attrs attrs, const std::source_location& where) {
+                              Attrs attrs, const SourceLocation& where) {
   Frame& frame = require_frame(op, where);
   std::vector<ir::Value> values;
   std::size_t i = 0;
@@ -106,11 +106,11 @@ std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const T
 }
 
 Tensor apply(std::string_view op, std::initializer_list<const Tensor*> operands, Attrs attrs,
-             const std::source_location& where) {
+             const SourceLocation& where) {
   return std::move(apply_all(op, operands, std::move(attrs), where).front());
 }
 
-Tensor to_dtype(const Tensor& x, DType dtype, const std::source_location& where) {
+Tensor to_dtype(const Tensor& x, DType dtype, const SourceLocation& where) {
   if (x.dtype() == dtype) return x;
   if (x.is_constant() && x.rank() == 0) {  // a scalar: re-make it rather than add a cast
     double v = 0;
@@ -142,8 +142,7 @@ Tensor to_dtype(const Tensor& x, DType dtype, const std::source_location& where)
   return apply("kiln.cast", {&x}, {{"dtype", dtype}}, where);
 }
 
-Tensor binary(std::string_view op, const Tensor& a, const Tensor& b,
-              const std::source_location& where) {
+Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, const SourceLocation& where) {
   if (a.empty() || b.empty()) return apply(op, {&a, &b}, {}, where);  // reports the empty one
   const DType d = promote(a.dtype(), b.dtype());
   const Tensor pa = to_dtype(a, d, where), pb = to_dtype(b, d, where);
@@ -161,22 +160,21 @@ Tensor scalar_for(const Tensor& t, double v) {
 }
 
 Tensor binary_scalar(std::string_view op, const Tensor& t, double v, bool scalar_first,
-                     const std::source_location& where) {
+                     const SourceLocation& where) {
   if (t.empty()) return apply(op, {&t}, {}, where);
   const Tensor s = scalar_for(t, v);
   return scalar_first ? binary(op, s, t, where) : binary(op, t, s, where);
 }
 
-Tensor unary(std::string_view op, const Tensor& x, const std::source_location& where,
-             Attrs attrs = {}) {
+Tensor unary(std::string_view op, const Tensor& x, const SourceLocation& where, Attrs attrs = {}) {
   return apply(op, {&x}, std::move(attrs), where);
 }
 
 /// Float ops on integer tensors compute in f32 (as PyTorch does for exp, sqrt, ...).
-Tensor float_of(const Tensor& x, const std::source_location& where) {
+Tensor float_of(const Tensor& x, const SourceLocation& where) {
   return !x.empty() && !is_floating(x.dtype()) ? to_dtype(x, DType::f32, where) : x;
 }
-Tensor unary_float(std::string_view op, const Tensor& x, const std::source_location& where) {
+Tensor unary_float(std::string_view op, const Tensor& x, const SourceLocation& where) {
   return unary(op, float_of(x, where), where);
 }
 

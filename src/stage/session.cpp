@@ -16,7 +16,7 @@ thread_local Frame* t_frame = nullptr;
 Frame* current_frame() noexcept { return t_frame; }
 void set_current_frame(Frame* frame) noexcept { t_frame = frame; }
 
-Frame& require_frame(std::string_view op, const std::source_location& where) {
+Frame& require_frame(std::string_view op, const SourceLocation& where) {
   if (t_frame == nullptr)
     throw UserError(cat(op, " at ", where_string(where),
                         ": no function is being staged; call it inside a function traced by "
@@ -24,11 +24,11 @@ Frame& require_frame(std::string_view op, const std::source_location& where) {
   return *t_frame;
 }
 
-std::string where_string(const std::source_location& where) {
+std::string where_string(const SourceLocation& where) {
   return cat(where.file_name(), ":", where.line(), ":", where.column());
 }
 
-ir::Location location_of(const std::source_location& where) {
+ir::Location location_of(const SourceLocation& where) {
   return {where.file_name(), where.line(), where.column()};
 }
 

@@ -30,6 +30,34 @@ Tensor Tensor::traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
 }
 
 namespace {
+double load(DType dtype, const char* in) {
+  const auto get = [&](auto x) {
+    std::memcpy(&x, in, sizeof x);
+    return x;
+  };
+  switch (dtype) {
+    case DType::f32:
+      return get(float{});
+    case DType::f64:
+      return get(double{});
+    case DType::f16:
+      return static_cast<float>(get(Half{}));
+    case DType::bf16:
+      return static_cast<float>(get(BFloat16{}));
+    case DType::i8:
+      return get(std::int8_t{});
+    case DType::u8:
+      return get(std::uint8_t{});
+    case DType::i32:
+      return get(std::int32_t{});
+    case DType::i64:
+      return static_cast<double>(get(std::int64_t{}));
+    case DType::bool_:
+      return get(std::uint8_t{}) != 0 ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
 void store(DType dtype, double v, char* out) {
   const auto put = [&](auto x) { std::memcpy(out, &x, sizeof x); };
   switch (dtype) {
@@ -80,10 +108,105 @@ Tensor Tensor::scalar(double value, DType dtype, Device device) {
   return constant(std::span<const double>(&value, 1), Shape{}, dtype, device);
 }
 
+Tensor Tensor::from_bytes(DType dtype, Shape shape, Device device, const void* bytes,
+                          std::size_t size) {
+  if (!shape.is_static())
+    throw UserError(detail::cat("Tensor::from_data: shape ", shape,
+                                " has symbolic dims; data needs a static shape"));
+  const auto n = static_cast<std::size_t>(shape.num_elements());
+  if (size != n * size_of(dtype))
+    throw UserError(detail::cat("Tensor::from_data: ", size / size_of(dtype), " ", name(dtype),
+                                " values for shape ", shape, ", which holds ", n));
+  auto data = std::make_shared<detail::TensorData>();
+  data->dense = {dtype, shape, std::string(static_cast<const char*>(bytes), size)};
+  Tensor t;
+  t.kind_ = Kind::constant;
+  t.layout_ = TensorLayout(dtype, std::move(shape), device);
+  t.data_ = std::move(data);
+  return t;
+}
+
+Tensor Tensor::full(const TensorLayout& layout, double value) {
+  const auto n = static_cast<std::size_t>(layout.shape.num_elements());
+  return constant(std::vector<double>(n, value), layout.shape, layout.dtype, layout.device);
+}
+
+Tensor Tensor::zeros(const TensorLayout& layout) { return full(layout, 0); }
+
+Tensor Tensor::random(const TensorLayout& layout, std::uint64_t seed, double low, double high) {
+  const auto n = static_cast<std::size_t>(layout.shape.num_elements());
+  std::vector<double> values(n);
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;  // splitmix64: same on every platform
+  for (double& v : values) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v = low + (high - low) * static_cast<double>(z >> 11) * 0x1.0p-53;
+  }
+  return constant(values, layout.shape, layout.dtype, layout.device);
+}
+
+std::span<const std::byte> Tensor::bytes() const noexcept {
+  if (!data_) return {};
+  const std::string& b = data_->dense.bytes;
+  return {reinterpret_cast<const std::byte*>(b.data()), b.size()};
+}
+
+std::size_t Tensor::num_elements() const {
+  return static_cast<std::size_t>(layout_.shape.num_elements());
+}
+
+void Tensor::check_element(DType requested) const {
+  if (!is_constant())
+    throw UserError(detail::cat("Tensor::to_vector: the tensor is ",
+                                empty()            ? "empty"
+                                : is_placeholder() ? "a placeholder"
+                                                   : "traced",
+                                " and holds no data"));
+  if (requested != dtype())
+    throw UserError(detail::cat("Tensor::to_vector<", name(requested), ">: the tensor holds ",
+                                name(dtype()), " elements"));
+}
+
+std::vector<double> Tensor::to_doubles() const {
+  if (!is_constant()) check_element(dtype());
+  std::vector<double> out(num_elements());
+  const char* p = data_->dense.bytes.data();
+  const std::size_t w = size_of(dtype());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load(dtype(), p + i * w);
+  return out;
+}
+
+namespace {
+// Nested lists of values, like NumPy: [[1, 2], [3, 4]].
+void print_values(std::ostream& os, const std::vector<double>& v, const Shape& s, std::size_t axis,
+                  std::size_t& next) {
+  if (axis == s.rank()) {
+    os << v[next++];
+    return;
+  }
+  os << '[';
+  for (std::int64_t i = 0; i < s.dims()[axis].size(); ++i) {
+    if (i) os << ", ";
+    print_values(os, v, s, axis + 1, next);
+  }
+  os << ']';
+}
+}  // namespace
+
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (t.empty()) return os << "Tensor(empty)";
-  const char* kind = t.is_placeholder() ? "placeholder" : t.is_traced() ? "traced" : "constant";
-  return os << "Tensor(" << kind << ", " << t.layout() << ")";
+  if (!t.is_constant())
+    return os << "Tensor(" << (t.is_placeholder() ? "placeholder" : "traced") << ", " << t.layout()
+              << ")";
+  os << "Tensor(" << t.layout();
+  if (t.num_elements() <= 64) {  // small ones show their values
+    std::size_t next = 0;
+    os << ": ";
+    print_values(os, t.to_doubles(), t.shape(), 0, next);
+  }
+  return os << ")";
 }
 
 }  // namespace kiln

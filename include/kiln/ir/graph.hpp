@@ -36,7 +36,7 @@ struct Value {
   friend bool operator==(Value, Value) = default;
 };
 
-/// Where an op came from in the user's source (staging records `std::source_location`).
+/// Where an op came from in the user's source (staging records `SourceLocation`).
 struct Location {
   std::string file;
   std::uint32_t line = 0;

@@ -12,7 +12,6 @@
 #include <any>
 #include <iosfwd>
 #include <memory>
-#include <source_location>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -20,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/source_location.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/stage/tensor.hpp"
 #include "kiln/stage/tree.hpp"
@@ -140,7 +140,7 @@ struct SubgraphCall {
   const SubgraphOptions* options;
   TreeDef in_tree;
   std::vector<Tensor> in_leaves;
-  std::source_location where;
+  SourceLocation where;
 };
 /// Looks the body up (or traces it with \p trace, which receives the body's input
 /// tensors and returns the output leaves, tree and a prototype of the result), emits the
@@ -232,7 +232,7 @@ class Subgraph {
     }
     using Args = typename Sig::Args;
     const Args inputs(std::forward<A>(args)...);
-    detail::SubgraphCall call{&typeid(F), this, &options_, {}, {}, std::source_location::current()};
+    detail::SubgraphCall call{&typeid(F), this, &options_, {}, {}, SourceLocation::current()};
     call.in_tree = tree_flatten(inputs, call.in_leaves);
     const auto trace = [&](const std::vector<Tensor>& body_inputs, std::any& prototype) {
       std::size_t next = 0;

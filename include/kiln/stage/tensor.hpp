@@ -15,12 +15,13 @@
 /// floating scalar makes an integer tensor f32). Every op records the caller's source
 /// line, and errors name the op, the operand layouts and that line.
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
-#include <source_location>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/core/source_location.hpp"
 
 namespace kiln {
 
@@ -53,12 +55,12 @@ struct TensorData;
 }  // namespace detail
 
 /// A value carrying the caller's source location into an operator (operators cannot
-/// take a defaulted `std::source_location` parameter themselves).
+/// take a defaulted `SourceLocation` parameter themselves).
 template <class T>
 struct Located {
   T value;
-  std::source_location where;
-  Located(T v, std::source_location w = std::source_location::current())  // NOLINT
+  SourceLocation where;
+  Located(T v, SourceLocation w = SourceLocation::current())  // NOLINT
       : value(std::move(v)), where(w) {}
 };
 
@@ -85,6 +87,43 @@ class Tensor {
   /// A rank-0 constant.
   static Tensor scalar(double value, DType dtype = DType::f32, Device device = Device::cpu());
 
+  // ---- concrete tensors: data in the device's memory (host memory for the CPU) ----------
+
+  /// A tensor holding a copy of \p values. \throws UserError when the count does not
+  /// match the (static) shape.
+  template <Element T>
+  static Tensor from_data(std::span<const T> values, Shape shape, Device device = Device::cpu()) {
+    return from_bytes(dtype_of<T>, std::move(shape), device, values.data(),
+                      values.size() * sizeof(T));
+  }
+  template <Element T>
+  static Tensor from_data(const std::vector<T>& values, Shape shape,
+                          Device device = Device::cpu()) {
+    return from_data(std::span<const T>(values), std::move(shape), device);
+  }
+  /// A tensor of \p layout holding a copy of \p bytes (little-endian elements).
+  static Tensor from_bytes(DType dtype, Shape shape, Device device, const void* bytes,
+                           std::size_t size);
+  static Tensor zeros(const TensorLayout& layout);
+  static Tensor full(const TensorLayout& layout, double value);
+  /// Uniform in [low, high), reproducible for a \p seed.
+  static Tensor random(const TensorLayout& layout, std::uint64_t seed, double low = -1,
+                       double high = 1);
+
+  /// The elements as \p T. \throws UserError unless this is a concrete tensor of dtype T.
+  template <Element T>
+  std::vector<T> to_vector() const {
+    check_element(dtype_of<T>);
+    std::vector<T> out(bytes().size() / sizeof(T));
+    std::memcpy(out.data(), bytes().data(), out.size() * sizeof(T));
+    return out;
+  }
+  /// Every element converted to double (any dtype). \throws UserError unless concrete.
+  std::vector<double> to_doubles() const;
+  /// The raw little-endian elements of a concrete tensor (empty otherwise).
+  std::span<const std::byte> bytes() const noexcept;
+  std::size_t num_elements() const;
+
   bool empty() const noexcept { return kind_ == Kind::empty; }
   bool is_placeholder() const noexcept { return kind_ == Kind::placeholder; }
   bool is_traced() const noexcept { return kind_ == Kind::traced; }
@@ -104,6 +143,8 @@ class Tensor {
                        TensorLayout layout);
 
  private:
+  void check_element(DType requested) const;
+
   enum class Kind : std::uint8_t { empty, placeholder, traced, constant };
   Kind kind_ = Kind::empty;
   TensorLayout layout_;
@@ -114,7 +155,7 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& tensor);
 
-using Loc = std::source_location;
+using Loc = SourceLocation;
 
 // ---- element-wise --------------------------------------------------------------------
 
