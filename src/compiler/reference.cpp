@@ -1,0 +1,625 @@
+// The reference interpreter (see kiln/compiler/reference.hpp). Written for obviousness:
+// every op is a loop over multi-indices in double precision; one table maps op names to
+// their evaluators.
+
+#include "kiln/compiler/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <unordered_map>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln {
+namespace {
+
+using detail::cat;
+using Index = std::vector<std::int64_t>;
+
+struct Array {
+  DType dtype = DType::f32;
+  Index shape;
+  std::vector<double> data;
+};
+
+std::int64_t count(const Index& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+Index strides(const Index& shape) {
+  Index s(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+/// Calls f(index, flat) for every index of \p shape in row-major order.
+template <class F>
+void for_each_index(const Index& shape, F&& f) {
+  const std::int64_t n = count(shape);
+  Index idx(shape.size(), 0);
+  for (std::int64_t flat = 0; flat < n; ++flat) {
+    f(idx, flat);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+double round_to(DType dtype, double v) {
+  const auto saturate = [&](double lo, double hi) {
+    if (std::isnan(v)) return 0.0;
+    return std::clamp(std::trunc(v), lo, hi);
+  };
+  switch (dtype) {
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::f64:
+      return v;
+    case DType::f16:
+      return static_cast<float>(Half(static_cast<float>(v)));
+    case DType::bf16:
+      return static_cast<float>(BFloat16(static_cast<float>(v)));
+    case DType::i8:
+      return saturate(-128, 127);
+    case DType::u8:
+      return saturate(0, 255);
+    case DType::i32:
+      return saturate(-2147483648.0, 2147483647.0);
+    case DType::i64:
+      return saturate(-9223372036854775808.0, 9223372036854774784.0);
+    case DType::bool_:
+      return v != 0 ? 1 : 0;
+  }
+  return v;
+}
+
+Array rounded(Array a) {
+  for (double& v : a.data) v = round_to(a.dtype, v);
+  return a;
+}
+
+/// Position in \p in (broadcast to \p out_shape) of the output index \p idx.
+std::int64_t broadcast_offset(const Array& in, const Index& out_shape, const Index& idx) {
+  const Index st = strides(in.shape);
+  const std::size_t lead = out_shape.size() - in.shape.size();
+  std::int64_t off = 0;
+  for (std::size_t d = 0; d < in.shape.size(); ++d)
+    if (in.shape[d] != 1) off += idx[lead + d] * st[d];
+  return off;
+}
+
+Index broadcast_shape(const Index& a, const Index& b) {
+  Index out(std::max(a.size(), b.size()), 1);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    const std::int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw UserError(cat("reference: shapes do not broadcast (", da, " vs ", db, ")"));
+    out[out.size() - 1 - i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::size_t axis_of(std::int64_t axis, std::size_t rank) {
+  return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
+}
+
+// ---- the evaluation context ---------------------------------------------------------------
+
+struct Context {
+  const ir::Module& module;
+  const std::map<std::string, Tensor>& weights;
+  std::map<std::string, std::int64_t> symbols;  // bound by the entry graph's inputs
+
+  Index resolve(const Shape& shape) const {
+    Index out;
+    for (const Dim& d : shape.dims()) {
+      if (d.is_static()) {
+        out.push_back(d.size());
+        continue;
+      }
+      auto it = symbols.find(d.symbol());
+      if (it == symbols.end())
+        throw UserError(cat("reference: dim '", d.symbol(), "' is bound by no input"));
+      out.push_back(it->second);
+    }
+    return out;
+  }
+};
+
+struct OpArgs {
+  const Context& ctx;
+  const ir::Graph& graph;
+  const ir::OpView& op;
+  std::vector<const Array*> in;
+  const std::string& prefix;
+  DType out_dtype(std::size_t r = 0) const { return graph.type(op.result(r)).dtype; }
+  const ir::Attribute& attr(const char* name) const { return *op.find(name); }
+};
+
+std::string name_of(const ir::TensorType& t) { return ir::to_string(t); }
+
+using Evaluator = std::function<std::vector<Array>(const OpArgs&)>;
+
+std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
+                             std::vector<Array> arguments, const std::string& prefix);
+
+// ---- element-wise ---------------------------------------------------------------------------
+
+Evaluator binary(double (*f)(double, double, DType)) {
+  return [f](const OpArgs& a) {
+    const Array &x = *a.in[0], &y = *a.in[1];
+    Array out{a.out_dtype(), broadcast_shape(x.shape, y.shape), {}};
+    out.data.resize(static_cast<std::size_t>(count(out.shape)));
+    for_each_index(out.shape, [&](const Index& idx, std::int64_t flat) {
+      out.data[static_cast<std::size_t>(flat)] =
+          f(x.data[static_cast<std::size_t>(broadcast_offset(x, out.shape, idx))],
+            y.data[static_cast<std::size_t>(broadcast_offset(y, out.shape, idx))], x.dtype);
+    });
+    return std::vector<Array>{rounded(std::move(out))};
+  };
+}
+
+Evaluator unary(double (*f)(double)) {
+  return [f](const OpArgs& a) {
+    Array out{a.out_dtype(), a.in[0]->shape, a.in[0]->data};
+    for (double& v : out.data) v = f(v);
+    return std::vector<Array>{rounded(std::move(out))};
+  };
+}
+
+double gelu_exact(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+double divide(double a, double b, DType d) {
+  if (is_floating(d)) return a / b;
+  return b == 0 ? 0 : std::trunc(a / b);  // integers: truncate toward zero; x / 0 = 0
+}
+
+// ---- the table ------------------------------------------------------------------------------
+
+std::vector<Array> reduce(const OpArgs& a, double init, double (*step)(double, double), bool mean) {
+  const Array& x = *a.in[0];
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (std::int64_t ax : a.attr("axes").as_int_array()) reduced[axis_of(ax, x.shape.size())] = true;
+  const ir::Attribute* keep = a.op.find("keepdim");
+  const bool keepdim = keep != nullptr && keep->as_bool();
+  Index out_shape, kept;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    if (!reduced[d]) out_shape.push_back(x.shape[d]);
+    kept.push_back(reduced[d] ? 1 : x.shape[d]);
+  }
+  Array out{a.out_dtype(), keepdim ? kept : out_shape, {}};
+  out.data.assign(static_cast<std::size_t>(count(kept)), init);
+  const Index kst = strides(kept);
+  std::int64_t per_output = 1;
+  for (std::size_t d = 0; d < x.shape.size(); ++d)
+    if (reduced[d]) per_output *= x.shape[d];
+  for_each_index(x.shape, [&](const Index& idx, std::int64_t flat) {
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d)
+      if (!reduced[d]) o += idx[d] * kst[d];
+    double& acc = out.data[static_cast<std::size_t>(o)];
+    acc = step(acc, x.data[static_cast<std::size_t>(flat)]);
+  });
+  if (mean)
+    for (double& v : out.data) v /= static_cast<double>(per_output);
+  return {rounded(std::move(out))};
+}
+
+/// Applies \p line to every 1-D line of \p x along \p axis (softmax and friends).
+template <class F>
+Array along_axis(const Array& x, std::size_t axis, DType dtype, F&& line) {
+  Array out{dtype, x.shape, x.data};
+  const Index st = strides(x.shape);
+  Index outer = x.shape;
+  outer[axis] = 1;
+  for_each_index(outer, [&](const Index& idx, std::int64_t) {
+    std::int64_t base = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) base += idx[d] * st[d];
+    std::vector<double*> values;
+    for (std::int64_t i = 0; i < x.shape[axis]; ++i)
+      values.push_back(&out.data[static_cast<std::size_t>(base + i * st[axis])]);
+    line(values);
+  });
+  return out;
+}
+
+Array matmul(const Array& a0, const Array& b0, DType dtype) {
+  Array a = a0, b = b0;
+  if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
+  if (b.shape.size() == 1) b.shape.push_back(1);
+  const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  const Index batch = broadcast_shape(Index(a.shape.begin(), a.shape.end() - 2),
+                                      Index(b.shape.begin(), b.shape.end() - 2));
+  Index out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Array out{dtype, out_shape, std::vector<double>(static_cast<std::size_t>(count(out_shape)), 0)};
+  const Array a_batch{a.dtype, Index(a.shape.begin(), a.shape.end() - 2), {}};
+  const Array b_batch{b.dtype, Index(b.shape.begin(), b.shape.end() - 2), {}};
+  for_each_index(batch, [&](const Index& bi, std::int64_t bflat) {
+    const std::int64_t ao = broadcast_offset(a_batch, batch, bi) * m * k;
+    const std::int64_t bo = broadcast_offset(b_batch, batch, bi) * k * n;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (std::int64_t p = 0; p < k; ++p)
+          s += a.data[static_cast<std::size_t>(ao + i * k + p)] *
+               b.data[static_cast<std::size_t>(bo + p * n + j)];
+        out.data[static_cast<std::size_t>((bflat * m + i) * n + j)] = s;
+      }
+  });
+  Index final_shape = batch;
+  if (a0.shape.size() > 1) final_shape.push_back(m);
+  if (b0.shape.size() > 1) final_shape.push_back(n);
+  out.shape = final_shape;
+  return rounded(std::move(out));
+}
+
+const std::unordered_map<std::string, Evaluator>& table() {
+  static const std::unordered_map<std::string, Evaluator> evaluators = [] {
+    std::unordered_map<std::string, Evaluator> m;
+    m["kiln.add"] = binary([](double a, double b, DType) { return a + b; });
+    m["kiln.sub"] = binary([](double a, double b, DType) { return a - b; });
+    m["kiln.mul"] = binary([](double a, double b, DType) { return a * b; });
+    m["kiln.div"] = binary(divide);
+    m["kiln.pow"] = binary([](double a, double b, DType) { return std::pow(a, b); });
+    m["kiln.maximum"] = binary([](double a, double b, DType) { return std::max(a, b); });
+    m["kiln.minimum"] = binary([](double a, double b, DType) { return std::min(a, b); });
+    m["kiln.eq"] = binary([](double a, double b, DType) { return a == b ? 1.0 : 0.0; });
+    m["kiln.ne"] = binary([](double a, double b, DType) { return a != b ? 1.0 : 0.0; });
+    m["kiln.lt"] = binary([](double a, double b, DType) { return a < b ? 1.0 : 0.0; });
+    m["kiln.le"] = binary([](double a, double b, DType) { return a <= b ? 1.0 : 0.0; });
+    m["kiln.gt"] = binary([](double a, double b, DType) { return a > b ? 1.0 : 0.0; });
+    m["kiln.ge"] = binary([](double a, double b, DType) { return a >= b ? 1.0 : 0.0; });
+    m["kiln.neg"] = unary([](double x) { return -x; });
+    m["kiln.abs"] = unary([](double x) { return std::fabs(x); });
+    m["kiln.exp"] = unary([](double x) { return std::exp(x); });
+    m["kiln.log"] = unary([](double x) { return std::log(x); });
+    m["kiln.sqrt"] = unary([](double x) { return std::sqrt(x); });
+    m["kiln.rsqrt"] = unary([](double x) { return 1 / std::sqrt(x); });
+    m["kiln.tanh"] = unary([](double x) { return std::tanh(x); });
+    m["kiln.sigmoid"] = unary(sigmoid);
+    m["kiln.relu"] = unary([](double x) { return x > 0 ? x : 0.0; });
+    m["kiln.silu"] = unary([](double x) { return x * sigmoid(x); });
+    m["kiln.cast"] = unary([](double x) { return x; });
+    m["kiln.gelu"] = [](const OpArgs& a) {
+      const ir::Attribute* mode = a.op.find("approximate");
+      const bool tanh_form = mode != nullptr && mode->as_string() == "tanh";
+      return unary(tanh_form ? gelu_tanh : gelu_exact)(a);
+    };
+    m["kiln.where"] = [](const OpArgs& a) {
+      const Array &c = *a.in[0], &x = *a.in[1], &y = *a.in[2];
+      Array out{a.out_dtype(), broadcast_shape(c.shape, broadcast_shape(x.shape, y.shape)), {}};
+      out.data.resize(static_cast<std::size_t>(count(out.shape)));
+      for_each_index(out.shape, [&](const Index& idx, std::int64_t flat) {
+        const bool take_x =
+            c.data[static_cast<std::size_t>(broadcast_offset(c, out.shape, idx))] != 0;
+        const Array& src = take_x ? x : y;
+        out.data[static_cast<std::size_t>(flat)] =
+            src.data[static_cast<std::size_t>(broadcast_offset(src, out.shape, idx))];
+      });
+      return std::vector<Array>{out};
+    };
+    m["kiln.matmul"] = [](const OpArgs& a) {
+      return std::vector<Array>{matmul(*a.in[0], *a.in[1], a.out_dtype())};
+    };
+    m["kiln.reshape"] = [](const OpArgs& a) {
+      return std::vector<Array>{
+          {a.out_dtype(), a.ctx.resolve(a.attr("shape").as_shape()), a.in[0]->data}};
+    };
+    m["kiln.broadcast_to"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      Array out{a.out_dtype(), a.ctx.resolve(a.attr("shape").as_shape()), {}};
+      out.data.resize(static_cast<std::size_t>(count(out.shape)));
+      for_each_index(out.shape, [&](const Index& idx, std::int64_t flat) {
+        out.data[static_cast<std::size_t>(flat)] =
+            x.data[static_cast<std::size_t>(broadcast_offset(x, out.shape, idx))];
+      });
+      return std::vector<Array>{out};
+    };
+    m["kiln.transpose"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      const Index perm = a.attr("perm").as_int_array();
+      Index out_shape;
+      for (std::int64_t p : perm) out_shape.push_back(x.shape[axis_of(p, x.shape.size())]);
+      Array out{a.out_dtype(), out_shape, std::vector<double>(x.data.size())};
+      const Index st = strides(x.shape);
+      for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
+        std::int64_t src = 0;
+        for (std::size_t d = 0; d < perm.size(); ++d)
+          src += idx[d] * st[axis_of(perm[d], x.shape.size())];
+        out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
+      });
+      return std::vector<Array>{out};
+    };
+    m["kiln.slice"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      const Index starts = a.attr("starts").as_int_array(), stops = a.attr("stops").as_int_array(),
+                  steps = a.attr("steps").as_int_array();
+      Index out_shape, first(x.shape.size());
+      for (std::size_t d = 0; d < x.shape.size(); ++d) {
+        const std::int64_t n = x.shape[d];
+        const std::int64_t start = std::clamp<std::int64_t>(starts[d], 0, n);
+        const std::int64_t stop = std::clamp<std::int64_t>(stops[d], start, n);
+        first[d] = start;
+        out_shape.push_back((stop - start + steps[d] - 1) / steps[d]);
+      }
+      Array out{a.out_dtype(), out_shape,
+                std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+      const Index st = strides(x.shape);
+      for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
+        std::int64_t src = 0;
+        for (std::size_t d = 0; d < idx.size(); ++d) src += (first[d] + idx[d] * steps[d]) * st[d];
+        out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
+      });
+      return std::vector<Array>{out};
+    };
+    m["kiln.concat"] = [](const OpArgs& a) {
+      const std::size_t axis = axis_of(a.attr("axis").as_int(), a.in[0]->shape.size());
+      Index out_shape = a.in[0]->shape;
+      out_shape[axis] = 0;
+      for (const Array* x : a.in) out_shape[axis] += x->shape[axis];
+      Array out{a.out_dtype(), out_shape,
+                std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+      const Index ost = strides(out_shape);
+      std::int64_t offset = 0;
+      for (const Array* x : a.in) {
+        for_each_index(x->shape, [&](const Index& idx, std::int64_t flat) {
+          std::int64_t dst = 0;
+          for (std::size_t d = 0; d < idx.size(); ++d)
+            dst += (idx[d] + (d == axis ? offset : 0)) * ost[d];
+          out.data[static_cast<std::size_t>(dst)] = x->data[static_cast<std::size_t>(flat)];
+        });
+        offset += x->shape[axis];
+      }
+      return std::vector<Array>{rounded(std::move(out))};
+    };
+    m["kiln.split"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
+      const Index st = strides(x.shape);
+      std::vector<Array> outs;
+      std::int64_t offset = 0;
+      for (std::int64_t size : a.attr("sizes").as_int_array()) {
+        Index shape = x.shape;
+        shape[axis] = size;
+        Array out{x.dtype, shape, std::vector<double>(static_cast<std::size_t>(count(shape)))};
+        for_each_index(shape, [&](const Index& idx, std::int64_t flat) {
+          std::int64_t src = 0;
+          for (std::size_t d = 0; d < idx.size(); ++d)
+            src += (idx[d] + (d == axis ? offset : 0)) * st[d];
+          out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
+        });
+        offset += size;
+        outs.push_back(std::move(out));
+      }
+      return outs;
+    };
+    m["kiln.gather"] = [](const OpArgs& a) {
+      const Array &x = *a.in[0], &ids = *a.in[1];
+      const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
+      Index out_shape(x.shape.begin(), x.shape.begin() + static_cast<long>(axis));
+      out_shape.insert(out_shape.end(), ids.shape.begin(), ids.shape.end());
+      out_shape.insert(out_shape.end(), x.shape.begin() + static_cast<long>(axis) + 1,
+                       x.shape.end());
+      Array out{a.out_dtype(), out_shape,
+                std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+      const Index st = strides(x.shape), ist = strides(ids.shape);
+      for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
+        std::int64_t id_flat = 0;
+        for (std::size_t d = 0; d < ids.shape.size(); ++d) id_flat += idx[axis + d] * ist[d];
+        const auto id = static_cast<std::int64_t>(ids.data[static_cast<std::size_t>(id_flat)]);
+        if (id < 0 || id >= x.shape[axis])
+          throw UserError(cat("gather (", a.op.describe(), "): index ", id, " is outside [0, ",
+                              x.shape[axis], ")"));
+        std::int64_t src = id * st[axis];
+        for (std::size_t d = 0; d < axis; ++d) src += idx[d] * st[d];
+        for (std::size_t d = axis + 1; d < x.shape.size(); ++d)
+          src += idx[d - 1 + ids.shape.size()] * st[d];
+        out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
+      });
+      return std::vector<Array>{out};
+    };
+    m["kiln.reduce_sum"] = [](const OpArgs& a) {
+      return reduce(
+          a, 0, [](double acc, double v) { return acc + v; }, false);
+    };
+    m["kiln.reduce_mean"] = [](const OpArgs& a) {
+      return reduce(
+          a, 0, [](double acc, double v) { return acc + v; }, true);
+    };
+    m["kiln.reduce_max"] = [](const OpArgs& a) {
+      return reduce(
+          a, -std::numeric_limits<double>::infinity(),
+          [](double acc, double v) { return std::max(acc, v); }, false);
+    };
+    m["kiln.reduce_min"] = [](const OpArgs& a) {
+      return reduce(
+          a, std::numeric_limits<double>::infinity(),
+          [](double acc, double v) { return std::min(acc, v); }, false);
+    };
+    m["kiln.argmax"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
+      Array lines = along_axis(x, axis, DType::i64, [](std::vector<double*>& v) {
+        std::size_t best = 0;
+        for (std::size_t i = 1; i < v.size(); ++i)
+          if (*v[i] > *v[best]) best = i;
+        *v[0] = static_cast<double>(best);
+      });
+      // Each line's first element now holds its argmax; collect those.
+      Index out_shape;
+      const ir::Attribute* keep = a.op.find("keepdim");
+      for (std::size_t d = 0; d < x.shape.size(); ++d) {
+        if (d != axis) {
+          out_shape.push_back(x.shape[d]);
+        } else if (keep != nullptr && keep->as_bool()) {
+          out_shape.push_back(1);
+        }
+      }
+      Array result{DType::i64, out_shape, {}};
+      Index outer = x.shape;
+      outer[axis] = 1;
+      const Index st = strides(x.shape);
+      for_each_index(outer, [&](const Index& idx, std::int64_t) {
+        std::int64_t base = 0;
+        for (std::size_t d = 0; d < idx.size(); ++d) base += idx[d] * st[d];
+        result.data.push_back(lines.data[static_cast<std::size_t>(base)]);
+      });
+      return std::vector<Array>{result};
+    };
+    m["kiln.softmax"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      return std::vector<Array>{
+          rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
+                             [](std::vector<double*>& v) {
+                               double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+                               for (double* p : v) mx = std::max(mx, *p);
+                               for (double* p : v) sum += std::exp(*p - mx);
+                               for (double* p : v) *p = std::exp(*p - mx) / sum;
+                             }))};
+    };
+    m["kiln.log_softmax"] = [](const OpArgs& a) {
+      const Array& x = *a.in[0];
+      return std::vector<Array>{
+          rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
+                             [](std::vector<double*>& v) {
+                               double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+                               for (double* p : v) mx = std::max(mx, *p);
+                               for (double* p : v) sum += std::exp(*p - mx);
+                               for (double* p : v) *p = *p - mx - std::log(sum);
+                             }))};
+    };
+    const auto norm = [](bool rms) {
+      return [rms](const OpArgs& a) {
+        const Array& x = *a.in[0];
+        const double eps = a.attr("eps").as_float();
+        const Array& gamma = *a.in[1];
+        const Array* beta = rms ? nullptr : a.in[2];
+        return std::vector<Array>{
+            rounded(along_axis(x, x.shape.size() - 1, a.out_dtype(), [&](std::vector<double*>& v) {
+              const auto n = static_cast<double>(v.size());
+              double mean = 0, var = 0;
+              for (double* p : v) mean += *p;
+              mean = rms ? 0 : mean / n;
+              for (double* p : v) var += (*p - mean) * (*p - mean);
+              const double scale = 1 / std::sqrt(var / n + eps);
+              for (std::size_t i = 0; i < v.size(); ++i)
+                *v[i] = (*v[i] - mean) * scale * gamma.data[i] + (beta ? beta->data[i] : 0);
+            }))};
+      };
+    };
+    m["kiln.layer_norm"] = norm(false);
+    m["kiln.rms_norm"] = norm(true);
+    m["kiln.constant"] = [](const OpArgs& a) {
+      const ir::DenseData& d = a.attr("value").as_dense();
+      const Tensor t =
+          Tensor::from_bytes(d.dtype, d.shape, Device::cpu(), d.bytes.data(), d.bytes.size());
+      Index shape;
+      for (const Dim& dim : d.shape.dims()) shape.push_back(dim.size());
+      return std::vector<Array>{{d.dtype, shape, t.to_doubles()}};
+    };
+    m["kiln.weight"] = [](const OpArgs& a) {
+      const std::string name = a.prefix.empty() ? a.attr("name").as_string()
+                                                : a.prefix + "." + a.attr("name").as_string();
+      auto it = a.ctx.weights.find(name);
+      if (it == a.ctx.weights.end())
+        throw UserError(cat("reference: weight '", name, "' is missing"));
+      const ir::TensorType& type = a.graph.type(a.op.result(0));
+      const Tensor& w = it->second;
+      if (w.dtype() != type.dtype || w.shape() != type.shape)
+        throw UserError(cat("reference: weight '", name, "' is ", w.layout(),
+                            " but the graph needs ", name_of(type)));
+      Index shape;
+      for (const Dim& dim : w.shape().dims()) shape.push_back(dim.size());
+      return std::vector<Array>{{w.dtype(), shape, w.to_doubles()}};
+    };
+    m["func.call"] = [](const OpArgs& a) {
+      const ir::Graph& callee = *a.ctx.module.find(a.attr("callee").as_symbol().name);
+      std::string prefix = a.prefix;
+      if (const ir::Attribute* p = a.op.find("kiln.prefix"))
+        prefix = prefix.empty() ? p->as_string() : prefix + "." + p->as_string();
+      std::vector<Array> args;
+      for (const Array* x : a.in) args.push_back(*x);
+      return run_graph(a.ctx, callee, std::move(args), prefix);
+    };
+    return m;
+  }();
+  return evaluators;
+}
+
+std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
+                             std::vector<Array> arguments, const std::string& prefix) {
+  std::vector<Array> values(graph.num_values());
+  for (std::size_t i = 0; i < arguments.size(); ++i)
+    values[graph.arguments()[i].id] = std::move(arguments[i]);
+  for (std::size_t i = 0; i < graph.num_ops(); ++i) {
+    const ir::OpView op = graph.op(i);
+    auto it = table().find(op.name());
+    if (it == table().end())
+      throw UserError(cat("reference: no evaluator for ", op.describe(), " in @", graph.name()));
+    OpArgs args{ctx, graph, op, {}, prefix};
+    for (ir::Value v : op.operands()) args.in.push_back(&values[v.id]);
+    std::vector<Array> results = it->second(args);
+    for (std::size_t r = 0; r < results.size(); ++r)
+      values[op.result(r).id] = std::move(results[r]);
+  }
+  std::vector<Array> out;
+  for (ir::Value v : graph.results()) out.push_back(values[v.id]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Tensor>& inputs,
+                                  const std::map<std::string, Tensor>& weights) {
+  const ir::Graph& entry = module.entry();
+  if (inputs.size() != entry.arguments().size())
+    throw UserError(cat("reference_run: @", entry.name(), " takes ", entry.arguments().size(),
+                        " inputs, got ", inputs.size()));
+  Context ctx{module, weights, {}};
+  std::vector<Array> arguments;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const ir::TensorType& type = entry.type(entry.arguments()[i]);
+    const Tensor& t = inputs[i];
+    if (!t.is_constant() || t.dtype() != type.dtype || t.rank() != type.shape.rank())
+      throw UserError(cat("reference_run: input ", i, " is ", t, " but @", entry.name(), " takes ",
+                          ir::to_string(type)));
+    Index shape;
+    for (std::size_t d = 0; d < t.rank(); ++d) {
+      const std::int64_t size = t.shape().dims()[d].size();
+      const Dim& want = type.shape.dims()[d];
+      if (want.is_static() && want.size() != size)
+        throw UserError(cat("reference_run: input ", i, " has ", size, " at axis ", d, " where ",
+                            want.size(), " is needed"));
+      if (!want.is_static()) {
+        auto [it, fresh] = ctx.symbols.emplace(want.symbol(), size);
+        if (!fresh && it->second != size)
+          throw UserError(cat("reference_run: dim '", want.symbol(), "' is ", it->second,
+                              " elsewhere but ", size, " at axis ", d, " of input ", i));
+      }
+      shape.push_back(size);
+    }
+    arguments.push_back({t.dtype(), shape, t.to_doubles()});
+  }
+  std::vector<Tensor> out;
+  for (Array& a : run_graph(ctx, entry, std::move(arguments), "")) {
+    std::vector<Dim> dims;
+    for (std::int64_t d : a.shape) dims.emplace_back(d);
+    out.push_back(Tensor::constant(a.data, Shape(std::move(dims)), a.dtype));
+  }
+  return out;
+}
+
+}  // namespace kiln
