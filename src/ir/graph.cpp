@@ -158,6 +158,16 @@ std::uint32_t Graph::position(Value value) const {
 
 // ---- Module ------------------------------------------------------------------------------
 
+Module::Module(const Module& other) : device_(other.device_), entry_(other.entry_) {
+  graphs_.reserve(other.graphs_.size());
+  for (const auto& g : other.graphs_) graphs_.push_back(std::make_unique<Graph>(*g));
+}
+
+Module& Module::operator=(const Module& other) {
+  if (this != &other) *this = Module(other);
+  return *this;
+}
+
 Graph& Module::add_graph(std::string name) {
   if (name.empty()) throw UserError("Module::add_graph: a graph needs a non-empty name");
   if (find(name) != nullptr)

@@ -152,6 +152,9 @@ class Module {
   explicit Module(Device device = Device::cpu()) : device_(device) {}
   Module(Module&&) noexcept = default;
   Module& operator=(Module&&) noexcept = default;
+  /// A deep copy (graphs are copied; ops keep pointing at the same registered OpDefs).
+  Module(const Module& other);
+  Module& operator=(const Module& other);
 
   /// Adds an empty graph. \throws UserError if the name is empty or taken.
   Graph& add_graph(std::string name);

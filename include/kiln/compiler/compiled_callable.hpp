@@ -1,0 +1,81 @@
+#pragma once
+/// \file
+/// `CompiledCallable`: a `StagedGraph` compiled for a device, with its weights bound,
+/// called like the staged function.
+///
+/// \code
+///   auto staged = kiln::stage(model)(kiln::TensorLayout(kiln::DType::i64, {"batch", "seq"}));
+///   kiln::CompiledCallable compiled(staged, kiln::SafetensorsFile::open("model.safetensors"));
+///   std::vector<kiln::Tensor> out = compiled(ids);   // ids: a concrete i64 tensor
+/// \endcode
+///
+/// Compiling turns every graph of the module (entry and subgraph bodies, each once) into a
+/// program of kernels. A call with new concrete shapes plans memory (one arena, buffers
+/// reused by liveness) and records the program as a `DeviceGraph`; later calls with the
+/// same shapes copy their inputs into the plan's buffers and replay that graph. Calls are
+/// serialised per callable.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/compiler/safetensors.hpp"
+#include "kiln/runtime/device_context.hpp"
+#include "kiln/stage/stage.hpp"
+
+namespace kiln {
+
+struct CompileOptions {
+  /// The context to run on; a CPU context with every available core when empty.
+  std::shared_ptr<DeviceContext> context{};
+};
+
+class CompiledCallable {
+ public:
+  /// Compiles \p staged with \p weights bound by full name (prefixes applied).
+  /// \throws UserError naming each missing, extra or mis-shaped weight.
+  CompiledCallable(const StagedGraph& staged, std::map<std::string, Tensor> weights,
+                   CompileOptions options = {});
+  /// Same, with the weights read from a safetensors file.
+  CompiledCallable(const StagedGraph& staged, const SafetensorsFile& weights,
+                   CompileOptions options = {});
+  CompiledCallable(CompiledCallable&&) noexcept;
+  CompiledCallable& operator=(CompiledCallable&&) noexcept;
+  ~CompiledCallable();
+
+  /// Calls with the staged function's arguments (same tree; concrete tensors at the
+  /// leaves, the staged static values elsewhere); returns the output leaves in order.
+  /// \throws UserError naming the leaf path of a tensor whose dtype, rank, device or
+  /// static dims differ, of symbolic dims that disagree, or of a static value that differs.
+  template <class... A>
+  std::vector<Tensor> operator()(const A&... args) {
+    std::vector<Tensor> leaves;
+    const TreeDef tree = tree_flatten(std::forward_as_tuple(args...), leaves);
+    check_tree(tree);
+    return run(leaves);
+  }
+  /// Calls with the input leaves, checked (see operator()).
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  /// Calls without checks, for hot loops whose inputs are known to fit.
+  std::vector<Tensor> execute_raw(const std::vector<Tensor>& inputs);
+
+  const StagedGraph& staged() const;
+
+  /// What compiling and calling did so far.
+  struct Stats {
+    std::size_t bodies_compiled = 0;   ///< graphs turned into programs (once each)
+    std::size_t plans = 0;             ///< distinct concrete input shapes planned
+    std::size_t graph_builds = 0;      ///< device graphs recorded
+    std::size_t replays = 0;           ///< calls that replayed a recorded graph
+    std::size_t peak_arena_bytes = 0;  ///< largest plan's arena
+  };
+  Stats stats() const;
+
+ private:
+  void check_tree(const TreeDef& tree) const;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

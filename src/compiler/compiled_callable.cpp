@@ -1,0 +1,504 @@
+// The compiler's pipeline: programs per graph (once), plans per concrete input shapes
+// (memory + device graph, once), calls (copy in, replay, copy out).
+
+#include "kiln/compiler/compiled_callable.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "compiler/kernels.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/runtime/device_graph.hpp"
+
+namespace kiln {
+namespace {
+
+using compiler::Index;
+using compiler::Kernel;
+using compiler::Launch;
+using compiler::View;
+using detail::cat;
+
+constexpr std::size_t kAlign = 64;
+
+// ---- programs: one per graph ----------------------------------------------------------------
+
+enum class StepKind { kernel, weight, constant, call };
+
+struct Step {
+  StepKind kind = StepKind::kernel;
+  Kernel kernel = nullptr;
+  const ir::Graph* callee = nullptr;  // calls
+  std::string prefix{};               // calls: kiln.prefix
+};
+
+struct Program {
+  const ir::Graph* graph = nullptr;
+  std::vector<Step> steps;  // one per op
+};
+
+// ---- plans: one per concrete input shapes ----------------------------------------------------
+
+/// Where a value lives during a call: an arena slot or fixed storage (weights, constants).
+struct Storage {
+  std::int64_t arena_offset = -1;  // -1: fixed
+  std::byte* fixed = nullptr;
+  std::size_t bytes = 0;
+  DType dtype = DType::f32;
+  Index shape;
+  std::int64_t producer = -1;  // launch that writes it, -1: none (input, fixed)
+  std::vector<std::size_t> readers;
+};
+
+struct Plan {
+  std::vector<Storage> storage;
+  std::vector<Launch> launches;
+  std::vector<std::vector<std::size_t>> deps;  // per launch
+  std::vector<std::size_t> inputs;             // storage of the entry arguments
+  std::vector<std::size_t> outputs;            // storage of the entry results
+  std::size_t arena_bytes = 0;
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> arena{nullptr, [](std::byte*) {}};
+  std::optional<DeviceGraph> graph;
+
+  std::byte* address(std::size_t s) const {
+    const Storage& st = storage[s];
+    return st.arena_offset >= 0 ? arena.get() + st.arena_offset : st.fixed;
+  }
+};
+
+/// First-fit arena allocation with coalescing frees.
+class ArenaAllocator {
+ public:
+  std::size_t allocate(std::size_t bytes) {
+    bytes = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= bytes) {
+        const std::size_t at = it->first;
+        if (it->second == bytes) {
+          free_.erase(it);
+        } else {
+          it->first += bytes;
+          it->second -= bytes;
+        }
+        return at;
+      }
+    const std::size_t at = end_;
+    end_ += bytes;
+    return at;
+  }
+  void release(std::size_t at, std::size_t bytes) {
+    bytes = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(at, std::size_t{0}));
+    it = free_.insert(it, {at, bytes});
+    if (std::next(it) != free_.end() && it->first + it->second == std::next(it)->first) {
+      it->second += std::next(it)->second;
+      free_.erase(std::next(it));
+    }
+    if (it != free_.begin() && std::prev(it)->first + std::prev(it)->second == it->first) {
+      std::prev(it)->second += it->second;
+      free_.erase(it);
+    }
+  }
+  std::size_t peak() const { return end_; }
+
+ private:
+  std::vector<std::pair<std::size_t, std::size_t>> free_;  // sorted by offset
+  std::size_t end_ = 0;
+};
+
+std::string shape_key(const std::vector<Tensor>& inputs) {
+  std::string key;
+  for (const Tensor& t : inputs) {
+    key += name(t.dtype());
+    for (const Dim& d : t.shape().dims()) key += ' ' + std::to_string(d.size());
+    key += '|';
+  }
+  return key;
+}
+
+}  // namespace
+
+struct CompiledCallable::Impl {
+  StagedGraph staged;
+  std::map<std::string, Tensor> weights;
+  std::shared_ptr<DeviceContext> ctx;
+  std::map<const ir::Graph*, Program> programs;
+  std::map<std::string, std::unique_ptr<Plan>> plans;
+  DeviceFunction<void (*)(const Launch*, Kernel)> launch_fn;
+  Stats stats;
+  std::mutex mutex;
+
+  Impl(const StagedGraph& s, std::map<std::string, Tensor> w, CompileOptions options)
+      : staged(s),
+        weights(std::move(w)),
+        ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
+        launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
+                                        {.name = "kiln_kernel"})) {}
+
+  // Compiles every graph once and checks the weights against what the module declares.
+  void compile() {
+    const ir::Module& module = staged.graph();
+    for (std::size_t g = 0; g < module.num_graphs(); ++g) {
+      const ir::Graph& graph = module.graph(g);
+      Program p{&graph, {}};
+      for (std::size_t i = 0; i < graph.num_ops(); ++i) {
+        const ir::OpView op = graph.op(i);
+        Step step;
+        if (op.name() == "kiln.weight") {
+          step.kind = StepKind::weight;
+        } else if (op.name() == "kiln.constant") {
+          step.kind = StepKind::constant;
+        } else if (const ir::Attribute* callee = op.find("callee")) {
+          step.kind = StepKind::call;
+          step.callee = module.find(callee->as_symbol().name);
+          if (const ir::Attribute* prefix = op.find("kiln.prefix"))
+            step.prefix = prefix->as_string();
+        } else {
+          step.kernel = compiler::find_kernel(op.name());
+          if (step.kernel == nullptr)
+            throw UserError(
+                cat("CompiledCallable: no CPU kernel for ", op.describe(), " in @", graph.name()));
+        }
+        p.steps.push_back(std::move(step));
+      }
+      programs.emplace(&graph, std::move(p));
+      ++stats.bodies_compiled;
+    }
+    std::map<std::string, std::string> needed;  // name -> where
+    collect_weights(module.entry(), "", needed);
+    std::vector<std::string> problems;
+    for (const auto& [name, where] : needed) {
+      auto it = weights.find(name);
+      if (it == weights.end()) {
+        problems.push_back(cat("weight '", name, "' is missing (", where, ")"));
+      } else if (!it->second.is_constant()) {
+        problems.push_back(cat("weight '", name, "' holds no data"));
+      }
+    }
+    for (const auto& [name, t] : weights)
+      if (needed.count(name) == 0)
+        problems.push_back(cat("weight '", name, "' is not used by the module"));
+    check_weight_layouts(module.entry(), "", problems);
+    if (!problems.empty())
+      throw UserError(cat("CompiledCallable: ", problems.size(), " weight problem",
+                          problems.size() == 1 ? "" : "s", ": ", detail::join(problems, "; ")));
+  }
+
+  static std::string join_prefix(const std::string& a, const std::string& b) {
+    return a.empty() ? b : b.empty() ? a : a + "." + b;
+  }
+
+  void collect_weights(const ir::Graph& g, const std::string& prefix,
+                       std::map<std::string, std::string>& out) const {
+    const Program& p = programs.at(&g);
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      const ir::OpView op = g.op(i);
+      if (p.steps[i].kind == StepKind::weight)
+        out.emplace(join_prefix(prefix, op.find("name")->as_string()),
+                    cat("@", g.name(), ", ", op.describe()));
+      if (p.steps[i].kind == StepKind::call)
+        collect_weights(*p.steps[i].callee, join_prefix(prefix, p.steps[i].prefix), out);
+    }
+  }
+
+  void check_weight_layouts(const ir::Graph& g, const std::string& prefix,
+                            std::vector<std::string>& problems) const {
+    const Program& p = programs.at(&g);
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      const ir::OpView op = g.op(i);
+      if (p.steps[i].kind == StepKind::weight) {
+        const std::string name = join_prefix(prefix, op.find("name")->as_string());
+        auto it = weights.find(name);
+        const ir::TensorType& want = g.type(op.result(0));
+        if (it != weights.end() &&
+            (it->second.dtype() != want.dtype || it->second.shape() != want.shape ||
+             it->second.device() != want.device))
+          problems.push_back(cat("weight '", name, "' is ", it->second.layout(),
+                                 " but the module needs ", ir::to_string(want)));
+      }
+      if (p.steps[i].kind == StepKind::call)
+        check_weight_layouts(*p.steps[i].callee, join_prefix(prefix, p.steps[i].prefix), problems);
+    }
+  }
+
+  // ---- planning ----------------------------------------------------------------------------
+
+  std::unique_ptr<Plan> make_plan(const std::vector<Tensor>& inputs) {
+    auto plan = std::make_unique<Plan>();
+    const ir::Graph& entry = staged.graph().entry();
+    std::map<std::string, std::int64_t> symbols;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Shape& want = entry.type(entry.arguments()[i]).shape;
+      for (std::size_t d = 0; d < want.rank(); ++d)
+        if (!want.dims()[d].is_static())
+          symbols[want.dims()[d].symbol()] = inputs[i].shape().dims()[d].size();
+    }
+    const auto concrete = [&](const ir::TensorType& t) {
+      Index out;
+      for (const Dim& d : t.shape.dims())
+        out.push_back(d.is_static() ? d.size() : symbols.at(d.symbol()));
+      return out;
+    };
+    const auto new_storage = [&](const ir::TensorType& t) {
+      Storage s;
+      s.dtype = t.dtype;
+      s.shape = concrete(t);
+      std::int64_t n = 1;
+      for (std::int64_t d : s.shape) n *= d;
+      s.bytes = static_cast<std::size_t>(n) * size_of(t.dtype);
+      plan->storage.push_back(std::move(s));
+      return plan->storage.size() - 1;
+    };
+    std::vector<std::size_t> args;
+    for (ir::Value v : entry.arguments()) args.push_back(new_storage(entry.type(v)));
+    plan->inputs = args;
+    plan->outputs = instantiate(*plan, entry, args, "", new_storage);
+    assign_memory(*plan);
+    return plan;
+  }
+
+  // Adds the launches of graph \p g (recursively for calls) and returns its results' storage.
+  template <class NewStorage>
+  std::vector<std::size_t> instantiate(Plan& plan, const ir::Graph& g,
+                                       const std::vector<std::size_t>& args,
+                                       const std::string& prefix, NewStorage& new_storage) {
+    std::vector<std::size_t> where(g.num_values());
+    for (std::size_t i = 0; i < args.size(); ++i) where[g.arguments()[i].id] = args[i];
+    const Program& p = programs.at(&g);
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      const ir::OpView op = g.op(i);
+      const Step& step = p.steps[i];
+      std::vector<std::size_t> in;
+      for (ir::Value v : op.operands()) in.push_back(where[v.id]);
+      if (step.kind == StepKind::call) {
+        const std::vector<std::size_t> results =
+            instantiate(plan, *step.callee, in, join_prefix(prefix, step.prefix), new_storage);
+        for (std::size_t r = 0; r < results.size(); ++r) where[op.result(r).id] = results[r];
+        continue;
+      }
+      if (step.kind == StepKind::weight || step.kind == StepKind::constant) {
+        const std::size_t s = new_storage(g.type(op.result(0)));
+        if (step.kind == StepKind::weight) {
+          const Tensor& w = weights.at(join_prefix(prefix, op.find("name")->as_string()));
+          plan.storage[s].fixed = const_cast<std::byte*>(w.bytes().data());  // read only
+        } else {
+          plan.storage[s].fixed = reinterpret_cast<std::byte*>(
+              const_cast<char*>(op.find("value")->as_dense().bytes.data()));  // read only
+        }
+        where[op.result(0).id] = s;
+        continue;
+      }
+      const std::size_t launch = plan.launches.size();
+      Launch l;
+      l.graph = &g;
+      l.op = static_cast<std::uint32_t>(i);
+      plan.launches.push_back(std::move(l));
+      plan.deps.emplace_back();
+      std::vector<std::size_t> out;
+      for (std::size_t r = 0; r < op.num_results(); ++r) {
+        const std::size_t s = new_storage(g.type(op.result(r)));
+        plan.storage[s].producer = static_cast<std::int64_t>(launch);
+        plan.storage[s].arena_offset = 0;  // placed by assign_memory
+        where[op.result(r).id] = s;
+        out.push_back(s);
+      }
+      for (std::size_t s : in) plan.storage[s].readers.push_back(launch);
+      launch_io_.push_back({in, out, step.kernel});
+    }
+    std::vector<std::size_t> results;
+    for (ir::Value v : g.results()) results.push_back(where[v.id]);
+    return results;
+  }
+
+  struct LaunchIo {
+    std::vector<std::size_t> in, out;
+    Kernel kernel;
+  };
+  std::vector<LaunchIo> launch_io_;  // scratch of the plan being made
+
+  // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
+  void assign_memory(Plan& plan) {
+    ArenaAllocator arena;
+    const std::size_t n = plan.launches.size();
+    std::vector<std::size_t> last_use(plan.storage.size(), 0);
+    std::vector<bool> keep(plan.storage.size(), false);
+    for (std::size_t s : plan.outputs) keep[s] = true;
+    for (std::size_t s = 0; s < plan.storage.size(); ++s)
+      for (std::size_t r : plan.storage[s].readers) last_use[s] = std::max(last_use[s], r);
+    std::vector<std::vector<std::size_t>> free_after(n);
+    // Inputs live from the start to their last use (or the end when they are outputs).
+    struct Block {
+      std::size_t offset, bytes, storage;
+    };
+    std::vector<Block> history;  // every placement, for reuse hazards
+    const auto place = [&](std::size_t s) {
+      Storage& st = plan.storage[s];
+      st.arena_offset = static_cast<std::int64_t>(arena.allocate(st.bytes));
+      history.push_back(
+          {static_cast<std::size_t>(st.arena_offset), std::max<std::size_t>(st.bytes, 1), s});
+    };
+    for (std::size_t s : plan.inputs) place(s);
+    for (std::size_t s : plan.inputs)
+      if (!keep[s] && !plan.storage[s].readers.empty()) free_after[last_use[s]].push_back(s);
+    for (std::size_t i = 0; i < n; ++i) {
+      const LaunchIo& io = launch_io_[i];
+      for (std::size_t s : io.out) {
+        const std::size_t first_new = history.size();
+        place(s);
+        // The new occupant must wait for everything that touched the bytes before it.
+        const Block& b = history[first_new];
+        for (std::size_t h = 0; h < first_new; ++h) {
+          const Block& old = history[h];
+          if (old.offset < b.offset + b.bytes && b.offset < old.offset + old.bytes) {
+            const Storage& prev = plan.storage[old.storage];
+            if (prev.producer >= 0) plan.deps[i].push_back(static_cast<std::size_t>(prev.producer));
+            for (std::size_t r : prev.readers)
+              if (r < i) plan.deps[i].push_back(r);
+          }
+        }
+        if (!keep[s]) {
+          if (plan.storage[s].readers.empty()) {
+            free_after[i].push_back(s);
+          } else {
+            free_after[last_use[s]].push_back(s);
+          }
+        }
+      }
+      for (std::size_t s : io.in)
+        if (plan.storage[s].producer >= 0)
+          plan.deps[i].push_back(static_cast<std::size_t>(plan.storage[s].producer));
+      std::sort(plan.deps[i].begin(), plan.deps[i].end());
+      plan.deps[i].erase(std::unique(plan.deps[i].begin(), plan.deps[i].end()), plan.deps[i].end());
+      for (std::size_t s : free_after[i])
+        arena.release(static_cast<std::size_t>(plan.storage[s].arena_offset),
+                      plan.storage[s].bytes);
+    }
+    plan.arena_bytes = std::max<std::size_t>(arena.peak(), kAlign);
+    plan.arena = {
+        static_cast<std::byte*>(::operator new (plan.arena_bytes, std::align_val_t{kAlign})),
+        [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
+    for (std::size_t i = 0; i < n; ++i) {
+      Launch& l = plan.launches[i];
+      const LaunchIo& io = launch_io_[i];
+      for (std::size_t s : io.in)
+        l.in.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape});
+      for (std::size_t s : io.out)
+        l.out.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape});
+    }
+  }
+
+  void record(Plan& plan) {
+    std::vector<Kernel> kernels;
+    for (const LaunchIo& io : launch_io_) kernels.push_back(io.kernel);
+    plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
+      std::vector<DeviceGraphNode> nodes;
+      for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+        std::vector<DeviceGraphNode> deps;
+        for (std::size_t d : plan.deps[i]) deps.push_back(nodes[d]);
+        nodes.push_back(
+            b.add_function(launch_fn, LaunchConfig{1, 1}, deps, &plan.launches[i], kernels[i]));
+      }
+    });
+    ++stats.graph_builds;
+  }
+
+  std::vector<Tensor> execute(const std::vector<Tensor>& inputs) {
+    std::scoped_lock lock(mutex);
+    const std::string key = shape_key(inputs);
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      launch_io_.clear();
+      std::unique_ptr<Plan> plan = make_plan(inputs);
+      record(*plan);
+      launch_io_.clear();
+      stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
+      ++stats.plans;
+      it = plans.emplace(key, std::move(plan)).first;
+    } else {
+      ++stats.replays;
+    }
+    Plan& plan = *it->second;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      std::memcpy(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
+                  plan.storage[plan.inputs[i]].bytes);
+    plan.graph->replay();
+    ctx->synchronize();
+    std::vector<Tensor> out;
+    for (std::size_t s : plan.outputs) {
+      const Storage& st = plan.storage[s];
+      std::vector<Dim> dims(st.shape.begin(), st.shape.end());
+      out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), ctx->device(),
+                                       plan.address(s), st.bytes));
+    }
+    return out;
+  }
+};
+
+CompiledCallable::CompiledCallable(const StagedGraph& staged, std::map<std::string, Tensor> weights,
+                                   CompileOptions options)
+    : impl_(std::make_unique<Impl>(staged, std::move(weights), std::move(options))) {
+  impl_->compile();
+}
+
+CompiledCallable::CompiledCallable(const StagedGraph& staged, const SafetensorsFile& weights,
+                                   CompileOptions options)
+    : CompiledCallable(staged, weights.tensors(), std::move(options)) {}
+
+CompiledCallable::CompiledCallable(CompiledCallable&&) noexcept = default;
+CompiledCallable& CompiledCallable::operator=(CompiledCallable&&) noexcept = default;
+CompiledCallable::~CompiledCallable() = default;
+
+const StagedGraph& CompiledCallable::staged() const { return impl_->staged; }
+CompiledCallable::Stats CompiledCallable::stats() const {
+  std::scoped_lock lock(impl_->mutex);
+  return impl_->stats;
+}
+
+void CompiledCallable::check_tree(const TreeDef& tree) const {
+  // The call's tree is a tuple of the arguments, like the staged one.
+  if (std::string difference = impl_->staged.in_tree().difference(tree); !difference.empty())
+    throw UserError(cat("CompiledCallable: the arguments differ from the staged ones ", difference,
+                        " (staged: ", impl_->staged.in_tree().str(), ")"));
+}
+
+std::vector<Tensor> CompiledCallable::run(const std::vector<Tensor>& inputs) {
+  const std::vector<TensorLayout>& layouts = impl_->staged.in_layouts();
+  const std::vector<std::string> paths = impl_->staged.in_tree().leaf_paths();
+  if (inputs.size() != layouts.size())
+    throw UserError(
+        cat("CompiledCallable: expected ", layouts.size(), " input tensors, got ", inputs.size()));
+  std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    const TensorLayout& want = layouts[i];
+    const std::string leaf = cat("input leaf '", paths[i], "'");
+    if (!t.is_constant())
+      throw UserError(cat("CompiledCallable: ", leaf, " holds no data (", t, ")"));
+    if (t.dtype() != want.dtype || t.rank() != want.shape.rank() || t.device() != want.device)
+      throw UserError(cat("CompiledCallable: ", leaf, " is ", t.layout(),
+                          " but the staged graph takes ", want));
+    for (std::size_t d = 0; d < t.rank(); ++d) {
+      const std::int64_t size = t.shape().dims()[d].size();
+      const Dim& w = want.shape.dims()[d];
+      if (w.is_static() && w.size() != size)
+        throw UserError(cat("CompiledCallable: ", leaf, " has ", size, " at axis ", d,
+                            " where the staged graph has ", w.size(), " (", want, ")"));
+      if (!w.is_static()) {
+        auto [it, fresh] =
+            symbols.emplace(w.symbol(), std::make_pair(size, cat(paths[i], " axis ", d)));
+        if (!fresh && it->second.first != size)
+          throw UserError(cat("CompiledCallable: dim '", w.symbol(), "' is ", it->second.first,
+                              " at ", it->second.second, " but ", size, " at ", leaf, " axis ", d));
+      }
+    }
+  }
+  return impl_->execute(inputs);
+}
+
+std::vector<Tensor> CompiledCallable::execute_raw(const std::vector<Tensor>& inputs) {
+  return impl_->execute(inputs);
+}
+
+}  // namespace kiln

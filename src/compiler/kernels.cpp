@@ -1,0 +1,458 @@
+#include "compiler/kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::compiler {
+namespace {
+
+using kiln::detail::cat;
+
+// ---- elements ------------------------------------------------------------------------------
+
+double load(const View& v, std::int64_t i) {
+  const std::byte* p = v.data + static_cast<std::size_t>(i) * size_of(v.dtype);
+  const auto get = [p](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return x;
+  };
+  switch (v.dtype) {
+    case DType::f32:
+      return get(float{});
+    case DType::f64:
+      return get(double{});
+    case DType::f16:
+      return static_cast<float>(get(Half{}));
+    case DType::bf16:
+      return static_cast<float>(get(BFloat16{}));
+    case DType::i8:
+      return get(std::int8_t{});
+    case DType::u8:
+      return get(std::uint8_t{});
+    case DType::i32:
+      return get(std::int32_t{});
+    case DType::i64:
+      return static_cast<double>(get(std::int64_t{}));
+    case DType::bool_:
+      return get(std::uint8_t{}) != 0 ? 1 : 0;
+  }
+  return 0;
+}
+
+template <class I>
+I saturate(double x) {
+  if (std::isnan(x)) return 0;
+  x = std::trunc(x);
+  if (x <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (x >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(x);
+}
+
+void store(const View& v, std::int64_t i, double x) {
+  std::byte* p = v.data + static_cast<std::size_t>(i) * size_of(v.dtype);
+  const auto put = [p](auto value) { std::memcpy(p, &value, sizeof value); };
+  switch (v.dtype) {
+    case DType::f32:
+      return put(static_cast<float>(x));
+    case DType::f64:
+      return put(x);
+    case DType::f16:
+      return put(Half(static_cast<float>(x)));
+    case DType::bf16:
+      return put(BFloat16(static_cast<float>(x)));
+    case DType::i8:
+      return put(saturate<std::int8_t>(x));
+    case DType::u8:
+      return put(saturate<std::uint8_t>(x));
+    case DType::i32:
+      return put(saturate<std::int32_t>(x));
+    case DType::i64:
+      return put(saturate<std::int64_t>(x));
+    case DType::bool_:
+      return put(static_cast<std::uint8_t>(x != 0));
+  }
+}
+
+// ---- indexing ------------------------------------------------------------------------------
+
+std::int64_t elements(const Index& s) {
+  std::int64_t n = 1;
+  for (std::int64_t d : s) n *= d;
+  return n;
+}
+
+Index strides_of(const Index& s) {
+  Index st(s.size(), 1);
+  for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+/// Strides of \p in when broadcast to \p out (0 on stretched and missing dims).
+Index broadcast_strides(const Index& in, const Index& out) {
+  Index st(out.size(), 0);
+  const Index own = strides_of(in);
+  const std::size_t lead = out.size() - in.size();
+  for (std::size_t d = 0; d < in.size(); ++d) st[lead + d] = in[d] == 1 ? 0 : own[d];
+  return st;
+}
+
+/// Calls f(flat_out, offsets...) for every output element, with each input's offset.
+template <class F>
+void for_each_element(const Index& out, const std::vector<Index>& in_strides, F&& f) {
+  const std::int64_t n = elements(out);
+  Index idx(out.size(), 0);
+  std::vector<std::int64_t> off(in_strides.size(), 0);
+  for (std::int64_t flat = 0; flat < n; ++flat) {
+    f(flat, off);
+    for (std::size_t d = out.size(); d-- > 0;) {
+      ++idx[d];
+      for (std::size_t k = 0; k < off.size(); ++k) off[k] += in_strides[k][d];
+      if (idx[d] < out[d]) break;
+      for (std::size_t k = 0; k < off.size(); ++k) off[k] -= in_strides[k][d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+std::size_t axis_of(std::int64_t axis, std::size_t rank) {
+  return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
+}
+
+// ---- element-wise --------------------------------------------------------------------------
+
+template <double (*F)(double, double, bool)>
+void binary(const Launch& l) {
+  const View &a = l.in[0], &b = l.in[1], &o = l.out[0];
+  const bool is_float = is_floating(a.dtype);
+  for_each_element(o.shape,
+                   {broadcast_strides(a.shape, o.shape), broadcast_strides(b.shape, o.shape)},
+                   [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+                     store(o, i, F(load(a, off[0]), load(b, off[1]), is_float));
+                   });
+}
+
+template <double (*F)(double)>
+void unary(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  const std::int64_t n = elements(o.shape);
+  for (std::int64_t i = 0; i < n; ++i) store(o, i, F(load(x, i)));
+}
+
+double add(double a, double b, bool) { return a + b; }
+double sub(double a, double b, bool) { return a - b; }
+double mul(double a, double b, bool) { return a * b; }
+double div(double a, double b, bool is_float) {
+  if (is_float) return a / b;
+  return b == 0 ? 0 : std::trunc(a / b);
+}
+double pow_(double a, double b, bool) { return std::pow(a, b); }
+double max_(double a, double b, bool) { return std::max(a, b); }
+double min_(double a, double b, bool) { return std::min(a, b); }
+double eq(double a, double b, bool) { return a == b; }
+double ne(double a, double b, bool) { return a != b; }
+double lt(double a, double b, bool) { return a < b; }
+double le(double a, double b, bool) { return a <= b; }
+double gt(double a, double b, bool) { return a > b; }
+double ge(double a, double b, bool) { return a >= b; }
+double neg(double x) { return -x; }
+double abs_(double x) { return std::fabs(x); }
+double exp_(double x) { return std::exp(x); }
+double log_(double x) { return std::log(x); }
+double sqrt_(double x) { return std::sqrt(x); }
+double rsqrt(double x) { return 1 / std::sqrt(x); }
+double tanh_(double x) { return std::tanh(x); }
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+double relu(double x) { return x > 0 ? x : 0; }
+double silu(double x) { return x * sigmoid(x); }
+double identity(double x) { return x; }
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x * M_SQRT1_2)); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+void gelu(const Launch& l) {
+  const ir::Attribute* mode = l.view().find("approximate");
+  if (mode != nullptr && mode->as_string() == "tanh") {
+    unary<gelu_tanh>(l);
+  } else {
+    unary<gelu_erf>(l);
+  }
+}
+
+void where(const Launch& l) {
+  const View &c = l.in[0], &a = l.in[1], &b = l.in[2], &o = l.out[0];
+  for_each_element(o.shape,
+                   {broadcast_strides(c.shape, o.shape), broadcast_strides(a.shape, o.shape),
+                    broadcast_strides(b.shape, o.shape)},
+                   [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+                     store(o, i, load(c, off[0]) != 0 ? load(a, off[1]) : load(b, off[2]));
+                   });
+}
+
+// ---- data movement -------------------------------------------------------------------------
+
+void copy_all(const Launch& l) {  // reshape: same elements, same order
+  std::memcpy(l.out[0].data, l.in[0].data,
+              static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype));
+}
+
+void broadcast_to(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  for_each_element(
+      o.shape, {broadcast_strides(x.shape, o.shape)},
+      [&](std::int64_t i, const std::vector<std::int64_t>& off) { store(o, i, load(x, off[0])); });
+}
+
+void transpose(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  const Index perm = l.view().find("perm")->as_int_array();
+  const Index own = strides_of(x.shape);
+  Index st(perm.size());
+  for (std::size_t d = 0; d < perm.size(); ++d) st[d] = own[axis_of(perm[d], x.shape.size())];
+  for_each_element(o.shape, {st}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    store(o, i, load(x, off[0]));
+  });
+}
+
+void slice(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  const ir::OpView op = l.view();
+  const Index starts = op.find("starts")->as_int_array(), steps = op.find("steps")->as_int_array();
+  const Index own = strides_of(x.shape);
+  Index st(x.shape.size());
+  std::int64_t base = 0;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    base += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * own[d];
+    st[d] = own[d] * steps[d];
+  }
+  for_each_element(o.shape, {st}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    store(o, i, load(x, base + off[0]));
+  });
+}
+
+void concat(const Launch& l) {
+  const View& o = l.out[0];
+  const std::size_t axis = axis_of(l.view().find("axis")->as_int(), o.shape.size());
+  const Index ost = strides_of(o.shape);
+  std::int64_t offset = 0;
+  for (const View& x : l.in) {
+    for_each_element(x.shape, {ost}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+      store(o, off[0] + offset * ost[axis], load(x, i));
+    });
+    offset += x.shape[axis];
+  }
+}
+
+void split(const Launch& l) {
+  const View& x = l.in[0];
+  const std::size_t axis = axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  const Index xst = strides_of(x.shape);
+  std::int64_t offset = 0;
+  for (const View& o : l.out) {
+    for_each_element(o.shape, {xst}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+      store(o, i, load(x, off[0] + offset * xst[axis]));
+    });
+    offset += o.shape[axis];
+  }
+}
+
+void gather(const Launch& l) {
+  const View &x = l.in[0], &ids = l.in[1], &o = l.out[0];
+  const std::size_t axis = axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= x.shape[d];
+  for (std::size_t d = axis + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  const std::int64_t n = elements(ids.shape), rows = x.shape[axis];
+  for (std::int64_t a = 0; a < outer; ++a)
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto id = static_cast<std::int64_t>(load(ids, k));
+      if (id < 0 || id >= rows)
+        throw UserError(
+            cat("gather (", l.view().describe(), "): index ", id, " is outside [0, ", rows, ")"));
+      for (std::int64_t j = 0; j < inner; ++j)
+        store(o, (a * n + k) * inner + j, load(x, (a * rows + id) * inner + j));
+    }
+}
+
+// ---- linear algebra, reductions, normalisation ---------------------------------------------
+
+void matmul(const Launch& l) {
+  View a = l.in[0], b = l.in[1];
+  const View& o = l.out[0];
+  if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
+  if (b.shape.size() == 1) b.shape.push_back(1);
+  const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
+                                                                 (l.in[1].shape.size() > 1)));
+  const Index abatch(a.shape.begin(), a.shape.end() - 2),
+      bbatch(b.shape.begin(), b.shape.end() - 2);
+  std::vector<double> row(static_cast<std::size_t>(n));
+  for_each_element(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch)},
+                   [&](std::int64_t bi, const std::vector<std::int64_t>& off) {
+                     for (std::int64_t i = 0; i < m; ++i) {
+                       std::fill(row.begin(), row.end(), 0.0);
+                       for (std::int64_t p = 0; p < k; ++p) {
+                         const double av = load(a, (off[0] * m + i) * k + p);
+                         for (std::int64_t j = 0; j < n; ++j)
+                           row[static_cast<std::size_t>(j)] +=
+                               av * load(b, (off[1] * k + p) * n + j);
+                       }
+                       for (std::int64_t j = 0; j < n; ++j)
+                         store(o, (bi * m + i) * n + j, row[static_cast<std::size_t>(j)]);
+                     }
+                   });
+}
+
+enum class Reduce { sum, mean, max, min };
+
+template <Reduce R>
+void reduce(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (std::int64_t a : l.view().find("axes")->as_int_array())
+    reduced[axis_of(a, x.shape.size())] = true;
+  Index kept = x.shape, ost(x.shape.size(), 0);
+  std::int64_t per = 1;
+  for (std::size_t d = 0; d < x.shape.size(); ++d)
+    if (reduced[d]) {
+      kept[d] = 1;
+      per *= x.shape[d];
+    }
+  const Index kst = strides_of(kept);
+  for (std::size_t d = 0; d < x.shape.size(); ++d) ost[d] = reduced[d] ? 0 : kst[d];
+  const double init = R == Reduce::max   ? -std::numeric_limits<double>::infinity()
+                      : R == Reduce::min ? std::numeric_limits<double>::infinity()
+                                         : 0.0;
+  std::vector<double> acc(static_cast<std::size_t>(elements(kept)), init);
+  for_each_element(x.shape, {ost}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    double& a = acc[static_cast<std::size_t>(off[0])];
+    const double v = load(x, i);
+    a = R == Reduce::max ? std::max(a, v) : R == Reduce::min ? std::min(a, v) : a + v;
+  });
+  for (std::size_t i = 0; i < acc.size(); ++i)
+    store(o, static_cast<std::int64_t>(i),
+          R == Reduce::mean ? acc[i] / static_cast<double>(per) : acc[i]);
+}
+
+/// Calls line(offset, stride, count) for every line of \p shape along \p axis, in the
+/// order of the remaining indices.
+template <class F>
+void lines(const Index& shape, std::size_t axis, F&& line) {
+  const Index st = strides_of(shape);
+  Index outer = shape;
+  outer[axis] = 1;
+  Index ost = st;
+  ost[axis] = 0;
+  for_each_element(outer, {ost}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    line(i, off[0], st[axis], shape[axis]);
+  });
+}
+
+void argmax(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  lines(x.shape, axis_of(l.view().find("axis")->as_int(), x.shape.size()),
+        [&](std::int64_t line, std::int64_t base, std::int64_t stride, std::int64_t n) {
+          std::int64_t best = 0;
+          for (std::int64_t i = 1; i < n; ++i)
+            if (load(x, base + i * stride) > load(x, base + best * stride)) best = i;
+          store(o, line, static_cast<double>(best));
+        });
+}
+
+template <bool Log>
+void softmax(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  lines(x.shape, axis_of(l.view().find("axis")->as_int(), x.shape.size()),
+        [&](std::int64_t, std::int64_t base, std::int64_t stride, std::int64_t n) {
+          double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+          for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, load(x, base + i * stride));
+          for (std::int64_t i = 0; i < n; ++i) sum += std::exp(load(x, base + i * stride) - mx);
+          for (std::int64_t i = 0; i < n; ++i) {
+            const double v = load(x, base + i * stride) - mx;
+            store(o, base + i * stride, Log ? v - std::log(sum) : std::exp(v) / sum);
+          }
+        });
+}
+
+template <bool Rms>
+void norm(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0], &gamma = l.in[1];
+  const double eps = l.view().find("eps")->as_float();
+  const std::int64_t n = x.shape.empty() ? 1 : x.shape.back();
+  const std::int64_t rows = n == 0 ? 0 : elements(x.shape) / n;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    if (!Rms) {
+      for (std::int64_t i = 0; i < n; ++i) mean += load(x, r * n + i);
+      mean /= static_cast<double>(n);
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double d = load(x, r * n + i) - mean;
+      var += d * d;
+    }
+    const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
+    for (std::int64_t i = 0; i < n; ++i)
+      store(o, r * n + i,
+            (load(x, r * n + i) - mean) * scale * load(gamma, i) + (Rms ? 0 : load(l.in[2], i)));
+  }
+}
+
+}  // namespace
+
+Kernel find_kernel(std::string_view op) {
+  static const std::unordered_map<std::string_view, Kernel> kernels = {
+      {"kiln.add", binary<add>},
+      {"kiln.sub", binary<sub>},
+      {"kiln.mul", binary<mul>},
+      {"kiln.div", binary<div>},
+      {"kiln.pow", binary<pow_>},
+      {"kiln.maximum", binary<max_>},
+      {"kiln.minimum", binary<min_>},
+      {"kiln.eq", binary<eq>},
+      {"kiln.ne", binary<ne>},
+      {"kiln.lt", binary<lt>},
+      {"kiln.le", binary<le>},
+      {"kiln.gt", binary<gt>},
+      {"kiln.ge", binary<ge>},
+      {"kiln.where", where},
+      {"kiln.neg", unary<neg>},
+      {"kiln.abs", unary<abs_>},
+      {"kiln.exp", unary<exp_>},
+      {"kiln.log", unary<log_>},
+      {"kiln.sqrt", unary<sqrt_>},
+      {"kiln.rsqrt", unary<rsqrt>},
+      {"kiln.tanh", unary<tanh_>},
+      {"kiln.sigmoid", unary<sigmoid>},
+      {"kiln.relu", unary<relu>},
+      {"kiln.silu", unary<silu>},
+      {"kiln.gelu", gelu},
+      {"kiln.cast", unary<identity>},
+      {"kiln.reshape", copy_all},
+      {"kiln.broadcast_to", broadcast_to},
+      {"kiln.transpose", transpose},
+      {"kiln.slice", slice},
+      {"kiln.concat", concat},
+      {"kiln.split", split},
+      {"kiln.gather", gather},
+      {"kiln.matmul", matmul},
+      {"kiln.reduce_sum", reduce<Reduce::sum>},
+      {"kiln.reduce_mean", reduce<Reduce::mean>},
+      {"kiln.reduce_max", reduce<Reduce::max>},
+      {"kiln.reduce_min", reduce<Reduce::min>},
+      {"kiln.argmax", argmax},
+      {"kiln.softmax", softmax<false>},
+      {"kiln.log_softmax", softmax<true>},
+      {"kiln.layer_norm", norm<false>},
+      {"kiln.rms_norm", norm<true>},
+  };
+  auto it = kernels.find(op);
+  return it == kernels.end() ? nullptr : it->second;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,248 @@
+#include "kiln/compiler/compiled_callable.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "../error_matchers.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/stage/nn.hpp"
+
+namespace kiln {
+namespace {
+
+using ::testing::ElementsAre;
+
+TensorLayout f32(Shape s) { return TensorLayout(DType::f32, std::move(s)); }
+
+/// Tolerance of a comparison with the reference (which computes in double).
+double tolerance(DType d) {
+  switch (d) {
+    case DType::f16:
+      return 2e-3;
+    case DType::bf16:
+      return 1.6e-2;
+    case DType::f32:
+      return 2e-5;
+    default:
+      return 0;
+  }
+}
+
+void expect_close(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].layout(), want[i].layout()) << what << " output " << i;
+    const std::vector<double> g = got[i].to_doubles(), w = want[i].to_doubles();
+    const double tol = tolerance(got[i].dtype());
+    for (std::size_t k = 0; k < g.size(); ++k) {
+      if (std::isnan(w[k])) {
+        EXPECT_TRUE(std::isnan(g[k])) << what << " output " << i << " element " << k;
+        continue;
+      }
+      EXPECT_LE(std::fabs(g[k] - w[k]), tol * (1 + std::fabs(w[k])))
+          << what << " output " << i << " element " << k << ": " << g[k] << " vs " << w[k];
+    }
+  }
+}
+
+/// Random concrete inputs for the staged graph's input layouts, with symbolic dims sized.
+std::vector<Tensor> inputs_for(const StagedGraph& s, std::uint64_t seed,
+                               const std::map<std::string, std::int64_t>& sizes = {}) {
+  std::vector<Tensor> out;
+  for (const TensorLayout& l : s.in_layouts()) {
+    std::vector<Dim> dims;
+    for (const Dim& d : l.shape.dims())
+      dims.emplace_back(d.is_static() ? d.size() : sizes.at(d.symbol()));
+    const TensorLayout concrete(l.dtype, Shape(std::move(dims)), l.device);
+    out.push_back(l.dtype == DType::bool_ ? Tensor::random(concrete, seed++, 0, 2)
+                  : is_floating(l.dtype)  ? Tensor::random(concrete, seed++, -2, 2)
+                                          : Tensor::random(concrete, seed++, -5, 5));
+  }
+  return out;
+}
+
+struct OpCase {
+  const char* name;
+  std::function<StagedGraph()> stage_it;
+};
+
+class CompiledMatchesReference : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(CompiledMatchesReference, OnRandomInputs) {
+  const StagedGraph staged = GetParam().stage_it();
+  CompiledCallable compiled(staged, {});
+  for (std::uint64_t seed : {1, 2}) {
+    const std::vector<Tensor> in = inputs_for(staged, seed * 10);
+    expect_close(compiled.run(in), reference_run(staged.graph(), in), GetParam().name);
+  }
+}
+
+template <class F>
+std::function<StagedGraph()> staged(F fn, std::vector<TensorLayout> in) {
+  return [fn, in] {
+    constexpr std::size_t arity = std::tuple_size_v<typename detail::Signature<F>::Args>;
+    if constexpr (arity == 1) {
+      return stage(fn)(in.at(0));
+    } else if constexpr (arity == 2) {
+      return stage(fn)(in.at(0), in.at(1));
+    } else {
+      return stage(fn)(in.at(0), in.at(1), in.at(2));
+    }
+  };
+}
+
+const auto add = [](Tensor a, Tensor b) { return a + b; };
+
+INSTANTIATE_TEST_SUITE_P(
+    Ops, CompiledMatchesReference,
+    ::testing::Values(
+        OpCase{"add_broadcast", staged(add, {f32({2, 1, 3}), f32({4, 1})})},
+        OpCase{"add_size0", staged(add, {f32({0, 3}), f32({3})})},
+        OpCase{"add_size1", staged(add, {f32({1}), f32({1, 1})})},
+        OpCase{"arith_f16", staged([](Tensor a, Tensor b) { return (a * b - a) / (b + 3.0); },
+                                   {TensorLayout(DType::f16, {5}), TensorLayout(DType::f16, {5})})},
+        OpCase{"arith_bf16",
+               staged([](Tensor a, Tensor b) { return maximum(a, b) - minimum(a, b); },
+                      {TensorLayout(DType::bf16, {2, 3}), TensorLayout(DType::bf16, {3})})},
+        OpCase{"int_div", staged([](Tensor a, Tensor b) { return a / b + a * b; },
+                                 {TensorLayout(DType::i32, {7}), TensorLayout(DType::i32, {7})})},
+        OpCase{"compare_where", staged([](Tensor a, Tensor b) { return where(a < b, a, b * 2.0); },
+                                       {f32({3, 4}), f32({4})})},
+        OpCase{"unary", staged(
+                            [](Tensor x) {
+                              return std::make_tuple(exp(x), tanh(x), sigmoid(x), relu(x), gelu(x),
+                                                     gelu(x, "tanh"), silu(x), abs(-x),
+                                                     sqrt(abs(x)), log(abs(x) + 1.0),
+                                                     rsqrt(abs(x) + 1.0), pow(x, 2));
+                            },
+                            {f32({2, 5})})},
+        OpCase{"cast", staged(
+                           [](Tensor x) {
+                             return std::make_tuple(cast(x, DType::i32), cast(x, DType::f16),
+                                                    cast(x, DType::bool_));
+                           },
+                           {f32({6})})},
+        OpCase{"matmul",
+               staged([](Tensor a, Tensor b) { return matmul(a, b); }, {f32({3, 4}), f32({4, 5})})},
+        OpCase{"matmul_batched", staged([](Tensor a, Tensor b) { return matmul(a, b); },
+                                        {f32({2, 1, 3, 4}), f32({3, 4, 2})})},
+        OpCase{"matmul_vector",
+               staged([](Tensor a, Tensor b) { return matmul(a, b); }, {f32({4}), f32({4, 3})})},
+        OpCase{"transpose_view",
+               staged([](Tensor x) { return transpose(x, 0, 2) * 2.0; }, {f32({2, 3, 4})})},
+        OpCase{
+            "slice_steps",
+            staged([](Tensor x) { return slice(slice(x, 1, 1, 6, 2), 0, -2, 10); }, {f32({4, 7})})},
+        OpCase{"concat_split", staged(
+                                   [](Tensor a, Tensor b) {
+                                     const auto parts = split(concat({a, b}, 1), {1, 4}, 1);
+                                     return std::make_tuple(parts[0], parts[1]);
+                                   },
+                                   {f32({2, 2}), f32({2, 3})})},
+        OpCase{"broadcast_reshape", staged(
+                                        [](Tensor x) {
+                                          return reshape(broadcast_to(x, {3, 2, 4}), {6, 4});
+                                        },
+                                        {f32({2, 1})})},
+        OpCase{"reductions", staged(
+                                 [](Tensor x) {
+                                   return std::make_tuple(sum(x, {1}), mean(x, {0, 2}, true),
+                                                          max(x, {2}), min(x), argmax(x, 1));
+                                 },
+                                 {f32({2, 3, 4})})},
+        OpCase{"softmax",
+               staged([](Tensor x) { return std::make_tuple(softmax(x, 1), log_softmax(x, 0)); },
+                      {f32({3, 5})})},
+        OpCase{"norms",
+               staged([](Tensor x, Tensor g,
+                         Tensor b) { return std::make_tuple(layer_norm(x, g, b), rms_norm(x, g)); },
+                      {f32({2, 3, 8}), f32({8}), f32({8})})},
+        OpCase{"gather",
+               staged([](Tensor x) { return embedding(x, cast(arange(0, 3), DType::i64)); },
+                      {f32({4, 2})})}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(CompiledCallable, ATransformerMatchesTheReferenceAndReplaysItsGraph) {
+  const nn::TransformerBlock block{.dim = 16, .heads = 2, .hidden = 32};
+  const auto model = [&](Tensor x) {
+    const auto layer = as_subgraph(block, {.name = "block"});
+    for (int i = 0; i < 2; ++i) {
+      name_scope s(std::string("layers.").append(std::to_string(i)));
+      x = layer(x);
+    }
+    return x;
+  };
+  const StagedGraph staged = stage(model)(f32({"batch", "seq", 16}));
+  // Deterministic weights for every weight op the module declares.
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 100;
+  for (int i = 0; i < 2; ++i)
+    for (const auto& [name, shape] :
+         std::vector<std::pair<std::string, Shape>>{{"attn.q.weight", {16, 16}},
+                                                    {"attn.q.bias", {16}},
+                                                    {"attn.k.weight", {16, 16}},
+                                                    {"attn.k.bias", {16}},
+                                                    {"attn.v.weight", {16, 16}},
+                                                    {"attn.v.bias", {16}},
+                                                    {"attn.o.weight", {16, 16}},
+                                                    {"attn.o.bias", {16}},
+                                                    {"norm1.weight", {16}},
+                                                    {"norm1.bias", {16}},
+                                                    {"norm2.weight", {16}},
+                                                    {"norm2.bias", {16}},
+                                                    {"mlp.w1.weight", {16, 32}},
+                                                    {"mlp.w1.bias", {32}},
+                                                    {"mlp.w2.weight", {32, 16}},
+                                                    {"mlp.w2.bias", {16}}})
+      weights.emplace("layers." + std::to_string(i) + "." + name,
+                      Tensor::random(f32(shape), seed++, -0.3, 0.3));
+  CompiledCallable compiled(staged, weights);
+  EXPECT_EQ(compiled.stats().bodies_compiled, 2u);  // @main and @block, once each
+  for (std::int64_t batch : {1, 3}) {
+    const std::vector<Tensor> in = inputs_for(staged, 7, {{"batch", batch}, {"seq", 5}});
+    expect_close(compiled(in[0]), reference_run(staged.graph(), in, weights), "transformer");
+    expect_close(compiled(in[0]), reference_run(staged.graph(), in, weights), "transformer again");
+  }
+  const CompiledCallable::Stats stats = compiled.stats();
+  EXPECT_EQ(stats.plans, 2u);         // one per concrete shape
+  EXPECT_EQ(stats.graph_builds, 2u);  // recorded once per plan
+  EXPECT_EQ(stats.replays, 2u);       // the second call of each shape replayed
+  EXPECT_GT(stats.peak_arena_bytes, 0u);
+}
+
+TEST(CompiledCallable, WeightProblemsAreNamed) {
+  const StagedGraph staged =
+      stage([](Tensor x) { return x + weight("b", f32({2})) + weight("c", f32({2})); })(f32({2}));
+  KILN_EXPECT_THROW_MSG(
+      CompiledCallable(staged,
+                       {{"b", Tensor::zeros(f32({3}))}, {"extra", Tensor::zeros(f32({1}))}}),
+      UserError, "weight 'c' is missing", "weight 'extra' is not used by the module",
+      "weight 'b' is f32[3] on cpu:0 but the module needs f32[2] on cpu:0");
+}
+
+TEST(CompiledCallable, CallTimeChecksNameTheLeaf) {
+  const StagedGraph staged = stage([](std::tuple<Tensor, int> in, Tensor y) {
+    return std::get<0>(in) * double(std::get<1>(in)) + y;
+  })(std::tuple<Tensor, int>{f32({"n", 2}), 3}, f32({"n", 2}));
+  CompiledCallable compiled(staged, {});
+  const Tensor a = Tensor::zeros(f32({4, 2})), b = Tensor::full(f32({4, 2}), 1);
+  EXPECT_THAT(compiled(std::tuple<Tensor, int>{a, 3}, b)[0].to_vector<float>(),
+              ElementsAre(1, 1, 1, 1, 1, 1, 1, 1));
+  KILN_EXPECT_THROW_MSG(compiled(std::tuple<Tensor, int>{a, 4}, b), UserError,
+                        "at 0.1: static value 3 vs 4");
+  KILN_EXPECT_THROW_MSG(
+      compiled(std::tuple<Tensor, int>{Tensor::zeros(TensorLayout(DType::i32, {4, 2})), 3}, b),
+      UserError, "input leaf '0.0' is i32[4, 2] on cpu:0 but the staged graph takes f32[n, 2]");
+  KILN_EXPECT_THROW_MSG(compiled(std::tuple<Tensor, int>{Tensor::zeros(f32({4, 3})), 3}, b),
+                        UserError, "input leaf '0.0' has 3 at axis 1 where the staged graph has 2");
+  KILN_EXPECT_THROW_MSG(compiled(std::tuple<Tensor, int>{a, 3}, Tensor::zeros(f32({5, 2}))),
+                        UserError, "dim 'n' is 4 at 0.0 axis 0 but 5 at input leaf '1' axis 0");
+}
+
+}  // namespace
+}  // namespace kiln
