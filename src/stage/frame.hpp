@@ -6,12 +6,12 @@
 #include <any>
 #include <map>
 #include <memory>
-#include "kiln/core/source_location.hpp"
 #include <string>
 #include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/core/source_location.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/stage/stage.hpp"
 
@@ -36,8 +36,10 @@ class Frame : public std::enable_shared_from_this<Frame> {
 
   /// Weight-name prefix segments of this frame (body frames start empty).
   std::vector<std::string> prefix;
-  /// Constants already embedded in this graph, by their data.
-  std::map<const TensorData*, std::uint32_t> constants;
+  /// Constants already embedded in this graph, by their data. The data is held so that
+  /// its address cannot be reused by another constant while this graph is traced.
+  std::map<const TensorData*, std::pair<std::shared_ptr<const TensorData>, std::uint32_t>>
+      constants;
   /// Weights declared in this graph, by full name.
   std::map<std::string, std::uint32_t> weights;
 
@@ -95,8 +97,8 @@ struct Role {
 };
 /// The IR value of \p t in \p frame (embedding a constant). \throws UserError naming \p op,
 /// \p where and \p role for an empty tensor, a placeholder, or a tensor of another graph.
-ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op,
-                   const SourceLocation& where, const Role& role);
+ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op, const SourceLocation& where,
+                   const Role& role);
 /// The IR values of output leaves (their paths name them in errors).
 std::vector<ir::Value> output_values(Frame& frame, const std::vector<Tensor>& leaves,
                                      const TreeDef& tree, std::string_view what);

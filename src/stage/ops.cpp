@@ -31,13 +31,13 @@ ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op, const Sou
                     "): placeholders stand for stage() inputs and hold no value"));
   if (t.is_constant()) {
     auto it = frame.constants.find(t.data().get());
-    if (it != frame.constants.end()) return ir::Value{it->second};
+    if (it != frame.constants.end()) return ir::Value{it->second.second};
     const ir::Value v =
         frame.graph()
             .add_op_typed(ir::lookup_op("kiln.constant"), {}, {{"value", t.data()->dense}},
                           {to_ir(t.layout())}, location_of(where))
             .result(0);
-    frame.constants.emplace(t.data().get(), v.id);
+    frame.constants.emplace(t.data().get(), std::make_pair(t.data(), v.id));
     return v;
   }
   if (!t.frame()->open()) return fail("comes from a staging run that has finished");

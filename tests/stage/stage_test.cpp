@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -351,6 +353,32 @@ TEST(StageNn, ATransformerStackStagesWithOneSharedBody) {
   EXPECT_THAT(text, HasSubstr("{name = \"embed.weight\"}"));
   EXPECT_THAT(text, Not(HasSubstr("lm_head.bias")));
   EXPECT_TRUE(ir::verify(ir::parse_module(text)).empty());
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Regression: constants were deduplicated by the address of their data, so a scalar whose
+// data was freed could be mistaken for a later one allocated at the same address.
+TEST(StageConstants, DistinctShortLivedScalarsStayDistinct) {
+  const std::string text = stage([](Tensor x) {
+                             Tensor y = x;
+                             for (int i = 1; i <= 50; ++i) y = y * double(i);  // 50 temporaries
+                             return y;
+                           })(f32({2}))
+                               .str();
+  EXPECT_EQ(count(text, "\"kiln.constant\""), 50u);
+  for (int i : {1, 2, 25, 50}) {
+    const float v = static_cast<float>(i);
+    unsigned char b[4];
+    std::memcpy(b, &v, 4);
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%02X%02X%02X%02X", b[0], b[1], b[2], b[3]);
+    EXPECT_THAT(text, HasSubstr(hex)) << i;
+  }
 }
 
 }  // namespace
