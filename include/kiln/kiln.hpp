@@ -2,6 +2,9 @@
 /// \file
 /// The umbrella header: everything public in kiln.
 
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/compiler/safetensors.hpp"
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
