@@ -9,6 +9,7 @@
 
 #include "compiler/kernels.hpp"
 #include "core/str.hpp"
+#include "kiln/compiler/passes.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_graph.hpp"
 
@@ -120,8 +121,27 @@ std::string shape_key(const std::vector<Tensor>& inputs) {
 
 }  // namespace
 
+/// Calls \p f(full_name, op, graph) for every weight op reachable from \p g.
+template <class F>
+void for_each_weight(const ir::Module& module, const ir::Graph& g, const std::string& prefix,
+                     F&& f) {
+  for (std::size_t i = 0; i < g.num_ops(); ++i) {
+    const ir::OpView op = g.op(i);
+    if (op.name() == "kiln.weight") {
+      const std::string& name = op.find("name")->as_string();
+      f(prefix.empty() ? name : prefix + "." + name, op, g);
+    } else if (const ir::Attribute* callee = op.find("callee")) {
+      std::string sub = prefix;
+      if (const ir::Attribute* p = op.find("kiln.prefix"))
+        sub = prefix.empty() ? p->as_string() : prefix + "." + p->as_string();
+      for_each_weight(module, *module.find(callee->as_symbol().name), sub, f);
+    }
+  }
+}
+
 struct CompiledCallable::Impl {
   StagedGraph staged;
+  ir::Module module;  // after the passes
   std::map<std::string, Tensor> weights;
   std::shared_ptr<DeviceContext> ctx;
   std::map<const ir::Graph*, Program> programs;
@@ -132,6 +152,7 @@ struct CompiledCallable::Impl {
 
   Impl(const StagedGraph& s, std::map<std::string, Tensor> w, CompileOptions options)
       : staged(s),
+        module(passes::run_passes(s.graph(), options.passes)),
         weights(std::move(w)),
         ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
         launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
@@ -139,7 +160,6 @@ struct CompiledCallable::Impl {
 
   // Compiles every graph once and checks the weights against what the module declares.
   void compile() {
-    const ir::Module& module = staged.graph();
     for (std::size_t g = 0; g < module.num_graphs(); ++g) {
       const ir::Graph& graph = module.graph(g);
       Program p{&graph, {}};
@@ -166,21 +186,31 @@ struct CompiledCallable::Impl {
       programs.emplace(&graph, std::move(p));
       ++stats.bodies_compiled;
     }
-    std::map<std::string, std::string> needed;  // name -> where
-    collect_weights(module.entry(), "", needed);
+    // Weights are checked against the staged module (passes may drop unused ones).
     std::vector<std::string> problems;
-    for (const auto& [name, where] : needed) {
-      auto it = weights.find(name);
-      if (it == weights.end()) {
-        problems.push_back(cat("weight '", name, "' is missing (", where, ")"));
-      } else if (!it->second.is_constant()) {
-        problems.push_back(cat("weight '", name, "' holds no data"));
-      }
-    }
+    std::map<std::string, bool> needed;
+    for_each_weight(staged.graph(), staged.graph().entry(), "",
+                    [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
+                      needed[name] = true;
+                      auto it = weights.find(name);
+                      const ir::TensorType& want = g.type(op.result(0));
+                      if (it == weights.end()) {
+                        problems.push_back(cat("weight '", name, "' is missing (@", g.name(), ", ",
+                                               op.describe(), ")"));
+                      } else if (!it->second.is_constant()) {
+                        problems.push_back(cat("weight '", name, "' holds no data"));
+                      } else if (it->second.dtype() != want.dtype ||
+                                 it->second.shape() != want.shape ||
+                                 it->second.device() != want.device) {
+                        problems.push_back(cat("weight '", name, "' is ", it->second.layout(),
+                                               " but the module needs ", ir::to_string(want)));
+                      }
+                    });
     for (const auto& [name, t] : weights)
       if (needed.count(name) == 0)
         problems.push_back(cat("weight '", name, "' is not used by the module"));
-    check_weight_layouts(module.entry(), "", problems);
+    std::sort(problems.begin(), problems.end());
+    problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
     if (!problems.empty())
       throw UserError(cat("CompiledCallable: ", problems.size(), " weight problem",
                           problems.size() == 1 ? "" : "s", ": ", detail::join(problems, "; ")));
@@ -190,44 +220,11 @@ struct CompiledCallable::Impl {
     return a.empty() ? b : b.empty() ? a : a + "." + b;
   }
 
-  void collect_weights(const ir::Graph& g, const std::string& prefix,
-                       std::map<std::string, std::string>& out) const {
-    const Program& p = programs.at(&g);
-    for (std::size_t i = 0; i < p.steps.size(); ++i) {
-      const ir::OpView op = g.op(i);
-      if (p.steps[i].kind == StepKind::weight)
-        out.emplace(join_prefix(prefix, op.find("name")->as_string()),
-                    cat("@", g.name(), ", ", op.describe()));
-      if (p.steps[i].kind == StepKind::call)
-        collect_weights(*p.steps[i].callee, join_prefix(prefix, p.steps[i].prefix), out);
-    }
-  }
-
-  void check_weight_layouts(const ir::Graph& g, const std::string& prefix,
-                            std::vector<std::string>& problems) const {
-    const Program& p = programs.at(&g);
-    for (std::size_t i = 0; i < p.steps.size(); ++i) {
-      const ir::OpView op = g.op(i);
-      if (p.steps[i].kind == StepKind::weight) {
-        const std::string name = join_prefix(prefix, op.find("name")->as_string());
-        auto it = weights.find(name);
-        const ir::TensorType& want = g.type(op.result(0));
-        if (it != weights.end() &&
-            (it->second.dtype() != want.dtype || it->second.shape() != want.shape ||
-             it->second.device() != want.device))
-          problems.push_back(cat("weight '", name, "' is ", it->second.layout(),
-                                 " but the module needs ", ir::to_string(want)));
-      }
-      if (p.steps[i].kind == StepKind::call)
-        check_weight_layouts(*p.steps[i].callee, join_prefix(prefix, p.steps[i].prefix), problems);
-    }
-  }
-
   // ---- planning ----------------------------------------------------------------------------
 
   std::unique_ptr<Plan> make_plan(const std::vector<Tensor>& inputs) {
     auto plan = std::make_unique<Plan>();
-    const ir::Graph& entry = staged.graph().entry();
+    const ir::Graph& entry = module.entry();
     std::map<std::string, std::int64_t> symbols;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const Shape& want = entry.type(entry.arguments()[i]).shape;
@@ -451,6 +448,7 @@ CompiledCallable& CompiledCallable::operator=(CompiledCallable&&) noexcept = def
 CompiledCallable::~CompiledCallable() = default;
 
 const StagedGraph& CompiledCallable::staged() const { return impl_->staged; }
+const ir::Module& CompiledCallable::optimized() const { return impl_->module; }
 CompiledCallable::Stats CompiledCallable::stats() const {
   std::scoped_lock lock(impl_->mutex);
   return impl_->stats;

@@ -42,7 +42,9 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
     const Tensor& a = pool[pick(pool.size())];
     const Tensor& b = pool[pick(pool.size())];
     const Dims da = dims_of(a), db = dims_of(b);
-    const auto axis = [&](const Tensor& t) { return static_cast<std::int64_t>(pick(std::max<std::size_t>(t.rank(), 1))); };
+    const auto axis = [&](const Tensor& t) {
+      return static_cast<std::int64_t>(pick(std::max<std::size_t>(t.rank(), 1)));
+    };
     Tensor next;
     switch (pick(12)) {
       case 0:
@@ -64,7 +66,8 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
         next = a.rank() > 0 ? sum(a, {axis(a)}, pick(2) == 0) : -a;
         break;
       case 6:
-        next = a.rank() > 0 ? (pick(2) ? mean(a, {axis(a)}) : max(a, {axis(a)}, true)) : exp(tanh(a));
+        next =
+            a.rank() > 0 ? (pick(2) ? mean(a, {axis(a)}) : max(a, {axis(a)}, true)) : exp(tanh(a));
         break;
       case 7:
         next = a.rank() > 1 ? transpose(a) : reshape(a, shape_of({a.shape().num_elements()}));
@@ -96,12 +99,14 @@ TEST(RandomGraphs, CompiledEqualsReference) {
     const std::size_t n_inputs = 1 + rng() % 3;
     for (std::size_t i = 0; i < n_inputs; ++i) {
       Dims d;
-      for (std::size_t r = rng() % 4; r > 0; --r) d.push_back(1 + static_cast<std::int64_t>(rng() % 4));
+      for (std::size_t r = rng() % 4; r > 0; --r)
+        d.push_back(1 + static_cast<std::int64_t>(rng() % 4));
       layouts.emplace_back(DType::f32, shape_of(d));
       inputs.push_back(Tensor::random(layouts.back(), seed * 100 + i, -2, 2));
     }
     std::vector<Tensor> placeholders(layouts.begin(), layouts.end());
-    const StagedGraph staged = stage([seed](std::vector<Tensor> xs) { return random_program(xs, seed); })(placeholders);
+    const StagedGraph staged =
+        stage([seed](std::vector<Tensor> xs) { return random_program(xs, seed); })(placeholders);
     CompiledCallable compiled(staged, {});
     const std::vector<Tensor> got = compiled.run(inputs);
     const std::vector<Tensor> want = reference_run(staged.graph(), inputs);
@@ -109,9 +114,11 @@ TEST(RandomGraphs, CompiledEqualsReference) {
       const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
       bool same = got[o].layout() == want[o].layout() && g.size() == w.size();
       for (std::size_t k = 0; same && k < g.size(); ++k)
-        same = std::fabs(g[k] - w[k]) <= 2e-5 * (1 + std::fabs(w[k])) || (std::isnan(g[k]) && std::isnan(w[k]));
+        same = std::fabs(g[k] - w[k]) <= 2e-5 * (1 + std::fabs(w[k])) ||
+               (std::isnan(g[k]) && std::isnan(w[k]));
       if (!same) {
-        ADD_FAILURE() << "random graph seed " << seed << ", output " << o << " differs from the reference:\n"
+        ADD_FAILURE() << "random graph seed " << seed << ", output " << o
+                      << " differs from the reference:\n"
                       << staged.str();
         return;
       }

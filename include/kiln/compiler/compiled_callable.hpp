@@ -29,6 +29,8 @@ namespace kiln {
 struct CompileOptions {
   /// The context to run on; a CPU context with every available core when empty.
   std::shared_ptr<DeviceContext> context{};
+  /// IR passes run before lowering (see `kiln/compiler/passes.hpp`); empty: none.
+  std::vector<std::string> passes = {"canonicalize", "fold", "cse", "dce"};
 };
 
 class CompiledCallable {
@@ -61,6 +63,8 @@ class CompiledCallable {
   std::vector<Tensor> execute_raw(const std::vector<Tensor>& inputs);
 
   const StagedGraph& staged() const;
+  /// The module after the passes: what was lowered.
+  const ir::Module& optimized() const;
 
   /// What compiling and calling did so far.
   struct Stats {

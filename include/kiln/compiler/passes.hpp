@@ -1,0 +1,29 @@
+#pragma once
+/// \file
+/// Passes over the graph IR: each takes a module and returns an equivalent one, so each
+/// can be tested alone (IR in, IR out) and shown with `kiln print --passes`.
+
+#include <string>
+#include <vector>
+
+#include "kiln/ir/graph.hpp"
+
+namespace kiln::passes {
+
+/// Removes ops none of whose results is used (every kiln op is pure).
+ir::Module dead_code_elimination(const ir::Module& module);
+/// Merges ops with the same name, operands, attributes and result types.
+ir::Module common_subexpression_elimination(const ir::Module& module);
+/// Evaluates ops whose operands are all constants (results up to 4096 elements) into
+/// constants.
+ir::Module fold_constants(const ir::Module& module);
+/// Simple algebra: x+0, x-0, x*1, x/1 (when the result has x's type), neg(neg(x)), casts to
+/// the same dtype, reshapes to the same shape and identity transposes become x.
+ir::Module canonicalize(const ir::Module& module);
+
+/// The pass names `run_passes` knows, in the default order: canonicalize, fold, cse, dce.
+std::vector<std::string> default_pipeline();
+/// Runs the named passes in order. \throws UserError for an unknown name, listing the known.
+ir::Module run_passes(const ir::Module& module, const std::vector<std::string>& names);
+
+}  // namespace kiln::passes

@@ -1,0 +1,226 @@
+// IR passes. Each rebuilds every graph op by op (the IR is append-only), mapping old values
+// to new ones; a pass decides per op whether to copy it, drop it, or replace its results.
+
+#include "kiln/compiler/passes.hpp"
+
+#include <functional>
+#include <map>
+
+#include "core/str.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::passes {
+namespace {
+
+using detail::cat;
+
+/// Copies graphs op by op. `decide(op, mapped_operands)` returns either replacement values
+/// for the op's results (the op is dropped) or nothing (the op is copied).
+using Decide = std::function<std::optional<std::vector<ir::Value>>(
+    const ir::OpView& op, const std::vector<ir::Value>& operands, ir::Graph& out)>;
+
+ir::Module rebuild(const ir::Module& module, const std::function<Decide(const ir::Graph&)>& make) {
+  ir::Module out(module.device());
+  for (std::size_t g = 0; g < module.num_graphs(); ++g) {
+    const ir::Graph& in = module.graph(g);
+    ir::Graph& graph = out.add_graph(in.name());
+    std::vector<ir::Value> map(in.num_values());
+    for (ir::Value a : in.arguments()) map[a.id] = graph.add_argument(in.type(a));
+    const Decide decide = make(in);
+    for (std::size_t i = 0; i < in.num_ops(); ++i) {
+      const ir::OpView op = in.op(i);
+      std::vector<ir::Value> operands;
+      for (ir::Value v : op.operands()) operands.push_back(map[v.id]);
+      if (auto replaced = decide(op, operands, graph)) {
+        for (std::size_t r = 0; r < replaced->size(); ++r) map[op.result(r).id] = (*replaced)[r];
+        continue;
+      }
+      std::vector<ir::TensorType> types;
+      for (std::size_t r = 0; r < op.num_results(); ++r) types.push_back(in.type(op.result(r)));
+      const ir::OpView copy =
+          graph.add_op_typed(op.def(), operands, {op.attributes().begin(), op.attributes().end()},
+                             std::move(types), op.location());
+      for (std::size_t r = 0; r < op.num_results(); ++r) map[op.result(r).id] = copy.result(r);
+    }
+    std::vector<ir::Value> results;
+    for (ir::Value v : in.results()) results.push_back(map[v.id]);
+    graph.set_results(std::move(results));
+  }
+  out.set_entry(module.entry().name());
+  return out;
+}
+
+/// The value of every element of a constant op when they are all equal.
+std::optional<double> splat_value(const ir::Graph& g, ir::Value v) {
+  const std::int64_t p = g.producer(v);
+  if (p < 0 || g.op(static_cast<std::size_t>(p)).name() != "kiln.constant") return std::nullopt;
+  const ir::DenseData& d = g.op(static_cast<std::size_t>(p)).find("value")->as_dense();
+  const std::vector<double> values =
+      Tensor::from_bytes(d.dtype, d.shape, Device::cpu(), d.bytes.data(), d.bytes.size())
+          .to_doubles();
+  if (values.empty()) return std::nullopt;
+  for (double x : values)
+    if (x != values.front()) return std::nullopt;
+  return values.front();
+}
+
+}  // namespace
+
+ir::Module dead_code_elimination(const ir::Module& module) {
+  return rebuild(module, [](const ir::Graph& g) -> Decide {
+    // Mark what the results need, walking the ops backwards.
+    auto live = std::make_shared<std::vector<bool>>(g.num_values(), false);
+    for (ir::Value v : g.results()) (*live)[v.id] = true;
+    auto keep = std::make_shared<std::vector<bool>>(g.num_ops(), false);
+    for (std::size_t i = g.num_ops(); i-- > 0;) {
+      const ir::OpView op = g.op(i);
+      for (std::size_t r = 0; r < op.num_results(); ++r)
+        if ((*live)[op.result(r).id]) (*keep)[i] = true;
+      if ((*keep)[i])
+        for (ir::Value v : op.operands()) (*live)[v.id] = true;
+    }
+    return [keep](const ir::OpView& op, const std::vector<ir::Value>&,
+                  ir::Graph&) -> std::optional<std::vector<ir::Value>> {
+      if ((*keep)[op.index()]) return std::nullopt;
+      return std::vector<ir::Value>(op.num_results());  // unused: any value will do
+    };
+  });
+}
+
+ir::Module common_subexpression_elimination(const ir::Module& module) {
+  return rebuild(module, [&](const ir::Graph& g) -> Decide {
+    struct Seen {
+      std::vector<ir::NamedAttribute> attributes;
+      std::vector<ir::TensorType> types;
+      std::vector<ir::Value> results;
+    };
+    auto seen = std::make_shared<
+        std::map<std::pair<std::string, std::vector<std::uint32_t>>, std::vector<Seen>>>();
+    return [seen, &g](const ir::OpView& op, const std::vector<ir::Value>& operands,
+                      ir::Graph& out) -> std::optional<std::vector<ir::Value>> {
+      std::vector<std::uint32_t> ids;
+      for (ir::Value v : operands) ids.push_back(v.id);
+      std::vector<ir::TensorType> types;
+      for (std::size_t r = 0; r < op.num_results(); ++r) types.push_back(g.type(op.result(r)));
+      const std::vector<ir::NamedAttribute> attributes(op.attributes().begin(),
+                                                       op.attributes().end());
+      auto& bucket = (*seen)[{op.name(), ids}];
+      for (const Seen& s : bucket)
+        if (s.attributes == attributes && s.types == types) return s.results;
+      // First of its kind: copy it here so later duplicates can point at it.
+      const ir::OpView copy =
+          out.add_op_typed(op.def(), operands, attributes, types, op.location());
+      std::vector<ir::Value> results;
+      for (std::size_t r = 0; r < copy.num_results(); ++r) results.push_back(copy.result(r));
+      bucket.push_back({attributes, types, results});
+      return results;
+    };
+  });
+}
+
+ir::Module fold_constants(const ir::Module& module) {
+  return rebuild(module, [](const ir::Graph& g) -> Decide {
+    return [&g](const ir::OpView& op, const std::vector<ir::Value>& operands,
+                ir::Graph& out) -> std::optional<std::vector<ir::Value>> {
+      if (op.def().infer == nullptr || op.operands().empty() || op.num_results() != 1)
+        return std::nullopt;
+      const ir::TensorType& type = g.type(op.result(0));
+      if (!type.shape.is_static() || type.shape.num_elements() > 4096) return std::nullopt;
+      for (ir::Value v : operands) {
+        const std::int64_t p = out.producer(v);
+        if (p < 0 || out.op(static_cast<std::size_t>(p)).name() != "kiln.constant")
+          return std::nullopt;
+      }
+      // Evaluate the op alone with the reference interpreter.
+      ir::Module tiny(type.device);
+      ir::Graph& t = tiny.add_graph("fold");
+      std::vector<ir::Value> args;
+      for (ir::Value v : operands) {
+        const ir::OpView c = out.op(static_cast<std::size_t>(out.producer(v)));
+        args.push_back(t.add_op_typed(c.def(), {}, {c.attributes().begin(), c.attributes().end()},
+                                      {out.type(v)})
+                           .result(0));
+      }
+      t.set_results(
+          {t.add_op_typed(op.def(), args, {op.attributes().begin(), op.attributes().end()}, {type})
+               .result(0)});
+      const Tensor value = reference_run(tiny, {}).at(0);
+      ir::DenseData dense{
+          type.dtype, type.shape,
+          std::string(reinterpret_cast<const char*>(value.bytes().data()), value.bytes().size())};
+      return std::vector<ir::Value>{out.add_op_typed(ir::lookup_op("kiln.constant"), {},
+                                                     {{"value", std::move(dense)}}, {type},
+                                                     op.location())
+                                        .result(0)};
+    };
+  });
+}
+
+ir::Module canonicalize(const ir::Module& module) {
+  return rebuild(module, [](const ir::Graph& g) -> Decide {
+    return [&g](const ir::OpView& op, const std::vector<ir::Value>& operands,
+                ir::Graph& out) -> std::optional<std::vector<ir::Value>> {
+      if (op.num_results() != 1) return std::nullopt;
+      const std::string& name = op.name();
+      const ir::TensorType& result = g.type(op.result(0));
+      const auto same_type = [&](ir::Value v) { return out.type(v) == result; };
+      const auto identity = [&](std::size_t keep, std::size_t other,
+                                double neutral) -> std::optional<std::vector<ir::Value>> {
+        const std::optional<double> c = splat_value(out, operands[other]);
+        if (c && *c == neutral && same_type(operands[keep]))
+          return std::vector<ir::Value>{operands[keep]};
+        return std::nullopt;
+      };
+      if (name == "kiln.add") {
+        if (auto r = identity(0, 1, 0)) return r;
+        return identity(1, 0, 0);
+      }
+      if (name == "kiln.mul") {
+        if (auto r = identity(0, 1, 1)) return r;
+        return identity(1, 0, 1);
+      }
+      if (name == "kiln.sub") return identity(0, 1, 0);
+      if (name == "kiln.div") return identity(0, 1, 1);
+      if (name == "kiln.neg") {
+        const std::int64_t p = out.producer(operands[0]);
+        if (p >= 0 && out.op(static_cast<std::size_t>(p)).name() == "kiln.neg")
+          return std::vector<ir::Value>{out.op(static_cast<std::size_t>(p)).operand(0)};
+        return std::nullopt;
+      }
+      if ((name == "kiln.cast" || name == "kiln.reshape" || name == "kiln.broadcast_to") &&
+          same_type(operands[0]))
+        return std::vector<ir::Value>{operands[0]};
+      if (name == "kiln.transpose") {
+        const std::vector<std::int64_t> perm = op.find("perm")->as_int_array();
+        for (std::size_t i = 0; i < perm.size(); ++i)
+          if (perm[i] != static_cast<std::int64_t>(i)) return std::nullopt;
+        return std::vector<ir::Value>{operands[0]};
+      }
+      return std::nullopt;
+    };
+  });
+}
+
+std::vector<std::string> default_pipeline() { return {"canonicalize", "fold", "cse", "dce"}; }
+
+ir::Module run_passes(const ir::Module& module, const std::vector<std::string>& names) {
+  static const std::map<std::string, ir::Module (*)(const ir::Module&)> kPasses = {
+      {"canonicalize", canonicalize},
+      {"fold", fold_constants},
+      {"cse", common_subexpression_elimination},
+      {"dce", dead_code_elimination}};
+  ir::Module current = module;
+  for (const std::string& name : names) {
+    auto it = kPasses.find(name);
+    if (it == kPasses.end()) {
+      std::vector<std::string> known;
+      for (const auto& [n, f] : kPasses) known.push_back(n);
+      throw UserError(cat("unknown pass '", name, "'; known passes: ", detail::join(known, ", ")));
+    }
+    current = it->second(current);
+  }
+  return current;
+}
+
+}  // namespace kiln::passes
