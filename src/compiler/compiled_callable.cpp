@@ -31,8 +31,9 @@ enum class StepKind { kernel, weight, constant, call };
 struct Step {
   StepKind kind = StepKind::kernel;
   Kernel kernel = nullptr;
-  const ir::Graph* callee = nullptr;  // calls
-  std::string prefix{};               // calls: kiln.prefix
+  std::shared_ptr<const compiler::FusedProgram> fused;  // kiln.fused
+  const ir::Graph* callee = nullptr;                    // calls
+  std::string prefix{};                                 // calls: kiln.prefix
 };
 
 struct Program {
@@ -170,6 +171,9 @@ struct CompiledCallable::Impl {
           step.kind = StepKind::weight;
         } else if (op.name() == "kiln.constant") {
           step.kind = StepKind::constant;
+        } else if (op.name() == "kiln.fused") {
+          step.kernel = compiler::run_fused;
+          step.fused = compiler::compile_fused(*module.find(op.find("callee")->as_symbol().name));
         } else if (const ir::Attribute* callee = op.find("callee")) {
           step.kind = StepKind::call;
           step.callee = module.find(callee->as_symbol().name);
@@ -291,6 +295,7 @@ struct CompiledCallable::Impl {
       Launch l;
       l.graph = &g;
       l.op = static_cast<std::uint32_t>(i);
+      l.fused = step.fused;
       plan.launches.push_back(std::move(l));
       plan.deps.emplace_back();
       std::vector<std::size_t> out;

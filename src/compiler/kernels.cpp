@@ -403,7 +403,111 @@ void norm(const Launch& l) {
   }
 }
 
+double round_to(DType d, double x) {  // what storing in d and loading back gives
+  alignas(8) std::byte buffer[8];
+  const View v{buffer, d, {}};
+  store(v, 0, x);
+  return load(v, 0);
+}
+
+struct Scalar {
+  double (*binary)(double, double, bool) = nullptr;
+  double (*unary)(double) = nullptr;
+  bool select = false;  // where
+  bool is_float = true;
+  std::uint32_t a = 0, b = 0, c = 0, result = 0;
+  DType dtype = DType::f32;
+};
+
+const std::unordered_map<std::string_view, double (*)(double, double, bool)>& binary_scalars() {
+  static const std::unordered_map<std::string_view, double (*)(double, double, bool)> t = {
+      {"kiln.add", add},  {"kiln.sub", sub},      {"kiln.mul", mul},      {"kiln.div", div},
+      {"kiln.pow", pow_}, {"kiln.maximum", max_}, {"kiln.minimum", min_}, {"kiln.eq", eq},
+      {"kiln.ne", ne},    {"kiln.lt", lt},        {"kiln.le", le},        {"kiln.gt", gt},
+      {"kiln.ge", ge}};
+  return t;
+}
+
+const std::unordered_map<std::string_view, double (*)(double)>& unary_scalars() {
+  static const std::unordered_map<std::string_view, double (*)(double)> t = {
+      {"kiln.neg", neg},    {"kiln.abs", abs_},        {"kiln.exp", exp_},
+      {"kiln.log", log_},   {"kiln.sqrt", sqrt_},      {"kiln.rsqrt", rsqrt},
+      {"kiln.tanh", tanh_}, {"kiln.sigmoid", sigmoid}, {"kiln.relu", relu},
+      {"kiln.silu", silu},  {"kiln.cast", identity}};
+  return t;
+}
+
 }  // namespace
+
+struct FusedProgram {
+  std::uint32_t num_values = 0;
+  std::vector<std::uint32_t> args;
+  std::vector<Scalar> ops;
+  std::uint32_t result = 0;
+};
+
+bool is_elementwise(std::string_view op) {
+  return binary_scalars().count(op) != 0 || unary_scalars().count(op) != 0 || op == "kiln.gelu" ||
+         op == "kiln.where";
+}
+
+std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
+  auto p = std::make_shared<FusedProgram>();
+  p->num_values = static_cast<std::uint32_t>(body.num_values());
+  for (ir::Value a : body.arguments()) p->args.push_back(a.id);
+  for (std::size_t i = 0; i < body.num_ops(); ++i) {
+    const ir::OpView op = body.op(i);
+    Scalar s;
+    s.result = op.result(0).id;
+    s.dtype = body.type(op.result(0)).dtype;
+    s.a = op.operand(0).id;
+    s.is_float = is_floating(body.type(op.operand(0)).dtype);
+    if (auto b = binary_scalars().find(op.name()); b != binary_scalars().end()) {
+      s.binary = b->second;
+      s.b = op.operand(1).id;
+    } else if (auto u = unary_scalars().find(op.name()); u != unary_scalars().end()) {
+      s.unary = u->second;
+    } else if (op.name() == "kiln.gelu") {
+      const ir::Attribute* mode = op.find("approximate");
+      s.unary = mode != nullptr && mode->as_string() == "tanh" ? gelu_tanh : gelu_erf;
+    } else if (op.name() == "kiln.where") {
+      s.select = true;
+      s.b = op.operand(1).id;
+      s.c = op.operand(2).id;
+    } else {
+      throw UserError(cat("kiln.fused body @", body.name(), " holds ", op.describe(),
+                          ", which is not elementwise"));
+    }
+    p->ops.push_back(s);
+  }
+  if (body.results().size() != 1)
+    throw UserError(cat("kiln.fused body @", body.name(), " must return one value"));
+  p->result = body.results()[0].id;
+  return p;
+}
+
+void run_fused(const Launch& l) {
+  const FusedProgram& p = *l.fused;
+  const View& o = l.out[0];
+  std::vector<Index> strides;
+  for (const View& v : l.in) strides.push_back(broadcast_strides(v.shape, o.shape));
+  std::vector<double> values(p.num_values);
+  for_each_element(o.shape, strides, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    for (std::size_t k = 0; k < p.args.size(); ++k) values[p.args[k]] = load(l.in[k], off[k]);
+    for (const Scalar& s : p.ops) {
+      double x;
+      if (s.binary != nullptr) {
+        x = s.binary(values[s.a], values[s.b], s.is_float);
+      } else if (s.unary != nullptr) {
+        x = s.unary(values[s.a]);
+      } else {
+        x = values[s.a] != 0 ? values[s.b] : values[s.c];
+      }
+      values[s.result] = round_to(s.dtype, x);  // as if stored between ops
+    }
+    store(o, i, values[p.result]);
+  });
+}
 
 Kernel find_kernel(std::string_view op) {
   static const std::unordered_map<std::string_view, Kernel> kernels = {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -26,19 +27,30 @@ struct View {
   Index shape;
 };
 
+struct FusedProgram;
+
 /// Everything a kernel needs for one launch.
 struct Launch {
   const ir::Graph* graph = nullptr;
   std::uint32_t op = 0;
   std::vector<View> in;
   std::vector<View> out;
+  std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
   ir::OpView view() const { return graph->op(op); }
 };
 
 using Kernel = void (*)(const Launch&);
 
-/// The kernel of \p op, or nullptr when there is none (weights, constants and calls are
-/// not kernels: the planner handles them).
+/// The kernel of \p op, or nullptr when there is none (weights, constants, calls and fused
+/// ops are not table kernels: the planner handles them).
 Kernel find_kernel(std::string_view op);
+
+/// Compiles the body of a `kiln.fused` op into scalar ops evaluated once per output
+/// element. \throws UserError if the body holds an op that is not elementwise.
+std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body);
+/// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
+void run_fused(const Launch& launch);
+/// True for the ops a fused body may contain.
+bool is_elementwise(std::string_view op);
 
 }  // namespace kiln::compiler

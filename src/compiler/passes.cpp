@@ -3,9 +3,11 @@
 
 #include "kiln/compiler/passes.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 
+#include "compiler/kernels.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
@@ -202,14 +204,118 @@ ir::Module canonicalize(const ir::Module& module) {
   });
 }
 
-std::vector<std::string> default_pipeline() { return {"canonicalize", "fold", "cse", "dce"}; }
+ir::Module fuse_elementwise(const ir::Module& module) {
+  ir::Module out(module.device());
+  // Bodies are added as they are made; the graphs being rebuilt keep their order first.
+  std::vector<std::pair<const ir::Graph*, ir::Graph*>> graphs;
+  for (std::size_t g = 0; g < module.num_graphs(); ++g)
+    graphs.emplace_back(&module.graph(g), &out.add_graph(module.graph(g).name()));
+  int next_body = 0;
+  for (auto [in, graph] : graphs) {
+    // Uses of every value (a graph result counts as a use outside any group).
+    std::vector<int> uses(in->num_values(), 0);
+    for (std::size_t i = 0; i < in->num_ops(); ++i)
+      for (ir::Value v : in->op(i).operands()) ++uses[v.id];
+    for (ir::Value v : in->results()) ++uses[v.id];
+    // Groups, grown from roots backwards.
+    std::vector<int> group(in->num_ops(), -1);
+    std::vector<std::vector<std::size_t>> groups;
+    for (std::size_t r = in->num_ops(); r-- > 0;) {
+      const ir::OpView root = in->op(r);
+      if (group[r] >= 0 || !compiler::is_elementwise(root.name())) continue;
+      const Shape& shape = in->type(root.result(0)).shape;
+      std::vector<std::size_t> members{r};
+      group[r] = static_cast<int>(groups.size());
+      for (std::size_t k = 0; k < members.size(); ++k)
+        for (ir::Value v : in->op(members[k]).operands()) {
+          const std::int64_t p = in->producer(v);
+          if (p < 0 || group[static_cast<std::size_t>(p)] >= 0) continue;
+          const ir::OpView prod = in->op(static_cast<std::size_t>(p));
+          if (!compiler::is_elementwise(prod.name()) || uses[v.id] != 1 ||
+              in->type(v).shape != shape)
+            continue;
+          group[static_cast<std::size_t>(p)] = group[r];
+          members.push_back(static_cast<std::size_t>(p));
+        }
+      if (members.size() < 2) {
+        group[r] = -1;
+        continue;
+      }
+      std::sort(members.begin(), members.end());
+      groups.push_back(std::move(members));
+    }
+    // Rebuild: a group's root becomes one kiln.fused op, its other members disappear.
+    std::vector<ir::Value> map(in->num_values());
+    for (ir::Value a : in->arguments()) map[a.id] = graph->add_argument(in->type(a));
+    for (std::size_t i = 0; i < in->num_ops(); ++i) {
+      const ir::OpView op = in->op(i);
+      const int gi = group[i];
+      if (gi >= 0 && groups[static_cast<std::size_t>(gi)].back() != i) continue;  // inside the body
+      if (gi < 0) {
+        std::vector<ir::Value> operands;
+        for (ir::Value v : op.operands()) operands.push_back(map[v.id]);
+        std::vector<ir::TensorType> types;
+        for (std::size_t r = 0; r < op.num_results(); ++r) types.push_back(in->type(op.result(r)));
+        const ir::OpView copy = graph->add_op_typed(
+            op.def(), operands, {op.attributes().begin(), op.attributes().end()}, std::move(types),
+            op.location());
+        for (std::size_t r = 0; r < op.num_results(); ++r) map[op.result(r).id] = copy.result(r);
+        continue;
+      }
+      // Outline the group into a body graph.
+      const std::vector<std::size_t>& members = groups[static_cast<std::size_t>(gi)];
+      std::string name;
+      do name = cat("fused_", next_body++);
+      while (module.find(name) != nullptr || out.find(name) != nullptr);
+      ir::Graph& body = out.add_graph(name);
+      std::vector<ir::Value> inner(in->num_values());
+      std::vector<bool> bound(in->num_values(), false);
+      std::vector<ir::Value> externals;
+      for (std::size_t m : members) {
+        const ir::OpView member = in->op(m);
+        std::vector<ir::Value> operands;
+        for (ir::Value v : member.operands()) {
+          const std::int64_t p = in->producer(v);
+          const bool internal = p >= 0 && group[static_cast<std::size_t>(p)] == gi;
+          if (!internal && !bound[v.id]) {
+            inner[v.id] = body.add_argument(in->type(v));
+            bound[v.id] = true;
+            externals.push_back(map[v.id]);
+          }
+          operands.push_back(inner[v.id]);
+        }
+        inner[member.result(0).id] =
+            body.add_op_typed(member.def(), operands,
+                              {member.attributes().begin(), member.attributes().end()},
+                              {in->type(member.result(0))}, member.location())
+                .result(0);
+      }
+      body.set_results({inner[op.result(0).id]});
+      map[op.result(0).id] = graph
+                                 ->add_op_typed(ir::lookup_op("kiln.fused"), externals,
+                                                {{"callee", ir::SymbolRef{name}}},
+                                                {in->type(op.result(0))}, op.location())
+                                 .result(0);
+    }
+    std::vector<ir::Value> results;
+    for (ir::Value v : in->results()) results.push_back(map[v.id]);
+    graph->set_results(std::move(results));
+  }
+  out.set_entry(module.entry().name());
+  return out;
+}
+
+std::vector<std::string> default_pipeline() {
+  return {"canonicalize", "fold", "cse", "dce", "fuse"};
+}
 
 ir::Module run_passes(const ir::Module& module, const std::vector<std::string>& names) {
   static const std::map<std::string, ir::Module (*)(const ir::Module&)> kPasses = {
       {"canonicalize", canonicalize},
       {"fold", fold_constants},
       {"cse", common_subexpression_elimination},
-      {"dce", dead_code_elimination}};
+      {"dce", dead_code_elimination},
+      {"fuse", fuse_elementwise}};
   ir::Module current = module;
   for (const std::string& name : names) {
     auto it = kPasses.find(name);

@@ -545,6 +545,12 @@ const std::unordered_map<std::string, Evaluator>& table() {
       for (const Dim& dim : w.shape().dims()) shape.push_back(dim.size());
       return std::vector<Array>{{w.dtype(), shape, w.to_doubles()}};
     };
+    m["kiln.fused"] = [](const OpArgs& a) {  // the body, as an ordinary graph
+      const ir::Graph& body = *a.ctx.module.find(a.attr("callee").as_symbol().name);
+      std::vector<Array> args;
+      for (const Array* x : a.in) args.push_back(*x);
+      return run_graph(a.ctx, body, std::move(args), a.prefix);
+    };
     m["func.call"] = [](const OpArgs& a) {
       const ir::Graph& callee = *a.ctx.module.find(a.attr("callee").as_symbol().name);
       std::string prefix = a.prefix;

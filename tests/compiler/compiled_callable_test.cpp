@@ -9,6 +9,7 @@
 #include "../error_matchers.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/ir/text.hpp"
 #include "kiln/stage/nn.hpp"
 
 namespace kiln {
@@ -202,7 +203,10 @@ TEST(CompiledCallable, ATransformerMatchesTheReferenceAndReplaysItsGraph) {
       weights.emplace("layers." + std::to_string(i) + "." + name,
                       Tensor::random(f32(shape), seed++, -0.3, 0.3));
   CompiledCallable compiled(staged, weights);
-  EXPECT_EQ(compiled.stats().bodies_compiled, 2u);  // @main and @block, once each
+  // Every graph of the optimized module once (@main, @block, fused bodies), whatever the
+  // number of call sites.
+  EXPECT_EQ(compiled.stats().bodies_compiled, compiled.optimized().num_graphs());
+  EXPECT_GT(ir::print(compiled.optimized()).find("kiln.fused"), 0u);
   for (std::int64_t batch : {1, 3}) {
     const std::vector<Tensor> in = inputs_for(staged, 7, {{"batch", batch}, {"seq", 5}});
     expect_close(compiled(in[0]), reference_run(staged.graph(), in, weights), "transformer");
@@ -242,6 +246,26 @@ TEST(CompiledCallable, CallTimeChecksNameTheLeaf) {
                         UserError, "input leaf '0.0' has 3 at axis 1 where the staged graph has 2");
   KILN_EXPECT_THROW_MSG(compiled(std::tuple<Tensor, int>{a, 3}, Tensor::zeros(f32({5, 2}))),
                         UserError, "dim 'n' is 4 at 0.0 axis 0 but 5 at input leaf '1' axis 0");
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledCallable, SubgraphBodiesCompileOnceWhateverTheCallSites) {
+  const auto count_bodies = [](int layers) {
+    const auto layer = [](Tensor x) { return relu(x * 2.0 + 1.0) - x; };
+    const auto model = [&](Tensor x) {
+      for (int i = 0; i < layers; ++i) x = as_subgraph(layer, {.name = "layer"})(x);
+      return x;
+    };
+    CompiledCallable compiled(stage(model)(f32({8})), {});
+    (void)compiled.run({Tensor::random(f32({8}), 1)});
+    return compiled.stats().bodies_compiled;
+  };
+  EXPECT_EQ(count_bodies(2), count_bodies(16));
 }
 
 }  // namespace

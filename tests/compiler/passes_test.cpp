@@ -112,3 +112,26 @@ TEST(Passes, PipelineByNameAndUnknownNames) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Passes, ElementwiseTreesAreFusedIntoOneOp) {
+  const StagedGraph s = stage([](Tensor x, Tensor b) {
+    const Tensor y = tanh(x * 2.0 + b);  // b broadcasts into the tree
+    const Tensor shared = exp(y);        // used twice: a root of its own
+    return sum(shared, {1}, true) + sigmoid(shared - 1.0);
+  })(f32({3, 4}), f32({4}));
+  const ir::Module out = passes::fuse_elementwise(s.graph());
+  const std::string text = ir::print(out);
+  EXPECT_TRUE(ir::verify(out).empty()) << text;
+  // exp(tanh(x * 2 + b)) is one kernel; sum(...) + sigmoid(shared - 1) another.
+  EXPECT_EQ(count(text, "\"kiln.fused\""), 2u) << text;
+  EXPECT_THAT(text, HasSubstr("func.func private @fused_"));
+  EXPECT_EQ(count(text, "\"kiln.reduce_sum\""), 1u) << text;  // reductions stay
+  expect_same_results(s.graph(), out);
+  EXPECT_EQ(ir::print(ir::parse_module(text)), text);
+}
+
+}  // namespace
+}  // namespace kiln

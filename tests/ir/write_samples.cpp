@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kiln/compiler/passes.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
@@ -44,6 +45,9 @@ int main(int argc, char** argv) try {
   auto modules = kiln::ir::testing::sample_modules();
   modules.emplace_back("staged_transformer", staged_transformer(true));
   modules.emplace_back("staged_transformer_inlined", staged_transformer(false));
+  modules.emplace_back(
+      "optimized_transformer",
+      kiln::passes::run_passes(staged_transformer(true), kiln::passes::default_pipeline()));
   for (const auto& [name, module] : modules) {
     std::ofstream out(folder / (name + ".mlir"));
     out << kiln::ir::print(module);

@@ -30,7 +30,7 @@ struct CompileOptions {
   /// The context to run on; a CPU context with every available core when empty.
   std::shared_ptr<DeviceContext> context{};
   /// IR passes run before lowering (see `kiln/compiler/passes.hpp`); empty: none.
-  std::vector<std::string> passes = {"canonicalize", "fold", "cse", "dce"};
+  std::vector<std::string> passes = {"canonicalize", "fold", "cse", "dce", "fuse"};
 };
 
 class CompiledCallable {

@@ -21,7 +21,13 @@ ir::Module fold_constants(const ir::Module& module);
 /// the same dtype, reshapes to the same shape and identity transposes become x.
 ir::Module canonicalize(const ir::Module& module);
 
-/// The pass names `run_passes` knows, in the default order: canonicalize, fold, cse, dce.
+/// Outlines trees of elementwise ops (a root and the elementwise producers used only by
+/// it, all of the root's shape; inputs may broadcast) into a body graph `@fused_N`, called
+/// by one `kiln.fused` op that the compiler runs as a single kernel.
+ir::Module fuse_elementwise(const ir::Module& module);
+
+/// The pass names `run_passes` knows, in the default order: canonicalize, fold, cse, dce,
+/// fuse.
 std::vector<std::string> default_pipeline();
 /// Runs the named passes in order. \throws UserError for an unknown name, listing the known.
 ir::Module run_passes(const ir::Module& module, const std::vector<std::string>& names);

@@ -312,6 +312,10 @@ void register_structural_ops(OpRegistry& r) {
                       {{"value", Kind::dense}});
   constant.verify = verify_constant;
   r.add(std::move(constant));
+  // Elementwise ops fused into one kernel: the body is a graph of the module; operands
+  // broadcast to the result like the body's ops do. Checked like a call by the verifier.
+  r.add(op("kiln.fused", "elementwise ops fused into one kernel; callee is their body", 1, -1,
+           nullptr, {{"callee", Kind::symbol}}));
   // Calls are checked against their callee by the verifier (it sees the module).
   r.add(op("func.call", "calls a subgraph; kiln.prefix prefixes its weight names", 0, -1, nullptr,
            {{"callee", Kind::symbol}, {"kiln.prefix", Kind::string, false}}));
