@@ -130,6 +130,20 @@ template <double (*F)(double, double, bool)>
 void binary(const Launch& l) {
   const View &a = l.in[0], &b = l.in[1], &o = l.out[0];
   const bool is_float = is_floating(a.dtype);
+  if (a.dtype == DType::f32 && o.dtype == DType::f32 && b.dtype == DType::f32) {
+    // f32 with one operand of the output's shape and the other the same or a scalar.
+    const std::int64_t n = elements(o.shape), na = elements(a.shape), nb = elements(b.shape);
+    if ((na == n || na == 1) && (nb == n || nb == 1) &&
+        (a.shape == o.shape || b.shape == o.shape)) {
+      const auto* ap = reinterpret_cast<const float*>(a.data);
+      const auto* bp = reinterpret_cast<const float*>(b.data);
+      auto* op = reinterpret_cast<float*>(o.data);
+      const std::int64_t sa = na == 1 ? 0 : 1, sb = nb == 1 ? 0 : 1;
+      for (std::int64_t i = 0; i < n; ++i)
+        op[i] = static_cast<float>(F(ap[i * sa], bp[i * sb], true));
+      return;
+    }
+  }
   for_each_element(o.shape,
                    {broadcast_strides(a.shape, o.shape), broadcast_strides(b.shape, o.shape)},
                    [&](std::int64_t i, const std::vector<std::int64_t>& off) {
@@ -282,9 +296,41 @@ void gather(const Launch& l) {
 
 // ---- linear algebra, reductions, normalisation ---------------------------------------------
 
+// f32 fast path: row-major loops the compiler vectorises (i-p-j order, float accumulators).
+void matmul_f32(const float* a, const float* b, float* o, std::int64_t m, std::int64_t k,
+                std::int64_t n) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    float* row = o + i * n;
+    std::fill(row, row + n, 0.0f);
+    for (std::int64_t p = 0; p < k; ++p) {
+      const float av = a[i * k + p];
+      const float* brow = b + p * n;
+      for (std::int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+    }
+  }
+}
+
 void matmul(const Launch& l) {
   View a = l.in[0], b = l.in[1];
   const View& o = l.out[0];
+  if (a.dtype == DType::f32 && b.dtype == DType::f32 && o.dtype == DType::f32) {
+    if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
+    if (b.shape.size() == 1) b.shape.push_back(1);
+    const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+    Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
+                                                                   (l.in[1].shape.size() > 1)));
+    const Index abatch(a.shape.begin(), a.shape.end() - 2),
+        bbatch(b.shape.begin(), b.shape.end() - 2);
+    const auto* ap = reinterpret_cast<const float*>(a.data);
+    const auto* bp = reinterpret_cast<const float*>(b.data);
+    auto* op = reinterpret_cast<float*>(o.data);
+    for_each_element(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch)},
+                     [&](std::int64_t bi, const std::vector<std::int64_t>& off) {
+                       matmul_f32(ap + off[0] * m * k, bp + off[1] * k * n, op + bi * m * n, m, k,
+                                  n);
+                     });
+    return;
+  }
   if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
   if (b.shape.size() == 1) b.shape.push_back(1);
   const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
