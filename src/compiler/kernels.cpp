@@ -17,66 +17,11 @@ using kiln::detail::cat;
 // ---- elements ------------------------------------------------------------------------------
 
 double load(const View& v, std::int64_t i) {
-  const std::byte* p = v.data + static_cast<std::size_t>(i) * size_of(v.dtype);
-  const auto get = [p](auto x) {
-    std::memcpy(&x, p, sizeof x);
-    return x;
-  };
-  switch (v.dtype) {
-    case DType::f32:
-      return get(float{});
-    case DType::f64:
-      return get(double{});
-    case DType::f16:
-      return static_cast<float>(get(Half{}));
-    case DType::bf16:
-      return static_cast<float>(get(BFloat16{}));
-    case DType::i8:
-      return get(std::int8_t{});
-    case DType::u8:
-      return get(std::uint8_t{});
-    case DType::i32:
-      return get(std::int32_t{});
-    case DType::i64:
-      return static_cast<double>(get(std::int64_t{}));
-    case DType::bool_:
-      return get(std::uint8_t{}) != 0 ? 1 : 0;
-  }
-  return 0;
-}
-
-template <class I>
-I saturate(double x) {
-  if (std::isnan(x)) return 0;
-  x = std::trunc(x);
-  if (x <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
-  if (x >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
-  return static_cast<I>(x);
+  return load_as_double(v.dtype, v.data + static_cast<std::size_t>(i) * size_of(v.dtype));
 }
 
 void store(const View& v, std::int64_t i, double x) {
-  std::byte* p = v.data + static_cast<std::size_t>(i) * size_of(v.dtype);
-  const auto put = [p](auto value) { std::memcpy(p, &value, sizeof value); };
-  switch (v.dtype) {
-    case DType::f32:
-      return put(static_cast<float>(x));
-    case DType::f64:
-      return put(x);
-    case DType::f16:
-      return put(Half(static_cast<float>(x)));
-    case DType::bf16:
-      return put(BFloat16(static_cast<float>(x)));
-    case DType::i8:
-      return put(saturate<std::int8_t>(x));
-    case DType::u8:
-      return put(saturate<std::uint8_t>(x));
-    case DType::i32:
-      return put(saturate<std::int32_t>(x));
-    case DType::i64:
-      return put(saturate<std::int64_t>(x));
-    case DType::bool_:
-      return put(static_cast<std::uint8_t>(x != 0));
-  }
+  store_from_double(v.dtype, x, v.data + static_cast<std::size_t>(i) * size_of(v.dtype));
 }
 
 // ---- indexing ------------------------------------------------------------------------------

@@ -109,7 +109,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   }
   if (!header.is_object()) impl->fail("its header is not a JSON object");
   std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-  for (const auto& [name, value] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name =
+        item.key();  // (not a structured binding: clang 14 cannot capture one)
+    const Json& value = item.value();
     if (name == "__metadata__") {
       if (!value.is_object()) impl->fail("__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {

@@ -2,7 +2,9 @@
 
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <ostream>
 
 #include "core/str.hpp"
@@ -47,6 +49,69 @@ constexpr Alias kAliases[] = {
 }  // namespace
 
 std::size_t size_of(DType dtype) noexcept { return info(dtype).size; }
+
+double load_as_double(DType dtype, const void* element) noexcept {
+  const auto get = [element](auto x) {
+    std::memcpy(&x, element, sizeof x);
+    return x;
+  };
+  switch (dtype) {
+    case DType::f32:
+      return get(float{});
+    case DType::f64:
+      return get(double{});
+    case DType::f16:
+      return static_cast<float>(get(Half{}));
+    case DType::bf16:
+      return static_cast<float>(get(BFloat16{}));
+    case DType::i8:
+      return get(std::int8_t{});
+    case DType::u8:
+      return get(std::uint8_t{});
+    case DType::i32:
+      return get(std::int32_t{});
+    case DType::i64:
+      return static_cast<double>(get(std::int64_t{}));
+    case DType::bool_:
+      return get(std::uint8_t{}) != 0 ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+namespace {
+template <class I>
+I saturate(double x) noexcept {
+  if (std::isnan(x)) return 0;
+  x = std::trunc(x);
+  if (x <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (x >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(x);
+}
+}  // namespace
+
+void store_from_double(DType dtype, double value, void* element) noexcept {
+  const auto put = [element](auto x) { std::memcpy(element, &x, sizeof x); };
+  switch (dtype) {
+    case DType::f32:
+      return put(static_cast<float>(value));
+    case DType::f64:
+      return put(value);
+    case DType::f16:
+      return put(Half(static_cast<float>(value)));
+    case DType::bf16:
+      return put(BFloat16(static_cast<float>(value)));
+    case DType::i8:
+      return put(saturate<std::int8_t>(value));
+    case DType::u8:
+      return put(saturate<std::uint8_t>(value));
+    case DType::i32:
+      return put(saturate<std::int32_t>(value));
+    case DType::i64:
+      return put(saturate<std::int64_t>(value));
+    case DType::bool_:
+      return put(static_cast<std::uint8_t>(value != 0));
+  }
+}
 std::string_view name(DType dtype) noexcept { return info(dtype).name; }
 bool is_floating(DType dtype) noexcept { return info(dtype).floating; }
 bool is_integer(DType dtype) noexcept { return info(dtype).integer; }

@@ -30,57 +30,8 @@ Tensor Tensor::traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
 }
 
 namespace {
-double load(DType dtype, const char* in) {
-  const auto get = [&](auto x) {
-    std::memcpy(&x, in, sizeof x);
-    return x;
-  };
-  switch (dtype) {
-    case DType::f32:
-      return get(float{});
-    case DType::f64:
-      return get(double{});
-    case DType::f16:
-      return static_cast<float>(get(Half{}));
-    case DType::bf16:
-      return static_cast<float>(get(BFloat16{}));
-    case DType::i8:
-      return get(std::int8_t{});
-    case DType::u8:
-      return get(std::uint8_t{});
-    case DType::i32:
-      return get(std::int32_t{});
-    case DType::i64:
-      return static_cast<double>(get(std::int64_t{}));
-    case DType::bool_:
-      return get(std::uint8_t{}) != 0 ? 1.0 : 0.0;
-  }
-  return 0;
-}
-
-void store(DType dtype, double v, char* out) {
-  const auto put = [&](auto x) { std::memcpy(out, &x, sizeof x); };
-  switch (dtype) {
-    case DType::f32:
-      return put(static_cast<float>(v));
-    case DType::f64:
-      return put(v);
-    case DType::f16:
-      return put(Half(static_cast<float>(v)));
-    case DType::bf16:
-      return put(BFloat16(static_cast<float>(v)));
-    case DType::i8:
-      return put(static_cast<std::int8_t>(v));
-    case DType::u8:
-      return put(static_cast<std::uint8_t>(v));
-    case DType::i32:
-      return put(static_cast<std::int32_t>(v));
-    case DType::i64:
-      return put(static_cast<std::int64_t>(v));
-    case DType::bool_:
-      return put(static_cast<std::uint8_t>(v != 0));
-  }
-}
+double load(DType dtype, const char* in) { return load_as_double(dtype, in); }
+void store(DType dtype, double v, char* out) { store_from_double(dtype, v, out); }
 }  // namespace
 
 Tensor Tensor::constant(std::span<const double> values, Shape shape, DType dtype, Device device) {

@@ -82,3 +82,28 @@ TEST(BFloat16, RoundsToNearestEven) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(DTypeElements, StoreRoundsSaturatesAndLoadReadsBack) {
+  unsigned char buffer[8];
+  const auto round_trip = [&](DType d, double v) {
+    store_from_double(d, v, buffer);
+    return load_as_double(d, buffer);
+  };
+  EXPECT_EQ(round_trip(DType::f32, 0.1), static_cast<double>(0.1f));
+  EXPECT_EQ(round_trip(DType::f64, 0.1), 0.1);
+  EXPECT_EQ(round_trip(DType::f16, 1.0 / 3), 0.333251953125);
+  EXPECT_EQ(round_trip(DType::bf16, 1.0 / 3), 0.333984375);
+  EXPECT_EQ(round_trip(DType::i8, 300), 127);
+  EXPECT_EQ(round_trip(DType::i8, -2.7), -2);
+  EXPECT_EQ(round_trip(DType::u8, -1), 0);
+  EXPECT_EQ(round_trip(DType::i32, 1e12), 2147483647);
+  EXPECT_EQ(round_trip(DType::i64, std::nan("")), 0);
+  EXPECT_EQ(round_trip(DType::bool_, -0.5), 1);
+  EXPECT_EQ(round_trip(DType::bool_, 0), 0);
+}
+
+}  // namespace
+}  // namespace kiln

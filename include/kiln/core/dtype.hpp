@@ -20,6 +20,13 @@ inline constexpr DType kAllDTypes[] = {DType::f32, DType::f16, DType::bf16, DTyp
 
 /// Size of one element in bytes.
 std::size_t size_of(DType dtype) noexcept;
+
+/// The element stored at \p element (little-endian, of \p dtype) as a double.
+double load_as_double(DType dtype, const void* element) noexcept;
+/// Stores \p value as one element of \p dtype at \p element: floats round to nearest,
+/// integers truncate toward zero and saturate at their range (NaN becomes 0), bool is
+/// `value != 0`.
+void store_from_double(DType dtype, double value, void* element) noexcept;
 /// Canonical name: "f32", "f16", "bf16", "f64", "i8", "u8", "i32", "i64", "bool".
 std::string_view name(DType dtype) noexcept;
 /// True for f32, f16, bf16, f64.
