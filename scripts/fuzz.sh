@@ -9,12 +9,15 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 seconds="${1:-60}"
 
+# Seeds: printed sample modules, written by the release build's tool.
+cmake --preset release >/dev/null
+cmake --build --preset release --target ir_write_samples
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+cmake --build --preset fuzz --target fuzz_ir_parser  # only what the fuzzer links
 corpus=build/fuzz/corpus
 rm -rf "$corpus/seeds"
 mkdir -p "$corpus/found"
-build/fuzz/fuzz/ir_write_samples "$corpus/seeds"
+build/release/tests/ir_write_samples "$corpus/seeds"
 echo "=== fuzzing the IR parser for ${seconds} s ==="
 cd build/fuzz
 ./fuzz/fuzz_ir_parser -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
