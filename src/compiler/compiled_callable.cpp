@@ -54,9 +54,16 @@ struct Storage {
   std::vector<std::size_t> readers;
 };
 
+/// Which storage a launch reads and writes, and its kernel.
+struct LaunchIo {
+  std::vector<std::size_t> in, out;
+  Kernel kernel;
+};
+
 struct Plan {
   std::vector<Storage> storage;
   std::vector<Launch> launches;
+  std::vector<LaunchIo> io;                    // per launch
   std::vector<std::vector<std::size_t>> deps;  // per launch
   std::vector<std::size_t> inputs;             // storage of the entry arguments
   std::vector<std::size_t> outputs;            // storage of the entry results
@@ -120,6 +127,11 @@ std::string shape_key(const std::vector<Tensor>& inputs) {
   return key;
 }
 
+/// `a.b`, or whichever is not empty.
+std::string join_prefix(const std::string& a, const std::string& b) {
+  return a.empty() ? b : b.empty() ? a : a + "." + b;
+}
+
 }  // namespace
 
 /// Calls \p f(full_name, op, graph) for every weight op reachable from \p g.
@@ -129,20 +141,19 @@ void for_each_weight(const ir::Module& module, const ir::Graph& g, const std::st
   for (std::size_t i = 0; i < g.num_ops(); ++i) {
     const ir::OpView op = g.op(i);
     if (op.name() == "kiln.weight") {
-      const std::string& name = op.find("name")->as_string();
-      f(prefix.empty() ? name : prefix + "." + name, op, g);
+      f(join_prefix(prefix, op.find("name")->as_string()), op, g);
     } else if (const ir::Attribute* callee = op.find("callee")) {
-      std::string sub = prefix;
-      if (const ir::Attribute* p = op.find("kiln.prefix"))
-        sub = prefix.empty() ? p->as_string() : prefix + "." + p->as_string();
-      for_each_weight(module, *module.find(callee->as_symbol().name), sub, f);
+      const ir::Attribute* p = op.find("kiln.prefix");
+      for_each_weight(module, *module.find(callee->as_symbol().name),
+                      join_prefix(prefix, p != nullptr ? p->as_string() : ""), f);
     }
   }
 }
 
 struct CompiledCallable::Impl {
   StagedGraph staged;
-  ir::Module module;  // after the passes
+  std::vector<std::string> input_paths;  // leaf paths of the inputs, for call-time messages
+  ir::Module module;                     // after the passes
   std::map<std::string, Tensor> weights;
   std::shared_ptr<DeviceContext> ctx;
   std::map<const ir::Graph*, Program> programs;
@@ -153,6 +164,7 @@ struct CompiledCallable::Impl {
 
   Impl(const StagedGraph& s, std::map<std::string, Tensor> w, CompileOptions options)
       : staged(s),
+        input_paths(s.in_tree().leaf_paths()),
         module(passes::run_passes(s.graph(), options.passes)),
         weights(std::move(w)),
         ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
@@ -218,10 +230,6 @@ struct CompiledCallable::Impl {
     if (!problems.empty())
       throw UserError(cat("CompiledCallable: ", problems.size(), " weight problem",
                           problems.size() == 1 ? "" : "s", ": ", detail::join(problems, "; ")));
-  }
-
-  static std::string join_prefix(const std::string& a, const std::string& b) {
-    return a.empty() ? b : b.empty() ? a : a + "." + b;
   }
 
   // ---- planning ----------------------------------------------------------------------------
@@ -307,18 +315,12 @@ struct CompiledCallable::Impl {
         out.push_back(s);
       }
       for (std::size_t s : in) plan.storage[s].readers.push_back(launch);
-      launch_io_.push_back({in, out, step.kernel});
+      plan.io.push_back({in, out, step.kernel});
     }
     std::vector<std::size_t> results;
     for (ir::Value v : g.results()) results.push_back(where[v.id]);
     return results;
   }
-
-  struct LaunchIo {
-    std::vector<std::size_t> in, out;
-    Kernel kernel;
-  };
-  std::vector<LaunchIo> launch_io_;  // scratch of the plan being made
 
   // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
   void assign_memory(Plan& plan) {
@@ -345,7 +347,7 @@ struct CompiledCallable::Impl {
     for (std::size_t s : plan.inputs)
       if (!keep[s] && !plan.storage[s].readers.empty()) free_after[last_use[s]].push_back(s);
     for (std::size_t i = 0; i < n; ++i) {
-      const LaunchIo& io = launch_io_[i];
+      const LaunchIo& io = plan.io[i];
       for (std::size_t s : io.out) {
         const std::size_t first_new = history.size();
         place(s);
@@ -383,7 +385,7 @@ struct CompiledCallable::Impl {
         [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
     for (std::size_t i = 0; i < n; ++i) {
       Launch& l = plan.launches[i];
-      const LaunchIo& io = launch_io_[i];
+      const LaunchIo& io = plan.io[i];
       for (std::size_t s : io.in)
         l.in.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape});
       for (std::size_t s : io.out)
@@ -392,15 +394,13 @@ struct CompiledCallable::Impl {
   }
 
   void record(Plan& plan) {
-    std::vector<Kernel> kernels;
-    for (const LaunchIo& io : launch_io_) kernels.push_back(io.kernel);
     plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
       std::vector<DeviceGraphNode> nodes;
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
         std::vector<DeviceGraphNode> deps;
         for (std::size_t d : plan.deps[i]) deps.push_back(nodes[d]);
-        nodes.push_back(
-            b.add_function(launch_fn, LaunchConfig{1, 1}, deps, &plan.launches[i], kernels[i]));
+        nodes.push_back(b.add_function(launch_fn, LaunchConfig{1, 1}, deps, &plan.launches[i],
+                                       plan.io[i].kernel));
       }
     });
     ++stats.graph_builds;
@@ -411,10 +411,8 @@ struct CompiledCallable::Impl {
     const std::string key = shape_key(inputs);
     auto it = plans.find(key);
     if (it == plans.end()) {
-      launch_io_.clear();
       std::unique_ptr<Plan> plan = make_plan(inputs);
       record(*plan);
-      launch_io_.clear();
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
@@ -468,7 +466,7 @@ void CompiledCallable::check_tree(const TreeDef& tree) const {
 
 std::vector<Tensor> CompiledCallable::run(const std::vector<Tensor>& inputs) {
   const std::vector<TensorLayout>& layouts = impl_->staged.in_layouts();
-  const std::vector<std::string> paths = impl_->staged.in_tree().leaf_paths();
+  const std::vector<std::string>& paths = impl_->input_paths;
   if (inputs.size() != layouts.size())
     throw UserError(
         cat("CompiledCallable: expected ", layouts.size(), " input tensors, got ", inputs.size()));

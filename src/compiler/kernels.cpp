@@ -161,11 +161,15 @@ void copy_all(const Launch& l) {  // reshape: same elements, same order
               static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype));
 }
 
+/// o[i] = x[base + Σ index·strides]: broadcasts, transposes, slices and splits are all this.
+void strided_read(const View& x, const View& o, const Index& strides, std::int64_t base = 0) {
+  for_each_element(o.shape, {strides}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    store(o, i, load(x, base + off[0]));
+  });
+}
+
 void broadcast_to(const Launch& l) {
-  const View &x = l.in[0], &o = l.out[0];
-  for_each_element(
-      o.shape, {broadcast_strides(x.shape, o.shape)},
-      [&](std::int64_t i, const std::vector<std::int64_t>& off) { store(o, i, load(x, off[0])); });
+  strided_read(l.in[0], l.out[0], broadcast_strides(l.in[0].shape, l.out[0].shape));
 }
 
 void transpose(const Launch& l) {
@@ -174,9 +178,7 @@ void transpose(const Launch& l) {
   const Index own = strides_of(x.shape);
   Index st(perm.size());
   for (std::size_t d = 0; d < perm.size(); ++d) st[d] = own[axis_of(perm[d], x.shape.size())];
-  for_each_element(o.shape, {st}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    store(o, i, load(x, off[0]));
-  });
+  strided_read(x, o, st);
 }
 
 void slice(const Launch& l) {
@@ -190,9 +192,7 @@ void slice(const Launch& l) {
     base += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * own[d];
     st[d] = own[d] * steps[d];
   }
-  for_each_element(o.shape, {st}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    store(o, i, load(x, base + off[0]));
-  });
+  strided_read(x, o, st, base);
 }
 
 void concat(const Launch& l) {
@@ -214,9 +214,7 @@ void split(const Launch& l) {
   const Index xst = strides_of(x.shape);
   std::int64_t offset = 0;
   for (const View& o : l.out) {
-    for_each_element(o.shape, {xst}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-      store(o, i, load(x, off[0] + offset * xst[axis]));
-    });
+    strided_read(x, o, xst, offset * xst[axis]);
     offset += o.shape[axis];
   }
 }

@@ -479,28 +479,22 @@ const std::unordered_map<std::string, Evaluator>& table() {
       });
       return std::vector<Array>{result};
     };
-    m["kiln.softmax"] = [](const OpArgs& a) {
-      const Array& x = *a.in[0];
-      return std::vector<Array>{
-          rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
-                             [](std::vector<double*>& v) {
-                               double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-                               for (double* p : v) mx = std::max(mx, *p);
-                               for (double* p : v) sum += std::exp(*p - mx);
-                               for (double* p : v) *p = std::exp(*p - mx) / sum;
-                             }))};
+    const auto softmax = [](bool log) {
+      return [log](const OpArgs& a) {
+        const Array& x = *a.in[0];
+        return std::vector<Array>{
+            rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
+                               [log](std::vector<double*>& v) {
+                                 double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+                                 for (double* p : v) mx = std::max(mx, *p);
+                                 for (double* p : v) sum += std::exp(*p - mx);
+                                 for (double* p : v)
+                                   *p = log ? *p - mx - std::log(sum) : std::exp(*p - mx) / sum;
+                               }))};
+      };
     };
-    m["kiln.log_softmax"] = [](const OpArgs& a) {
-      const Array& x = *a.in[0];
-      return std::vector<Array>{
-          rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
-                             [](std::vector<double*>& v) {
-                               double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-                               for (double* p : v) mx = std::max(mx, *p);
-                               for (double* p : v) sum += std::exp(*p - mx);
-                               for (double* p : v) *p = *p - mx - std::log(sum);
-                             }))};
-    };
+    m["kiln.softmax"] = softmax(false);
+    m["kiln.log_softmax"] = softmax(true);
     const auto norm = [](bool rms) {
       return [rms](const OpArgs& a) {
         const Array& x = *a.in[0];

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "core/str.hpp"
@@ -112,33 +111,8 @@ Tensor apply(std::string_view op, std::initializer_list<const Tensor*> operands,
 
 Tensor to_dtype(const Tensor& x, DType dtype, const SourceLocation& where) {
   if (x.dtype() == dtype) return x;
-  if (x.is_constant() && x.rank() == 0) {  // a scalar: re-make it rather than add a cast
-    double v = 0;
-    const std::string& b = x.data()->dense.bytes;
-    switch (x.dtype()) {
-      case DType::f64: {
-        double d;
-        std::memcpy(&d, b.data(), 8);
-        v = d;
-        break;
-      }
-      case DType::f32: {
-        float f;
-        std::memcpy(&f, b.data(), 4);
-        v = f;
-        break;
-      }
-      case DType::i64: {
-        std::int64_t n;
-        std::memcpy(&n, b.data(), 8);
-        v = static_cast<double>(n);
-        break;
-      }
-      default:
-        return apply("kiln.cast", {&x}, {{"dtype", dtype}}, where);
-    }
-    return Tensor::scalar(v, dtype, x.device());
-  }
+  if (x.is_constant() && x.rank() == 0)  // a scalar: re-make it rather than add a cast
+    return Tensor::scalar(x.to_doubles().front(), dtype, x.device());
   return apply("kiln.cast", {&x}, {{"dtype", dtype}}, where);
 }
 

@@ -29,11 +29,6 @@ Tensor Tensor::traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
   return t;
 }
 
-namespace {
-double load(DType dtype, const char* in) { return load_as_double(dtype, in); }
-void store(DType dtype, double v, char* out) { store_from_double(dtype, v, out); }
-}  // namespace
-
 Tensor Tensor::constant(std::span<const double> values, Shape shape, DType dtype, Device device) {
   if (!shape.is_static())
     throw UserError(detail::cat("Tensor::constant: shape ", shape,
@@ -47,7 +42,7 @@ Tensor Tensor::constant(std::span<const double> values, Shape shape, DType dtype
   data->dense.shape = shape;
   data->dense.bytes.resize(values.size() * size_of(dtype));
   for (std::size_t i = 0; i < values.size(); ++i)
-    store(dtype, values[i], data->dense.bytes.data() + i * size_of(dtype));
+    store_from_double(dtype, values[i], data->dense.bytes.data() + i * size_of(dtype));
   Tensor t;
   t.kind_ = Kind::constant;
   t.layout_ = TensorLayout(dtype, std::move(shape), device);
@@ -125,7 +120,7 @@ std::vector<double> Tensor::to_doubles() const {
   std::vector<double> out(num_elements());
   const char* p = data_->dense.bytes.data();
   const std::size_t w = size_of(dtype());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load(dtype(), p + i * w);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_as_double(dtype(), p + i * w);
   return out;
 }
 

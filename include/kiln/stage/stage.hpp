@@ -190,10 +190,7 @@ class Stager {
     const Args inputs(std::forward<A>(args)...);
     std::vector<Tensor> in_leaves;
     TreeDef in_tree = tree_flatten(inputs, in_leaves);
-    const std::vector<Tensor> traced = session.add_inputs(in_leaves, in_tree);
-    std::size_t next = 0;
-    auto leaf = [&](const Tensor&) { return traced[next++]; };
-    const Args traced_args = tree_map(inputs, leaf);
+    const Args traced_args = tree_replace_leaves(inputs, session.add_inputs(in_leaves, in_tree));
     auto result = std::apply(fn_, traced_args);
     std::vector<Tensor> out_leaves;
     TreeDef out_tree = tree_flatten(result, out_leaves);
@@ -235,19 +232,14 @@ class Subgraph {
     detail::SubgraphCall call{&typeid(F), this, &options_, {}, {}, SourceLocation::current()};
     call.in_tree = tree_flatten(inputs, call.in_leaves);
     const auto trace = [&](const std::vector<Tensor>& body_inputs, std::any& prototype) {
-      std::size_t next = 0;
-      auto leaf = [&](const Tensor&) { return body_inputs[next++]; };
-      const Args body_args = tree_map(inputs, leaf);
-      Result result = std::apply(fn_, body_args);
+      Result result = std::apply(fn_, tree_replace_leaves(inputs, body_inputs));
       std::vector<Tensor> out_leaves;
       TreeDef out_tree = tree_flatten(result, out_leaves);
       prototype = result;
       return std::make_pair(std::move(out_leaves), std::move(out_tree));
     };
     const detail::SubgraphResult called = detail::call_subgraph(std::move(call), trace);
-    std::size_t next = 0;
-    auto leaf = [&](const Tensor&) { return called.leaves[next++]; };
-    return tree_map(std::any_cast<const Result&>(*called.prototype), leaf);
+    return tree_replace_leaves(std::any_cast<const Result&>(*called.prototype), called.leaves);
   }
 
  private:

@@ -131,6 +131,14 @@ T tree_map(const T& value, F& leaf) {
   return TreeTraits<T>::map(value, leaf);
 }
 
+/// A copy of \p value whose tensor leaves are \p leaves, in leaf order (one per leaf).
+template <class T>
+T tree_replace_leaves(const T& value, const std::vector<Tensor>& leaves) {
+  std::size_t next = 0;
+  auto leaf = [&](const Tensor&) { return leaves[next++]; };
+  return tree_map(value, leaf);
+}
+
 template <>
 struct TreeTraits<Tensor> {
   static TreeDef flatten(const Tensor& t, std::vector<Tensor>& leaves) {
