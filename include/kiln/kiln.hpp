@@ -3,6 +3,7 @@
 /// The umbrella header: everything public in kiln.
 
 #include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/npy.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/compiler/safetensors.hpp"
 #include "kiln/core/device.hpp"
