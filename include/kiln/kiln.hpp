@@ -24,6 +24,7 @@
 #include "kiln/runtime/device_graph_cache.hpp"
 #include "kiln/runtime/device_graph_key.hpp"
 #include "kiln/runtime/launch.hpp"
+#include "kiln/runtime/profiler.hpp"
 #include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
 #include "kiln/stage/tensor.hpp"

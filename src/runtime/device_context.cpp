@@ -159,6 +159,10 @@ DeviceEvent DeviceContext::create_event() const { return DeviceEvent(impl_->crea
 void DeviceContext::enqueue_record(const DeviceEvent& event) const { impl_->record(event.state_); }
 void DeviceContext::enqueue_wait(const DeviceEvent& event) const { impl_->wait(event.state_); }
 void DeviceContext::synchronize() const { impl_->synchronize(); }
+void DeviceContext::set_profiler(std::shared_ptr<Profiler> profiler) const {
+  impl_->set_profiler(std::move(profiler));
+}
+std::shared_ptr<Profiler> DeviceContext::profiler() const { return impl_->profiler(); }
 
 bool DeviceEvent::is_complete() const { return state_->is_complete(); }
 void DeviceEvent::synchronize() const { state_->synchronize(); }

@@ -70,6 +70,11 @@ void DeviceGraphBuilder::check_node(const DeviceGraphNode& node, const char* rol
     throw InternalError(detail::cat("node ", node.index_, " of this builder does not exist yet"));
 }
 
+void DeviceGraphBuilder::set_label(const DeviceGraphNode& node, std::string label) {
+  check_node(node, "set_label");
+  nodes_[node.index()].label = std::move(label);
+}
+
 DeviceGraphNode DeviceGraphBuilder::add_empty(const DeviceGraphDependencies& dependencies) {
   return add(detail::GraphNodeDesc{}, dependencies);
 }

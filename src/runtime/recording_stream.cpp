@@ -97,6 +97,10 @@ class RecordingStream final : public StreamBackend {
   void synchronize() override {
     not_recordable("synchronize", "synchronize the real context after replaying the graph");
   }
+  void set_profiler(std::shared_ptr<Profiler>) override {
+    not_recordable("set_profiler", "attach the profiler to the real context");
+  }
+  std::shared_ptr<Profiler> profiler() const override { return real_->profiler(); }
 
  private:
   void record(GraphNodeDesc node) {

@@ -14,6 +14,7 @@
 #include "kiln/runtime/device_function.hpp"
 #include "kiln/runtime/device_graph.hpp"
 #include "kiln/runtime/inline_function.hpp"
+#include "kiln/runtime/profiler.hpp"
 
 namespace kiln::detail {
 
@@ -70,6 +71,10 @@ class StreamBackend {
 
   /// Waits for all enqueued work; throws the first error since the last synchronize.
   virtual void synchronize() = 0;
+
+  /// Graph replays enqueued after this call record their nodes into \p profiler.
+  virtual void set_profiler(std::shared_ptr<Profiler> profiler) = 0;
+  virtual std::shared_ptr<Profiler> profiler() const = 0;
 };
 
 /// CPUs this process may run on (its affinity mask).

@@ -19,6 +19,8 @@
 
 namespace kiln {
 
+class Profiler;
+
 namespace detail {
 class StreamBackend;
 
@@ -166,6 +168,14 @@ class DeviceContext {
   /// synchronize (its exception is nested). Work queued after a failure is skipped and
   /// counted in the message; the context is usable again afterwards.
   void synchronize() const;
+
+  /// Attaches \p profiler (nullptr detaches): device-graph replays enqueued from now on
+  /// record one event per node into it (see `kiln/runtime/profiler.hpp`). Replays already
+  /// enqueued keep the profiler they were enqueued with.
+  /// \throws UserError on a recording context.
+  void set_profiler(std::shared_ptr<Profiler> profiler) const;
+  /// The attached profiler, or nullptr.
+  std::shared_ptr<Profiler> profiler() const;
 
   /// Internal: enqueues a bound kernel launch (used by graphs and tests).
   void enqueue_kernel(detail::HostKernel kernel) const;

@@ -47,6 +47,7 @@ struct GraphNodeDesc {
   std::size_t pattern_size = 0;             // memset
   HostCallback host;                        // host
   std::shared_ptr<const GraphExec> child;   // child
+  std::string label;                        // any kind: shown in DOT, traces, errors
 };
 }  // namespace detail
 
@@ -160,6 +161,10 @@ class DeviceGraphBuilder {
   /// updating a graph (nest graphs with `add_child_graph`). Valid only during the build
   /// callback; using it afterwards throws UserError.
   DeviceContext recording_context(const DeviceGraphDependencies& after = {});
+
+  /// Names \p node for people: DOT output, profiler traces and error messages show the
+  /// label (e.g. the IR op a kernel node computes). Labels are not part of the topology.
+  void set_label(const DeviceGraphNode& node, std::string label);
 
   /// The node added last, by an `add_*` call or a recording context.
   /// \throws UserError when no node has been added yet.

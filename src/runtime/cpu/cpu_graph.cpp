@@ -50,6 +50,10 @@ CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) {
     for (std::uint32_t dep : node.dependencies) ++nodes_[dep].out_degree;
     roots += node.in_degree == 0 ? 1 : 0;
     node.config = d.kernel.config;
+    node.label = std::move(d.label);
+    node.name = !node.label.empty() ? node.label
+                : d.kernel.info    ? d.kernel.info->name
+                                   : std::string(kind_name(node.kind));
     set_parameters(node, d);
   }
   for (const Node& node : nodes_)
@@ -195,8 +199,9 @@ void CpuGraphExec::set_parameters(std::vector<GraphNodeDesc> descs) {
 
 std::string CpuGraphExec::describe(std::uint32_t i) const {
   const Node& node = nodes_[i];
-  if (node.kernel) return cat("graph node ", i, " (kernel '", node.kernel->name, "')");
-  return cat("graph node ", i, " (", kind_name(node.kind), ")");
+  const std::string label = node.label.empty() ? "" : cat(": ", node.label);
+  if (node.kernel) return cat("graph node ", i, " (kernel '", node.kernel->name, "'", label, ")");
+  return cat("graph node ", i, " (", kind_name(node.kind), label, ")");
 }
 
 std::string CpuGraphExec::to_dot() const {
@@ -205,6 +210,7 @@ std::string CpuGraphExec::to_dot() const {
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     std::string label = cat(i, ": ", kind_name(node.kind));
+    if (!node.label.empty()) label += cat("\\n", dot_escape(node.label));
     if (node.kernel)
       label += cat(" '", dot_escape(node.kernel->name), "'\\ngrid ", node.config.grid_dim,
                    " block ", node.config.block_dim);  // \\n: DOT's line break
@@ -218,8 +224,10 @@ void CpuGraphExec::run_inline() const {
   for (const Node& node : nodes_) node.work.body(0, node.work.blocks);
 }
 
-GraphFailure CpuGraphExec::run(WorkerPool& pool) const {
+GraphFailure CpuGraphExec::run(WorkerPool& pool, Profiler* profiler) const {
   if (nodes_.empty()) return {};
+  profiler_ = profiler;
+  if (profiler != nullptr) replay_ = profiler->begin_replay();
   if (lists_ < 2) return run_chain(pool);
   return run_scheduled(pool);
 }
@@ -230,9 +238,13 @@ GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
     const Node& node = nodes_[i];
     try {
       if (node.work.blocks <= 1) {
-        node.work.body(0, node.work.blocks);  // skip the pool for the common tiny node
-      } else {
+        run_node_here(i);  // skip the pool for the common tiny node
+      } else if (profiler_ == nullptr) {
         pool.parallel_for(node.work.blocks, node.work.body);
+      } else {
+        const std::int64_t begin = profiler_->now_ns();
+        pool.parallel_for(node.work.blocks, node.work.body);
+        profiler_->record(node.name, i, replay_, begin, profiler_->now_ns());
       }
     } catch (...) {
       return {std::current_exception(), describe(i)};
@@ -278,7 +290,7 @@ void CpuGraphExec::run_list(std::uint32_t p) const {
     // participant waits forever.
     if (!failed_.load(std::memory_order_relaxed)) {
       try {
-        node.work.body(0, node.work.blocks);
+        run_node_here(i);
       } catch (...) {
         record_failure(i);
       }
@@ -291,6 +303,17 @@ void CpuGraphExec::run_list(std::uint32_t p) const {
       if (mine.sleepers.load(std::memory_order_seq_cst) != 0) mine.done.notify_all();
     }
   }
+}
+
+void CpuGraphExec::run_node_here(std::uint32_t i) const {
+  const Node& node = nodes_[i];
+  if (profiler_ == nullptr) {
+    node.work.body(0, node.work.blocks);
+    return;
+  }
+  const std::int64_t begin = profiler_->now_ns();
+  node.work.body(0, node.work.blocks);  // a failing node is not recorded
+  profiler_->record(node.name, i, replay_, begin, profiler_->now_ns());
 }
 
 void CpuGraphExec::wait_for(std::uint32_t* seen, const Wait& wait) const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/runtime/profiler.hpp"
 #include "runtime/cpu/cpu_work.hpp"
 #include "runtime/cpu/worker_pool.hpp"
 #include "runtime/stream_backend.hpp"
@@ -44,7 +45,8 @@ class CpuGraphExec final : public GraphExec {
 
   /// Runs one replay on \p pool. After a node fails, later nodes are skipped; the first
   /// failure is returned.
-  GraphFailure run(WorkerPool& pool) const;
+  /// With \p profiler, each node's run is recorded in it (a child graph as one node).
+  GraphFailure run(WorkerPool& pool, Profiler* profiler = nullptr) const;
   /// Runs every node in order on the calling thread (used for child graphs).
   void run_inline() const;
 
@@ -68,6 +70,8 @@ class CpuGraphExec final : public GraphExec {
     std::shared_ptr<const GraphExec> child;      // child nodes: fixed, kept alive
     LaunchConfig config;                         // kernel nodes; guarded by config_mutex_
     std::vector<std::uint32_t> dependencies;     // for to_dot, messages and scheduling
+    std::string label;                           // from the builder; may be empty
+    std::string name;                            // label, else kernel name, else kind
   };
   /// "Wait until participant `participant` has finished `count` nodes of its list."
   struct Wait {
@@ -88,6 +92,8 @@ class CpuGraphExec final : public GraphExec {
   void run_list(std::uint32_t participant) const;
   void record_failure(std::uint32_t node) const;
   void wait_for(std::uint32_t* seen, const Wait& wait) const;
+  /// Runs node \p i's blocks on the calling thread (recording it when profiling).
+  void run_node_here(std::uint32_t i) const;
 
   std::vector<Node> nodes_;
   mutable std::mutex config_mutex_;  // launch configs: written by updates, read by to_dot
@@ -103,6 +109,8 @@ class CpuGraphExec final : public GraphExec {
   // seen_[p * seen_stride_ + q]: p's last view of q's progress (rows on separate lines).
   std::size_t seen_stride_ = 0;
   mutable std::vector<std::uint32_t> seen_;
+  mutable Profiler* profiler_ = nullptr;  // of the current replay
+  mutable std::uint64_t replay_ = 0;       // its number in profiler_
   mutable std::atomic<bool> failed_{false};
   mutable std::atomic<bool> failure_claimed_{false};
   mutable GraphFailure failure_;

@@ -89,6 +89,7 @@ struct Command {
   std::uint64_t blocks = 1;
   std::shared_ptr<const FunctionInfo> kernel;  // set for kernel launches
   std::shared_ptr<const CpuGraphExec> graph;   // set for graph replays (body unused)
+  std::shared_ptr<Profiler> profiler;          // graph replays: where nodes are recorded
   const char* label = "";                      // what it is, for other commands
   bool always_run = false;                     // runs even after an earlier failure
 };
@@ -186,8 +187,16 @@ class CpuStream final : public StreamBackend {
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
     Command c;
     c.graph = as_cpu_graph(std::move(graph), "DeviceGraph::replay");
+    c.profiler = profiler_.load(std::memory_order_acquire);
     c.label = "graph replay";
     push(std::move(c));
+  }
+
+  void set_profiler(std::shared_ptr<Profiler> profiler) override {
+    profiler_.store(std::move(profiler), std::memory_order_release);
+  }
+  std::shared_ptr<Profiler> profiler() const override {
+    return profiler_.load(std::memory_order_acquire);
   }
 
   void update_graph(const std::shared_ptr<const GraphExec>& graph,
@@ -325,7 +334,7 @@ class CpuStream final : public StreamBackend {
           continue;
         }
         if (c.graph) {
-          GraphFailure f = c.graph->run(pool_);
+          GraphFailure f = c.graph->run(pool_, c.profiler.get());
           if (f.error) {
             failure = std::move(f.error);
             where = std::move(f.where);
@@ -397,6 +406,7 @@ class CpuStream final : public StreamBackend {
   // The first failure since the last synchronize (guarded by mutex_).
   std::exception_ptr error_;
   std::string error_where_;
+  std::atomic<std::shared_ptr<Profiler>> profiler_;  // attached to replays enqueued next
   std::uint64_t skipped_ = 0;
 
   std::thread driver_;
