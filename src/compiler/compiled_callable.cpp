@@ -67,6 +67,7 @@ struct Plan {
   std::vector<std::vector<std::size_t>> deps;  // per launch
   std::vector<std::size_t> inputs;             // storage of the entry arguments
   std::vector<std::size_t> outputs;            // storage of the entry results
+  std::vector<std::string> labels;             // per launch: op, weight prefix, location
   std::size_t arena_bytes = 0;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> arena{nullptr, [](std::byte*) {}};
   std::optional<DeviceGraph> graph;
@@ -127,6 +128,16 @@ std::string shape_key(const std::vector<Tensor>& inputs) {
   return key;
 }
 
+/// What a launch computes, for traces and DOT: `kiln.matmul layers.0.attn (model.cpp:12)`.
+std::string launch_label(const ir::OpView& op, const std::string& prefix) {
+  std::string label = op.name();
+  if (const ir::Attribute* callee = op.find("callee")) label += " @" + callee->as_symbol().name;
+  if (!prefix.empty()) label += " " + prefix;
+  const ir::Location& loc = op.location();
+  if (loc.known()) label += cat(" (", loc.file.substr(loc.file.rfind('/') + 1), ":", loc.line, ")");
+  return label;
+}
+
 /// `a.b`, or whichever is not empty.
 std::string join_prefix(const std::string& a, const std::string& b) {
   return a.empty() ? b : b.empty() ? a : a + "." + b;
@@ -159,6 +170,7 @@ struct CompiledCallable::Impl {
   std::map<const ir::Graph*, Program> programs;
   std::map<std::string, std::unique_ptr<Plan>> plans;
   DeviceFunction<void (*)(const Launch*, Kernel)> launch_fn;
+  bool replay_graph;
   Stats stats;
   std::mutex mutex;
 
@@ -169,7 +181,8 @@ struct CompiledCallable::Impl {
         weights(std::move(w)),
         ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
         launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
-                                        {.name = "kiln_kernel"})) {}
+                                        {.name = "kiln_kernel"})),
+        replay_graph(options.replay_graph) {}
 
   // Compiles every graph once and checks the weights against what the module declares.
   void compile() {
@@ -305,6 +318,7 @@ struct CompiledCallable::Impl {
       l.op = static_cast<std::uint32_t>(i);
       l.fused = step.fused;
       plan.launches.push_back(std::move(l));
+      plan.labels.push_back(launch_label(op, prefix));
       plan.deps.emplace_back();
       std::vector<std::size_t> out;
       for (std::size_t r = 0; r < op.num_results(); ++r) {
@@ -401,13 +415,14 @@ struct CompiledCallable::Impl {
         for (std::size_t d : plan.deps[i]) deps.push_back(nodes[d]);
         nodes.push_back(b.add_function(launch_fn, LaunchConfig{1, 1}, deps, &plan.launches[i],
                                        plan.io[i].kernel));
+        b.set_label(nodes.back(), plan.labels[i]);
       }
     });
     ++stats.graph_builds;
   }
 
-  std::vector<Tensor> execute(const std::vector<Tensor>& inputs) {
-    std::scoped_lock lock(mutex);
+  // The plan for these inputs' shapes, made (and recorded) on first use. Locked by caller.
+  Plan& plan_for(const std::vector<Tensor>& inputs) {
     const std::string key = shape_key(inputs);
     auto it = plans.find(key);
     if (it == plans.end()) {
@@ -416,14 +431,24 @@ struct CompiledCallable::Impl {
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
-    } else {
-      ++stats.replays;
+      return *it->second;
     }
-    Plan& plan = *it->second;
+    ++stats.replays;
+    return *it->second;
+  }
+
+  std::vector<Tensor> execute(const std::vector<Tensor>& inputs) {
+    std::scoped_lock lock(mutex);
+    Plan& plan = plan_for(inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i)
       std::memcpy(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
                   plan.storage[plan.inputs[i]].bytes);
-    plan.graph->replay();
+    if (replay_graph) {
+      plan.graph->replay();
+    } else {
+      for (std::size_t i = 0; i < plan.launches.size(); ++i)
+        ctx->enqueue_function(launch_fn, LaunchConfig{1, 1}, &plan.launches[i], plan.io[i].kernel);
+    }
     ctx->synchronize();
     std::vector<Tensor> out;
     for (std::size_t s : plan.outputs) {
@@ -451,6 +476,13 @@ CompiledCallable& CompiledCallable::operator=(CompiledCallable&&) noexcept = def
 CompiledCallable::~CompiledCallable() = default;
 
 const StagedGraph& CompiledCallable::staged() const { return impl_->staged; }
+const std::shared_ptr<DeviceContext>& CompiledCallable::context() const { return impl_->ctx; }
+
+std::string CompiledCallable::plan_dot(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  std::scoped_lock lock(impl_->mutex);
+  return impl_->plan_for(inputs).graph->to_dot();
+}
 const ir::Module& CompiledCallable::optimized() const { return impl_->module; }
 CompiledCallable::Stats CompiledCallable::stats() const {
   std::scoped_lock lock(impl_->mutex);
@@ -465,6 +497,11 @@ void CompiledCallable::check_tree(const TreeDef& tree) const {
 }
 
 std::vector<Tensor> CompiledCallable::run(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  return impl_->execute(inputs);
+}
+
+void CompiledCallable::check_inputs(const std::vector<Tensor>& inputs) const {
   const std::vector<TensorLayout>& layouts = impl_->staged.in_layouts();
   const std::vector<std::string>& paths = impl_->input_paths;
   if (inputs.size() != layouts.size())
@@ -495,7 +532,6 @@ std::vector<Tensor> CompiledCallable::run(const std::vector<Tensor>& inputs) {
       }
     }
   }
-  return impl_->execute(inputs);
 }
 
 std::vector<Tensor> CompiledCallable::execute_raw(const std::vector<Tensor>& inputs) {

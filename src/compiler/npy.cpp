@@ -24,8 +24,8 @@ struct NpyType {
   std::size_t size;
   DType dtype;
 };
-constexpr NpyType kTypes[] = {{'f', 4, DType::f32}, {'f', 2, DType::f16}, {'f', 8, DType::f64},
-                              {'i', 1, DType::i8},  {'u', 1, DType::u8},  {'i', 4, DType::i32},
+constexpr NpyType kTypes[] = {{'f', 4, DType::f32}, {'f', 2, DType::f16},  {'f', 8, DType::f64},
+                              {'i', 1, DType::i8},  {'u', 1, DType::u8},   {'i', 4, DType::i32},
                               {'i', 8, DType::i64}, {'b', 1, DType::bool_}};
 
 /// A cursor over the header dict with errors that name the file and the byte offset.
@@ -174,7 +174,8 @@ Tensor parse_npy(std::string_view bytes, std::string_view file) {
   };
   if (bytes.size() < kMagic.size() || bytes.substr(0, kMagic.size()) != kMagic)
     fail("not a .npy file (it does not start with \\x93NUMPY)");
-  if (bytes.size() < 10) fail(cat("truncated: ", bytes.size(), " bytes, shorter than the preamble"));
+  if (bytes.size() < 10)
+    fail(cat("truncated: ", bytes.size(), " bytes, shorter than the preamble"));
   const int major = static_cast<unsigned char>(bytes[6]);
   if (major < 1 || major > 3)
     fail(cat("unsupported .npy format version ", major, ".",
@@ -219,7 +220,8 @@ Tensor parse_npy(std::string_view bytes, std::string_view file) {
   std::size_t count = 1;
   std::vector<Dim> shape_dims;
   for (std::int64_t d : *dims) {
-    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / 16 / static_cast<std::size_t>(d))
+    if (d != 0 &&
+        count > std::numeric_limits<std::size_t>::max() / 16 / static_cast<std::size_t>(d))
       h.fail("the shape's element count overflows");
     count *= static_cast<std::size_t>(d);
     shape_dims.emplace_back(d);
@@ -228,9 +230,9 @@ Tensor parse_npy(std::string_view bytes, std::string_view file) {
   const std::size_t data_at = header_at + header_size;
   const std::size_t have = bytes.size() - data_at;
   if (have != count * element)
-    fail(cat(have < count * element ? "truncated" : "too long", ": shape (", detail::join(*dims, ", "),
-             ") of ", *descr, " needs ", count * element, " data bytes after byte ", data_at,
-             " but the file has ", have));
+    fail(cat(have < count * element ? "truncated" : "too long", ": shape (",
+             detail::join(*dims, ", "), ") of ", *descr, " needs ", count * element,
+             " data bytes after byte ", data_at, " but the file has ", have));
   std::string_view data = bytes.substr(data_at);
   std::vector<char> buffer;
   if (big_endian) {
@@ -248,7 +250,8 @@ Tensor parse_npy(std::string_view bytes, std::string_view file) {
   if (dtype == DType::bool_)
     for (std::size_t i = 0; i < count; ++i)
       if (static_cast<unsigned char>(data[i]) > 1)
-        fail(cat("bool element ", i, " holds ", static_cast<int>(static_cast<unsigned char>(data[i])),
+        fail(cat("bool element ", i, " holds ",
+                 static_cast<int>(static_cast<unsigned char>(data[i])),
                  " (NumPy bools are 0 or 1)"));
   return Tensor::from_bytes(dtype, Shape(std::move(shape_dims)), Device::cpu(), data.data(),
                             data.size());
@@ -256,8 +259,7 @@ Tensor parse_npy(std::string_view bytes, std::string_view file) {
 
 Tensor load_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw UserError(cat(path, ": cannot open for reading (", std::strerror(errno), ")"));
+  if (!in) throw UserError(cat(path, ": cannot open for reading (", std::strerror(errno), ")"));
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw UserError(cat(path, ": read failed"));
   return parse_npy(bytes, path);
@@ -277,8 +279,8 @@ std::string to_npy(const Tensor& tensor) {
   std::string shape;  // a Python tuple: (), (3,), (2, 3)
   for (const Dim& d : t.shape().dims()) shape += cat(shape.empty() ? "" : " ", d.size(), ",");
   if (t.rank() > 1) shape.pop_back();
-  std::string header = cat("{'descr': '", type_string, "', 'fortran_order': False, 'shape': (",
-                           shape, "), }");
+  std::string header =
+      cat("{'descr': '", type_string, "', 'fortran_order': False, 'shape': (", shape, "), }");
   // Pad with spaces so that the data starts on a 64-byte boundary; end with a newline.
   const std::size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

@@ -127,17 +127,19 @@ std::string Profiler::chrome_trace() const {
   std::set<std::uint32_t> threads;
   for (const ProfileEvent& e : all) {
     threads.insert(e.thread);
-    out += cat("{\"name\": ", json_string(e.name.data()), ", \"ph\": \"X\", \"pid\": 1, \"tid\": ",
-               e.thread, ", \"ts\": ", microseconds(e.begin_ns),
-               ", \"dur\": ", microseconds(e.end_ns - e.begin_ns), ", \"args\": {\"node\": ", e.node,
-               ", \"replay\": ", e.replay, "}},\n");
+    out += cat("{\"name\": ", json_string(e.name.data()),
+               ", \"ph\": \"X\", \"pid\": 1, \"tid\": ", e.thread,
+               ", \"ts\": ", microseconds(e.begin_ns),
+               ", \"dur\": ", microseconds(e.end_ns - e.begin_ns),
+               ", \"args\": {\"node\": ", e.node, ", \"replay\": ", e.replay, "}},\n");
   }
   for (std::uint32_t t : threads)
     out += cat("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": ", t,
                ", \"args\": {\"name\": ", json_string(cat(thread_name(t), " #", t)), "}},\n");
-  out += cat("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": "
-             "\"kiln\"}}\n],\n\"otherData\": {\"replays\": ",
-             replays(), ", \"dropped_events\": ", dropped(), "}}\n");
+  out +=
+      cat("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": "
+          "\"kiln\"}}\n],\n\"otherData\": {\"replays\": ",
+          replays(), ", \"dropped_events\": ", dropped(), "}}\n");
   return out;
 }
 

@@ -106,6 +106,21 @@ StagedGraph Session::finish(TreeDef in_tree, const std::vector<Tensor>& in_leave
 
 }  // namespace detail
 
+StagedGraph StagedGraph::from_module(ir::Module module) {
+  ir::verify_or_throw(module);
+  const ir::Graph& entry = module.entry();
+  std::vector<TensorLayout> in_layouts, out_layouts;
+  for (ir::Value v : entry.arguments()) in_layouts.push_back(detail::to_layout(entry.type(v)));
+  for (ir::Value v : entry.results()) out_layouts.push_back(detail::to_layout(entry.type(v)));
+  const auto tensors = [](std::size_t n) {
+    return TreeDef::node(TreeDef::Kind::tuple, "tuple", {},
+                         std::vector<TreeDef>(n, TreeDef::tensor()));
+  };
+  TreeDef in_tree = tensors(in_layouts.size()), out_tree = tensors(out_layouts.size());
+  return StagedGraph(std::move(module), std::move(in_layouts), std::move(in_tree),
+                     std::move(out_layouts), std::move(out_tree));
+}
+
 std::ostream& operator<<(std::ostream& os, const StagedGraph& staged) {
   return os << staged.graph();
 }

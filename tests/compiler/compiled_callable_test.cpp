@@ -10,6 +10,7 @@
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"
+#include "kiln/runtime/profiler.hpp"
 #include "kiln/stage/nn.hpp"
 
 namespace kiln {
@@ -266,6 +267,64 @@ TEST(CompiledCallable, SubgraphBodiesCompileOnceWhateverTheCallSites) {
     return compiled.stats().bodies_compiled;
   };
   EXPECT_EQ(count_bodies(2), count_bodies(16));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+/// A small module with a matmul, a fused chain and a symbolic batch dim.
+StagedGraph small_model() {
+  const auto model = [](Tensor x) {
+    const Tensor w = weight("w", f32({4, 4}));
+    return relu(matmul(x, w) * 2.0 + 1.0);
+  };
+  return stage(model)(f32({"batch", 4}));
+}
+
+TEST(CompiledCallable, RunsAModuleParsedFromText) {
+  const StagedGraph staged = small_model();
+  const StagedGraph parsed = StagedGraph::from_module(ir::parse_module(staged.str(), "m.mlir"));
+  EXPECT_EQ(parsed.in_layouts(), staged.in_layouts());
+  EXPECT_EQ(parsed.in_tree().leaf_paths(), std::vector<std::string>{"0"});
+  const std::map<std::string, Tensor> weights{{"w", Tensor::random(f32({4, 4}), 3)}};
+  CompiledCallable compiled(parsed, weights);
+  const Tensor x = Tensor::random(f32({3, 4}), 4);
+  expect_close(compiled.run({x}), reference_run(staged.graph(), {x}, weights), "parsed");
+}
+
+TEST(CompiledCallable, OpByOpExecutionComputesTheSame) {
+  const StagedGraph staged = small_model();
+  const std::map<std::string, Tensor> weights{{"w", Tensor::random(f32({4, 4}), 3)}};
+  CompiledCallable graph(staged, weights);
+  CompiledCallable op_by_op(staged, weights, {.passes = {}, .replay_graph = false});
+  const Tensor x = Tensor::random(f32({5, 4}), 9);
+  expect_close(op_by_op.run({x}), graph.run({x}), "op by op");
+  EXPECT_EQ(op_by_op.stats().graph_builds, 1u);  // planned (and recorded) once, not replayed
+}
+
+TEST(CompiledCallable, PlanDotAndProfilesNameTheOps) {
+  const StagedGraph staged = small_model();
+  CompiledCallable compiled(staged, {{"w", Tensor::random(f32({4, 4}), 3)}});
+  const Tensor x = Tensor::random(f32({2, 4}), 1);
+  const std::string dot = compiled.plan_dot({x});
+  EXPECT_NE(dot.find("kiln.matmul"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("kiln.fused @fused_"), std::string::npos) << dot;
+  EXPECT_NE(dot.find("compiled_callable_test.cpp:"), std::string::npos) << dot;
+  KILN_EXPECT_THROW_MSG(compiled.plan_dot({Tensor::random(f32({2, 5}), 1)}), UserError,
+                        "has 5 at axis 1");
+
+  auto profiler = std::make_shared<Profiler>();
+  compiled.context()->set_profiler(profiler);
+  (void)compiled.run({x});
+  (void)compiled.run({x});
+  compiled.context()->set_profiler(nullptr);
+  const std::vector<ProfileEvent> events = profiler->events();
+  ASSERT_EQ(events.size(), 4u);  // matmul + fused, twice
+  EXPECT_EQ(std::string(events[0].name.data()).substr(0, 11), "kiln.matmul");
+  EXPECT_EQ(events[3].replay, 1u);
 }
 
 }  // namespace

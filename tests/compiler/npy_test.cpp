@@ -64,7 +64,8 @@ TEST(Npy, ReadsVersionsTwoAndThreeBigEndianAndFortranOrder) {
     EXPECT_THAT(t.to_vector<float>(), ElementsAre(1, 2, 3, 4, 5, 6));
   }
   std::string big = data;
-  for (std::size_t i = 0; i < big.size(); i += 4) std::reverse(big.begin() + i, big.begin() + i + 4);
+  for (std::size_t i = 0; i < big.size(); i += 4)
+    std::reverse(big.begin() + i, big.begin() + i + 4);
   EXPECT_THAT(parse_npy(npy("{'descr': '>f4', 'fortran_order': False, 'shape': (6,)}", big))
                   .to_vector<float>(),
               ElementsAre(1, 2, 3, 4, 5, 6));
@@ -79,8 +80,7 @@ TEST(Npy, RejectsMalformedFilesNamingTheProblem) {
   const std::string four = bytes_of({1, 2, 3, 4});
   const std::string ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
   KILN_EXPECT_THROW_MSG(parse_npy("hello", "x.npy"), UserError, "x.npy", "not a .npy file");
-  KILN_EXPECT_THROW_MSG(parse_npy(npy(ok, four, '\x07'), "x.npy"), UserError,
-                        "format version 7.0");
+  KILN_EXPECT_THROW_MSG(parse_npy(npy(ok, four, '\x07'), "x.npy"), UserError, "format version 7.0");
   KILN_EXPECT_THROW_MSG(parse_npy(npy(ok, four).substr(0, 30), "x.npy"), UserError,
                         "truncated: the header says");
   KILN_EXPECT_THROW_MSG(parse_npy(npy(ok, four.substr(0, 12)), "x.npy"), UserError,
@@ -104,8 +104,8 @@ TEST(Npy, RejectsMalformedFilesNamingTheProblem) {
       parse_npy(npy("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (4,), }", four), "x.npy"),
       UserError, "expected True or False");
   KILN_EXPECT_THROW_MSG(
-      parse_npy(npy("{'descr': '<f4', 'descr': '<f4', 'shape': (4,), }", four), "x.npy"),
-      UserError, "unexpected or repeated key 'descr'");
+      parse_npy(npy("{'descr': '<f4', 'descr': '<f4', 'shape': (4,), }", four), "x.npy"), UserError,
+      "unexpected or repeated key 'descr'");
   KILN_EXPECT_THROW_MSG(
       parse_npy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), } x", four), "x.npy"),
       UserError, "unexpected text after the header");

@@ -125,17 +125,17 @@ TEST(Profiler, LabelsNameNodesInDotAndFailures) {
   });
   EXPECT_NE(graph.to_dot().find("kiln.matmul at model.cpp:3"), std::string::npos);
   graph.replay();
-  KILN_EXPECT_THROW_MSG(ctx.synchronize(), DeviceError, "kernel 'boom': kiln.matmul at model.cpp:3");
+  KILN_EXPECT_THROW_MSG(ctx.synchronize(), DeviceError,
+                        "kernel 'boom': kiln.matmul at model.cpp:3");
 }
 
 TEST(Profiler, CannotBeAttachedToARecordingContext) {
   DeviceContext ctx;
   auto profiler = std::make_shared<Profiler>();
-  KILN_EXPECT_THROW_MSG(DeviceGraph::create(ctx,
-                                            [&](DeviceGraphBuilder& b) {
-                                              b.recording_context().set_profiler(profiler);
-                                            }),
-                        UserError, "set_profiler", "real context");
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(
+          ctx, [&](DeviceGraphBuilder& b) { b.recording_context().set_profiler(profiler); }),
+      UserError, "set_profiler", "real context");
 }
 
 }  // namespace

@@ -31,6 +31,9 @@ struct CompileOptions {
   std::shared_ptr<DeviceContext> context{};
   /// IR passes run before lowering (see `kiln/compiler/passes.hpp`); empty: none.
   std::vector<std::string> passes = {"canonicalize", "fold", "cse", "dce", "fuse"};
+  /// Replay one recorded device graph per call (true), or enqueue the kernels one by one
+  /// in program order (false: op-by-op execution, for comparisons).
+  bool replay_graph = true;
 };
 
 class CompiledCallable {
@@ -62,6 +65,13 @@ class CompiledCallable {
   /// Calls without checks, for hot loops whose inputs are known to fit.
   std::vector<Tensor> execute_raw(const std::vector<Tensor>& inputs);
 
+  /// Graphviz DOT of the device graph a call with these inputs' shapes replays (planning
+  /// it now if no call has). Nodes are labelled with the IR op they compute.
+  /// \throws UserError as `run` for inputs that do not fit.
+  std::string plan_dot(const std::vector<Tensor>& inputs);
+  /// The context the kernels run on (attach a `Profiler` to it to trace calls).
+  const std::shared_ptr<DeviceContext>& context() const;
+
   const StagedGraph& staged() const;
   /// The module after the passes: what was lowered.
   const ir::Module& optimized() const;
@@ -78,6 +88,7 @@ class CompiledCallable {
 
  private:
   void check_tree(const TreeDef& tree) const;
+  void check_inputs(const std::vector<Tensor>& inputs) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -46,6 +46,12 @@ class StagedGraph {
         out_layouts_(std::move(out_layouts)),
         out_tree_(std::move(out_tree)) {}
 
+  /// A module that was not staged here (parsed from text, built by hand) as a staged
+  /// graph whose arguments are the entry graph's arguments, in order (leaf paths `0`, `1`,
+  /// ...), and whose results are the entry's results.
+  /// \throws UserError when the module does not verify (the verifier's message).
+  static StagedGraph from_module(ir::Module module);
+
   /// The module: the entry graph and every subgraph.
   const ir::Module& graph() const noexcept { return module_; }
   /// Layouts of the tensor leaves of the inputs, in leaf order.

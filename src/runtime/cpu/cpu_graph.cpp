@@ -52,8 +52,8 @@ CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) {
     node.config = d.kernel.config;
     node.label = std::move(d.label);
     node.name = !node.label.empty() ? node.label
-                : d.kernel.info    ? d.kernel.info->name
-                                   : std::string(kind_name(node.kind));
+                : d.kernel.info     ? d.kernel.info->name
+                                    : std::string(kind_name(node.kind));
     set_parameters(node, d);
   }
   for (const Node& node : nodes_)
