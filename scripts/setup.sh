@@ -10,7 +10,8 @@ packages=(
   libtbb-dev  # benchmark peer: oneTBB flow graph
   mlir-15-tools  # mlir-opt-15 judges the printed IR (ctest label mlir)
   clang libclang-rt-14-dev  # libFuzzer for the IR parser fuzz target
-  nlohmann-json3-dev  # safetensors headers
+  nlohmann-json3-dev  # safetensors headers, JSON output of the kiln command
+  libcli11-dev  # the kiln command's option parsing
 )
 
 missing=()

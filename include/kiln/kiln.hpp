@@ -4,6 +4,7 @@
 
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/npy.hpp"
+#include "kiln/compiler/passes.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/compiler/safetensors.hpp"
 #include "kiln/core/device.hpp"

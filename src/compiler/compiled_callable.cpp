@@ -161,6 +161,15 @@ void for_each_weight(const ir::Module& module, const ir::Graph& g, const std::st
   }
 }
 
+std::map<std::string, ir::TensorType> module_weights(const ir::Module& module) {
+  std::map<std::string, ir::TensorType> out;
+  for_each_weight(module, module.entry(), "",
+                  [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
+                    out.emplace(name, g.type(op.result(0)));
+                  });
+  return out;
+}
+
 struct CompiledCallable::Impl {
   StagedGraph staged;
   std::vector<std::string> input_paths;  // leaf paths of the inputs, for call-time messages

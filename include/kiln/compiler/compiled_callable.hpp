@@ -36,6 +36,10 @@ struct CompileOptions {
   bool replay_graph = true;
 };
 
+/// Every weight \p module reads, by full name (call prefixes applied), with its type: what
+/// a `CompiledCallable` of it must be given.
+std::map<std::string, ir::TensorType> module_weights(const ir::Module& module);
+
 class CompiledCallable {
  public:
   /// Compiles \p staged with \p weights bound by full name (prefixes applied).

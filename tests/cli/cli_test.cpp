@@ -1,0 +1,275 @@
+// The kiln command, run as a user runs it: on modules, weights and .npy files these tests
+// write, checking outputs against the reference interpreter and exit codes and messages
+// for bad input.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "kiln/kiln.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  fs::path dir =
+      fs::temp_directory_path() / ("kiln_cli_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::map<std::string, Tensor> weights;
+  StagedGraph staged = make_model();
+
+  void SetUp() override {
+    fs::create_directories(dir);
+    weights = {{"proj.weight", Tensor::random(TensorLayout(DType::f32, {4, 3}), 1, -1, 1)},
+               {"proj.bias", Tensor::random(TensorLayout(DType::f32, {3}), 2, -1, 1)}};
+    write("m.mlir", staged.str());
+    save_safetensors(path("w.safetensors"), weights);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  /// x [batch, 4] f32, scale [] f32 -> gelu(x @ W + b) * scale, and a row sum.
+  static StagedGraph make_model() {
+    const auto model = [](Tensor x, Tensor scale) {
+      const Tensor y = gelu(nn::Linear{.in = 4, .out = 3, .name = "proj"}(x)) * scale;
+      return std::make_tuple(y, sum(y, {1}));
+    };
+    return stage(model)(TensorLayout(DType::f32, {"batch", 4}), TensorLayout(DType::f32, {}));
+  }
+
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir / name, std::ios::binary) << text;
+  }
+
+  /// Runs `kiln ARGS` in the test's directory.
+  Result kiln(const std::string& args) const {
+    const std::string command =
+        "cd '" + dir.string() + "' && '" KILN_CLI "' " + args + " > stdout.txt 2> stderr.txt";
+    const int status = std::system(command.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(dir / "stdout.txt");
+    r.err = slurp(dir / "stderr.txt");
+    return r;
+  }
+
+  std::vector<Tensor> inputs(std::int64_t batch) const {
+    return {Tensor::random(TensorLayout(DType::f32, {batch, 4}), 10 + batch, -2, 2),
+            Tensor::scalar(1.5)};
+  }
+  void write_inputs(std::int64_t batch) const {
+    const std::vector<Tensor> in = inputs(batch);
+    save_npy(path("x.npy"), in[0]);
+    save_npy(path("s.npy"), in[1]);
+  }
+};
+
+void expect_close(const Tensor& got, const Tensor& want, double tolerance,
+                  const std::string& what) {
+  ASSERT_EQ(got.layout(), want.layout()) << what;
+  const std::vector<double> a = got.to_doubles(), b = want.to_doubles();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tolerance) << what << " " << i;
+}
+
+#define EXPECT_EXIT_CODE(result, expected) \
+  EXPECT_EQ((result).code, expected) << "stdout:\n" << (result).out << "stderr:\n" << (result).err
+
+TEST_F(Cli, RunWritesOutputsEqualToTheReferenceForEachBatchSize) {
+  for (std::int64_t batch : {1, 5}) {
+    write_inputs(batch);
+    const Result r =
+        kiln("run m.mlir --weights w.safetensors --input arg0=x.npy -i 1=s.npy -o out");
+    EXPECT_EXIT_CODE(r, 0);
+    EXPECT_NE(r.out.find("out/output1.npy"), std::string::npos) << r.out;
+    const std::vector<Tensor> want = reference_run(staged.graph(), inputs(batch), weights);
+    expect_close(load_npy(path("out/output0.npy")), want[0], 1e-5, "output0");
+    expect_close(load_npy(path("out/output1.npy")), want[1], 1e-5, "output1");
+  }
+}
+
+TEST_F(Cli, RunWithTheReferenceInterpreterAndPositionalInputs) {
+  write_inputs(3);
+  const Result r = kiln("run m.mlir -w w.safetensors -i x.npy -i s.npy --reference -o ref");
+  EXPECT_EXIT_CODE(r, 0);
+  const std::vector<Tensor> want = reference_run(staged.graph(), inputs(3), weights);
+  expect_close(load_npy(path("ref/output0.npy")), want[0], 1e-6, "reference output0");
+  // Without -o: a summary of each output on stdout.
+  const Result printed = kiln("run m.mlir -w w.safetensors -i x.npy -i s.npy");
+  EXPECT_EXIT_CODE(printed, 0);
+  EXPECT_NE(printed.out.find("output0: f32[3, 3] = ["), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("output1: f32[3] = ["), std::string::npos) << printed.out;
+}
+
+TEST_F(Cli, RunWritesAChromeTraceWithASlicePerKernel) {
+  write_inputs(2);
+  const Result r = kiln("run m.mlir -w w.safetensors -i x.npy -i s.npy --profile trace.json");
+  EXPECT_EXIT_CODE(r, 0);
+  const nlohmann::json trace = nlohmann::json::parse(slurp(dir / "trace.json"));
+  std::size_t slices = 0, matmuls = 0;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") {
+      ++slices;
+      matmuls += e.at("name").get<std::string>().rfind("kiln.matmul", 0) == 0 ? 1 : 0;
+    }
+  EXPECT_GT(slices, 1u);
+  EXPECT_EQ(matmuls, 1u);
+}
+
+TEST_F(Cli, PrintRunsPassesAndRoundTrips) {
+  const Result plain = kiln("print m.mlir");
+  EXPECT_EXIT_CODE(plain, 0);
+  EXPECT_EQ(plain.out, staged.str());
+  const Result fused = kiln("print m.mlir --passes canonicalize,cse,fuse -o fused.mlir");
+  EXPECT_EXIT_CODE(fused, 0);
+  const ir::Module m = ir::parse_module(slurp(dir / "fused.mlir"), "fused.mlir");
+  EXPECT_NE(m.str().find("kiln.fused"), std::string::npos);
+  EXPECT_EQ(m.str(), passes::run_passes(staged.graph(), {"canonicalize", "cse", "fuse"}).str());
+  const Result bad = kiln("print m.mlir --passes fuse,unroll");
+  EXPECT_EXIT_CODE(bad, 1);
+  EXPECT_NE(bad.err.find("unknown pass 'unroll'; the passes are canonicalize"), std::string::npos)
+      << bad.err;
+}
+
+TEST_F(Cli, BenchReportsOrderStatisticsAsJson) {
+  write_inputs(4);
+  const Result r = kiln(
+      "bench m.mlir -w w.safetensors -i x.npy -i s.npy -n 5 --warmup 1 --json b.json "
+      "--profile t.json");
+  EXPECT_EXIT_CODE(r, 0);
+  for (const char* text : {"median", "p90", "p99", "faster than the reference interpreter"})
+    EXPECT_NE(r.out.find(text), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(dir / "b.json"));
+  EXPECT_EQ(j.at("calls").at("samples"), 5);
+  EXPECT_LE(j.at("calls").at("min_ms").get<double>(), j.at("calls").at("median_ms").get<double>());
+  EXPECT_LE(j.at("calls").at("median_ms").get<double>(), j.at("calls").at("p99_ms").get<double>());
+  EXPECT_GT(j.at("speedup_over_reference").get<double>(), 0.0);
+  const nlohmann::json trace = nlohmann::json::parse(slurp(dir / "t.json"));
+  EXPECT_EQ(trace.at("otherData").at("replays"), 5);  // the timed calls only
+  // Without inputs or weights: random inputs (dims from --dim), zero weights.
+  const Result generated = kiln("bench m.mlir --dim batch=7 -n 2 --reference-iterations 0");
+  EXPECT_EXIT_CODE(generated, 0);
+  EXPECT_NE(generated.out.find("arg0: f32[7, 4] on cpu:0 (random)"), std::string::npos)
+      << generated.out;
+  EXPECT_NE(generated.out.find("2 zero-filled"), std::string::npos) << generated.out;
+}
+
+TEST_F(Cli, DotDrawsTheIrGraphAndTheCompiledPlan) {
+  const Result ir = kiln("dot m.mlir");
+  EXPECT_EXIT_CODE(ir, 0);
+  EXPECT_EQ(ir.out.rfind("digraph", 0), 0u) << ir.out;
+  EXPECT_NE(ir.out.find("kiln.matmul"), std::string::npos);
+  const Result plan = kiln("dot --plan m.mlir --dim batch=2");
+  EXPECT_EXIT_CODE(plan, 0);
+  EXPECT_NE(plan.out.find("kiln_device_graph"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("kiln.fused @fused_"), std::string::npos) << plan.out;
+  const Result missing = kiln("dot m.mlir --graph nope");
+  EXPECT_EXIT_CODE(missing, 1);
+  EXPECT_NE(missing.err.find("has no such graph; it has @main"), std::string::npos) << missing.err;
+  if (std::system("command -v dot >/dev/null 2>&1") == 0) {
+    const Result svg = kiln("dot m.mlir --svg -o g.svg");
+    EXPECT_EXIT_CODE(svg, 0);
+    EXPECT_NE(slurp(dir / "g.svg").find("<svg"), std::string::npos);
+  }
+}
+
+TEST_F(Cli, DemoEmitsAModuleThatKilnRunReproduces) {
+  const Result demo = kiln(
+      "demo --layers 2 --dim 16 --heads 2 --seq 5 --batch 2 --vocab 11 -n 2 --emit-mlir d.mlir "
+      "--json d.json");
+  EXPECT_EXIT_CODE(demo, 0);
+  for (const char* text : {"module   @main", "1 subgraph body (@block", "called 2 times",
+                           "median call", "op-by-op", "check: max |compiled - reference|", ": ok"})
+    EXPECT_NE(demo.out.find(text), std::string::npos) << text << "\n" << demo.out;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "d.json")).at("ok").get<bool>());
+  const Result again =
+      kiln("run d.mlir --weights d.safetensors --input arg0=d.input.npy --output again");
+  EXPECT_EXIT_CODE(again, 0);
+  expect_close(load_npy(path("again/output0.npy")), load_npy(path("d.output.npy")), 1e-6,
+               "kiln run of the demo's module");
+}
+
+TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
+  write_inputs(2);
+  struct Case {
+    std::string setup_name, setup_text, args, message;
+  };
+  const std::vector<Case> cases = {
+      {"bad.npy", "hello", "run m.mlir -w w.safetensors -i bad.npy -i s.npy",
+       "bad.npy: not a .npy file"},
+      {"cut.npy", to_npy(inputs(2)[0]).substr(0, 100),
+       "run m.mlir -w w.safetensors -i cut.npy -i s.npy", "cut.npy: truncated"},
+      {"wide.npy", to_npy(Tensor::zeros(TensorLayout(DType::f32, {2, 5}))),
+       "run m.mlir -w w.safetensors -i wide.npy -i s.npy",
+       "wide.npy (for arg0 of @main, f32[batch, 4] on cpu:0): has 5 at axis 1 where the model "
+       "has 4"},
+      {"ints.npy", to_npy(Tensor::zeros(TensorLayout(DType::i32, {2, 4}))),
+       "run m.mlir -w w.safetensors -i ints.npy -i s.npy", "holds i32[2, 4]; it needs f32"},
+      {"", "", "run m.mlir -w w.safetensors -i x.npy",
+       "missing input arg1 (f32[] on cpu:0); pass --input argN=FILE.npy"},
+      {"", "", "run m.mlir -i x.npy -i s.npy", "the model reads 2 weights"},
+      {"", "", "run nothere.mlir -i x.npy", "nothere.mlir: cannot open the model"},
+      {"", "", "run m.mlir -w nothere.safetensors -i x.npy -i s.npy", "nothere.safetensors"},
+      {"syntax.mlir", "module {\n  func.func @main() {\n    %0 = \"kiln.add\"(%9) : oops\n",
+       "run syntax.mlir", "syntax.mlir:3:"},
+      {"verify.mlir",
+       "module {\n  func.func @main(%arg0: tensor<2xf32>) -> tensor<3xf32> {\n"
+       "    return %arg0 : tensor<2xf32>\n  }\n}\n",
+       "print verify.mlir", "verify.mlir:"},
+      {"", "", "run m.mlir -w w.safetensors -i x.npy -i s.npy --device cuda:0", "cuda"},
+  };
+  for (const Case& c : cases) {
+    if (!c.setup_name.empty()) write(c.setup_name, c.setup_text);
+    const Result r = kiln(c.args);
+    EXPECT_EXIT_CODE(r, 2) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("kiln: error: ", 0), 0u) << r.err;
+  }
+}
+
+TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
+  write_inputs(2);
+  EXPECT_EXIT_CODE(kiln(""), 1);
+  EXPECT_EXIT_CODE(kiln("frobnicate"), 1);
+  EXPECT_EXIT_CODE(kiln("run"), 1);  // the model is required
+  EXPECT_EXIT_CODE(kiln("run m.mlir --no-such-flag"), 1);
+  const Result name = kiln("run m.mlir -w w.safetensors -i x=x.npy");
+  EXPECT_EXIT_CODE(name, 1);
+  EXPECT_NE(name.err.find("no argument named 'x'; @main takes arg0 (f32[batch, 4] on cpu:0), arg1"),
+            std::string::npos)
+      << name.err;
+  const Result twice = kiln("run m.mlir -w w.safetensors -i 0=x.npy -i arg0=x.npy");
+  EXPECT_EXIT_CODE(twice, 1);
+  EXPECT_NE(twice.err.find("arg0 is already given"), std::string::npos) << twice.err;
+  EXPECT_EXIT_CODE(kiln("demo --dim 10 --heads 3"), 1);
+  EXPECT_EXIT_CODE(kiln("bench m.mlir --dim batch"), 1);
+  for (const char* cmd :
+       {"--help", "run --help", "bench --help", "print --help", "dot --help", "demo --help"}) {
+    const Result help = kiln(cmd);
+    EXPECT_EXIT_CODE(help, 0);
+    EXPECT_NE(help.out.find("Usage: kiln"), std::string::npos) << cmd;
+    EXPECT_NE(help.out.find("Exit codes"), std::string::npos) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

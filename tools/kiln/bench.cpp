@@ -1,0 +1,114 @@
+// kiln bench: compile once, warm up, time many calls; compare with the reference.
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/ir/type.hpp"
+#include "kiln/runtime/profiler.hpp"
+
+namespace kiln::cli {
+namespace {
+
+nlohmann::json to_json(const Timing& t) {
+  return {{"samples", t.samples}, {"min_ms", t.min}, {"median_ms", t.median},
+          {"p90_ms", t.p90},      {"p99_ms", t.p99}, {"mean_ms", t.mean}};
+}
+
+}  // namespace
+
+int bench_command(const BenchOptions& options) {
+  if (options.iterations < 1 || options.warmup < 0 || options.reference_iterations < 0)
+    throw UsageError(
+        "--iterations must be at least 1; --warmup and --reference-iterations at "
+        "least 0");
+  ir::Module module = load_module(options.model.model);
+  std::vector<bool> generated;
+  const std::vector<Tensor> inputs =
+      bind_inputs(module, options.model, /*generate=*/true, &generated);
+  const std::map<std::string, Tensor> weights =
+      load_weights(module, options.model, /*fill_missing=*/options.model.weights.empty());
+  const ir::Module reference_module = module;
+  const CompileOptions compile = compile_options(options.model);
+  const int threads = compile.context->num_threads();
+  const StagedGraph staged = StagedGraph::from_module(std::move(module));
+
+  std::printf("kiln bench %s on %s, %d thread%s\n", options.model.model.c_str(),
+              options.model.device.c_str(), threads, threads == 1 ? "" : "s");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::printf("  arg%zu: %s%s\n", i,
+                ir::to_string(ir::TensorType{inputs[i].dtype(), inputs[i].shape(), {}}).c_str(),
+                generated[i] ? " (random)" : "");
+  }
+  if (options.model.weights.empty() && !weights.empty())
+    std::printf("  weights: none given, %zu zero-filled\n", weights.size());
+
+  std::optional<CompiledCallable> compiled;
+  const double compile_ms = time_ms([&] {
+    Progress progress("compiling");
+    compiled.emplace(staged, weights, compile);
+  });
+  const double first_ms = time_ms([&] { (void)compiled->run(inputs); });
+  {
+    Progress progress("warming up");
+    for (int i = 0; i < options.warmup; ++i) (void)compiled->run(inputs);
+  }
+  std::shared_ptr<Profiler> profiler;
+  if (!options.profile.empty()) {
+    profiler = std::make_shared<Profiler>(std::size_t{1} << 18);
+    compiled->context()->set_profiler(profiler);
+  }
+  std::vector<double> calls;
+  {
+    Progress progress("timing " + std::to_string(options.iterations) + " calls");
+    for (int i = 0; i < options.iterations; ++i)
+      calls.push_back(time_ms([&] { (void)compiled->run(inputs); }));
+  }
+  compiled->context()->set_profiler(nullptr);
+  std::vector<double> reference;
+  {
+    Progress progress("timing the reference interpreter");
+    for (int i = 0; i < options.reference_iterations; ++i)
+      reference.push_back(time_ms([&] { (void)reference_run(reference_module, inputs, weights); }));
+  }
+  const Timing call = summarize(calls), ref = summarize(reference);
+
+  std::printf("  %-22s %s\n", "compile", format_ms(compile_ms).c_str());
+  std::printf("  %-22s %s  (plans memory, records the device graph)\n", "first call",
+              format_ms(first_ms).c_str());
+  std::printf("  %-22s median %s  p90 %s  p99 %s  min %s\n",
+              ("calls (" + std::to_string(call.samples) + ")").c_str(),
+              format_ms(call.median).c_str(), format_ms(call.p90).c_str(),
+              format_ms(call.p99).c_str(), format_ms(call.min).c_str());
+  if (ref.samples > 0) {
+    std::printf("  %-22s median %s\n", ("reference (" + std::to_string(ref.samples) + ")").c_str(),
+                format_ms(ref.median).c_str());
+    std::printf("  %-22s %.1fx faster than the reference interpreter\n", "compiled",
+                ref.median / call.median);
+  }
+
+  if (profiler) {
+    profiler->write_chrome_trace(options.profile);
+    std::printf("wrote %s: %zu kernel slices over %llu calls%s\n", options.profile.c_str(),
+                profiler->events().size(), static_cast<unsigned long long>(profiler->replays()),
+                profiler->dropped() ? " (the first ones; later slices did not fit)" : "");
+  }
+  if (!options.json.empty()) {
+    nlohmann::json j = {{"model", options.model.model}, {"device", options.model.device},
+                        {"threads", threads},           {"compile_ms", compile_ms},
+                        {"first_call_ms", first_ms},    {"calls", to_json(call)}};
+    if (ref.samples > 0) {
+      j["reference"] = to_json(ref);
+      j["speedup_over_reference"] = ref.median / call.median;
+    }
+    std::ofstream out(options.json);
+    out << j.dump(2) << "\n";
+    if (!out) throw UserError(options.json + ": cannot write the JSON results");
+    std::printf("wrote %s\n", options.json.c_str());
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

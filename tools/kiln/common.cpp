@@ -1,0 +1,320 @@
+#include "common.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "kiln/compiler/npy.hpp"
+#include "kiln/compiler/safetensors.hpp"
+#include "kiln/ir/text.hpp"
+#include "kiln/ir/verifier.hpp"
+
+namespace kiln::cli {
+namespace {
+
+std::string str(const auto&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  return os.str();
+}
+
+/// `NAME=VALUE` split at the first '='; no '=': name empty.
+std::pair<std::string, std::string> split_assignment(const std::string& text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos) return {"", text};
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+std::optional<std::int64_t> parse_int(const std::string& text) {
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  return value;
+}
+
+/// Argument index of `argN` or `N`, if \p name is one and in range.
+std::optional<std::size_t> argument_index(const std::string& name, std::size_t count) {
+  const std::string digits = name.rfind("arg", 0) == 0 ? name.substr(3) : name;
+  const std::optional<std::int64_t> i = parse_int(digits);
+  if (!i || static_cast<std::size_t>(*i) >= count) return std::nullopt;
+  return static_cast<std::size_t>(*i);
+}
+
+std::string argument_list(const ir::Graph& entry) {
+  std::string out;
+  for (std::size_t i = 0; i < entry.arguments().size(); ++i)
+    out += str(i ? ", " : "", "arg", i, " (", ir::to_string(entry.type(entry.arguments()[i])), ")");
+  return out.empty() ? "no arguments" : out;
+}
+
+}  // namespace
+
+ir::Module load_module(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(str(path, ": cannot open the model for reading"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ir::Module module = ir::parse_module(text, path);  // ParseError: path:line:col: ...
+  try {
+    ir::verify_or_throw(module);
+  } catch (const UserError& e) {
+    throw UserError(str(path, ": the module does not verify: ", e.what()));
+  }
+  return module;
+}
+
+std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& options,
+                                bool generate, std::vector<bool>* generated) {
+  const ir::Graph& entry = module.entry();
+  const std::size_t n = entry.arguments().size();
+  std::map<std::string, std::pair<std::int64_t, std::string>> sizes;  // dim -> size, source
+  for (const std::string& spec : options.dims) {
+    const auto [name, value] = split_assignment(spec);
+    const std::optional<std::int64_t> size = parse_int(value);
+    if (name.empty() || !size)
+      throw UsageError(str("--dim '", spec, "': expected NAME=SIZE with SIZE >= 0 (e.g. batch=4)"));
+    sizes[name] = {*size, str("--dim ", spec)};
+  }
+
+  std::vector<Tensor> inputs(n);
+  std::vector<std::string> files(n);
+  std::size_t next = 0;
+  for (const std::string& spec : options.inputs) {
+    auto [name, file] = split_assignment(spec);
+    std::size_t index = 0;
+    if (name.empty()) {
+      while (next < n && !files[next].empty()) ++next;
+      if (next == n)
+        throw UsageError(str("--input '", spec, "': more inputs than arguments; @", entry.name(),
+                             " takes ", argument_list(entry)));
+      index = next;
+    } else if (const std::optional<std::size_t> i = argument_index(name, n)) {
+      index = *i;
+    } else {
+      throw UsageError(str("--input '", spec, "': no argument named '", name, "'; @", entry.name(),
+                           " takes ", argument_list(entry),
+                           " (name them argN or N, or list files in order)"));
+    }
+    if (!files[index].empty())
+      throw UsageError(
+          str("--input '", spec, "': arg", index, " is already given by '", files[index], "'"));
+    files[index] = file;
+    inputs[index] = load_npy(file);
+  }
+
+  // Check what the files hold against the arguments; learn symbolic sizes.
+  for (std::size_t i = 0; i < n; ++i) {
+    if (files[i].empty()) continue;
+    const ir::TensorType& want = entry.type(entry.arguments()[i]);
+    const Tensor& t = inputs[i];
+    const std::string what =
+        str(files[i], " (for arg", i, " of @", entry.name(), ", ", ir::to_string(want), ")");
+    if (t.dtype() != want.dtype || t.rank() != want.shape.rank())
+      throw UserError(str(what, ": holds ", t.dtype(), t.shape(), "; it needs ", want.dtype,
+                          " of rank ", want.shape.rank()));
+    for (std::size_t d = 0; d < t.rank(); ++d) {
+      const std::int64_t size = t.shape().dims()[d].size();
+      const Dim& w = want.shape.dims()[d];
+      if (w.is_static() && w.size() != size)
+        throw UserError(
+            str(what, ": has ", size, " at axis ", d, " where the model has ", w.size()));
+      if (!w.is_static()) {
+        auto [it, fresh] = sizes.emplace(w.symbol(), std::make_pair(size, files[i]));
+        if (!fresh && it->second.first != size)
+          throw UserError(str(what, ": dim '", w.symbol(), "' is ", size, " at axis ", d, " but ",
+                              it->second.first, " in ", it->second.second));
+      }
+    }
+  }
+
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!files[i].empty()) continue;
+    const ir::TensorType& want = entry.type(entry.arguments()[i]);
+    if (!generate) {
+      missing.push_back(str("arg", i, " (", ir::to_string(want), ")"));
+      continue;
+    }
+    std::vector<Dim> dims;
+    for (const Dim& d : want.shape.dims()) {
+      if (d.is_static()) {
+        dims.emplace_back(d.size());
+      } else {
+        auto it = sizes.find(d.symbol());
+        dims.emplace_back(it != sizes.end() ? it->second.first : 1);
+      }
+    }
+    const TensorLayout layout(want.dtype, Shape(std::move(dims)));
+    inputs[i] = is_floating(want.dtype) ? Tensor::random(layout, i + 1, -1, 1)
+                                        : Tensor::random(layout, i + 1, 0, 2);
+  }
+  if (generated != nullptr) {
+    generated->assign(n, false);
+    for (std::size_t i = 0; i < n; ++i) (*generated)[i] = files[i].empty();
+  }
+  if (!missing.empty())
+    throw UserError(str(
+        options.model, ": missing input", missing.size() > 1 ? "s " : " ",
+        [&] {
+          std::string s;
+          for (const std::string& m : missing) s += (s.empty() ? "" : ", ") + m;
+          return s;
+        }(),
+        "; pass --input argN=FILE.npy for each"));
+  return inputs;
+}
+
+std::map<std::string, Tensor> load_weights(const ir::Module& module, const ModelOptions& options,
+                                           bool fill_missing) {
+  std::map<std::string, Tensor> weights;
+  if (!options.weights.empty()) weights = SafetensorsFile::open(options.weights).tensors();
+  const std::map<std::string, ir::TensorType> needed = module_weights(module);
+  if (fill_missing) {
+    for (const auto& [name, type] : needed)
+      if (weights.count(name) == 0)
+        weights.emplace(name, Tensor::zeros(TensorLayout(type.dtype, type.shape)));
+  } else if (options.weights.empty() && !needed.empty()) {
+    throw UserError(str(options.model, ": the model reads ", needed.size(), " weight",
+                        needed.size() == 1 ? "" : "s", " (first: '", needed.begin()->first,
+                        "'); pass --weights FILE.safetensors"));
+  }
+  return weights;
+}
+
+CompileOptions compile_options(const ModelOptions& options) {
+  CompileOptions out;
+  out.context = std::make_shared<DeviceContext>(
+      Device::parse(options.device), DeviceContextOptions{.num_threads = options.threads});
+  if (options.passes) out.passes = *options.passes;
+  return out;
+}
+
+// ---- progress -----------------------------------------------------------------------------
+
+Progress::Progress(std::string what)
+    : what_(std::move(what)),
+      start_(std::chrono::steady_clock::now()),
+      thread_([this] { watch(); }) {}
+
+Progress::~Progress() { done(); }
+
+void Progress::done() {
+  {
+    std::scoped_lock lock(mutex_);
+    if (finished_) return;
+    finished_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (shown_) {
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (isatty(STDERR_FILENO)) {
+      std::fprintf(stderr, "\r\033[Kkiln: %s done in %.1f s\n", what_.c_str(), s);
+    } else {
+      std::fprintf(stderr, " done in %.1f s\n", s);
+    }
+  }
+}
+
+void Progress::watch() {
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  std::unique_lock lock(mutex_);
+  for (int seconds = 1;; ++seconds) {
+    if (cv_.wait_until(lock, start_ + std::chrono::seconds(seconds), [&] { return finished_; }))
+      return;
+    if (terminal) {
+      std::fprintf(stderr, "\r\033[Kkiln: %s... %d s", what_.c_str(), seconds);
+    } else if (!shown_) {
+      std::fprintf(stderr, "kiln: %s...", what_.c_str());
+    }
+    std::fflush(stderr);
+    shown_ = true;
+  }
+}
+
+// ---- numbers ------------------------------------------------------------------------------
+
+Timing summarize(std::vector<double> ms) {
+  Timing t;
+  if (ms.empty()) return t;
+  std::sort(ms.begin(), ms.end());
+  const auto at = [&](double q) {
+    return ms[std::min(ms.size() - 1,
+                       static_cast<std::size_t>(q * static_cast<double>(ms.size())))];
+  };
+  t.samples = ms.size();
+  t.min = ms.front();
+  t.median = ms.size() % 2 ? ms[ms.size() / 2] : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  t.p90 = at(0.90);
+  t.p99 = at(0.99);
+  double sum = 0;
+  for (double v : ms) sum += v;
+  t.mean = sum / static_cast<double>(ms.size());
+  return t;
+}
+
+std::string format_ms(double ms) {
+  char buf[32];
+  if (ms >= 1000) {
+    std::snprintf(buf, sizeof buf, "%.2f s", ms / 1000);
+  } else if (ms >= 1) {
+    std::snprintf(buf, sizeof buf, "%.2f ms", ms);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f us", ms * 1000);
+  }
+  return buf;
+}
+
+std::string format_bytes(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  } else if (bytes >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.1f MB", bytes / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f kB", bytes / 1e3);
+  }
+  return buf;
+}
+
+double max_abs_difference(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const std::vector<double> x = a[i].to_doubles(), y = b[i].to_doubles();
+    if (x.size() != y.size()) return INFINITY;
+    for (std::size_t k = 0; k < x.size(); ++k) {
+      const double d = std::fabs(x[k] - y[k]);
+      if (!(d <= worst)) worst = d;  // NaN wins
+    }
+  }
+  return worst;
+}
+
+std::string describe_values(const Tensor& t) {
+  const std::vector<double> v = t.to_doubles();
+  std::ostringstream os;
+  os << t.dtype() << t.shape() << " = [";
+  for (std::size_t i = 0; i < std::min<std::size_t>(v.size(), 6); ++i)
+    os << (i ? ", " : "") << v[i];
+  if (v.size() > 6) os << ", ...";
+  os << "]";
+  if (!v.empty()) {
+    double lo = v[0], hi = v[0], sum = 0;
+    for (double x : v) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      sum += x;
+    }
+    os << " (min " << lo << ", max " << hi << ", mean " << sum / static_cast<double>(v.size())
+       << ")";
+  }
+  return os.str();
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,204 @@
+// The kiln command line: subcommands, their options and help, and the exit codes
+// (see commands.hpp). The only file that includes CLI11.
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "commands.hpp"
+#include "kiln/compiler/passes.hpp"
+
+namespace kiln::cli {
+namespace {
+
+constexpr const char* kExitCodes =
+    "Exit codes: 0 success, 1 usage error, 2 invalid input (bad file, bad IR, shapes that do "
+    "not fit) or a failed run, 3 a bug in kiln.";
+
+void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) {
+  cmd.add_option("model", o.model,
+                 "Module in kiln's MLIR text form (as `kiln demo --emit-mlir` "
+                 "or StagedGraph::str() writes it)")
+      ->required();
+  cmd.add_option("-i,--input", o.inputs,
+                 "Input as NAME=FILE.npy (NAME: argN or N, the entry graph's argument) or "
+                 "FILE.npy for the next argument; repeat for each")
+      ->type_name("NAME=FILE");
+  cmd.add_option("-w,--weights", o.weights, "Weights as safetensors, by full dotted name")
+      ->type_name("FILE");
+  cmd.add_option("--device", o.device, "Device to compile for and run on")->capture_default_str();
+  cmd.add_option("-t,--threads", o.threads,
+                 "Worker threads (default: KILN_NUM_THREADS, else every available core)");
+  if (with_passes) {
+    std::string names;
+    for (const std::string& p : passes::default_pipeline()) names += (names.empty() ? "" : ",") + p;
+    cmd.add_option_function<std::vector<std::string>>(
+           "--passes",
+           [&o](const std::vector<std::string>& v) {
+             o.passes.emplace();
+             for (const std::string& name : v)
+               if (!name.empty()) o.passes->push_back(name);
+           },
+           "Comma-separated IR passes to compile with (default: " + names + "; '' for none)")
+        ->delimiter(',')
+        ->expected(0, 64);
+  }
+}
+
+void add_generated_input_options(CLI::App& cmd, ModelOptions& o) {
+  cmd.add_option("--dim", o.dims,
+                 "Size of a symbolic dim for generated inputs, NAME=SIZE (inputs not given "
+                 "with --input are random; unnamed dims are 1)")
+      ->type_name("NAME=SIZE");
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{
+      "kiln: compile and run staged tensor graphs (MLIR text) on the CPU, inspect them, and "
+      "time them.\nStart with `kiln demo`.",
+      "kiln"};
+  app.footer(kExitCodes);
+  app.require_subcommand(1);
+
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Compile a module and call it once on .npy inputs; print or write the outputs");
+  add_model_options(*run_cmd, run.model);
+  run_cmd
+      ->add_option("-o,--output", run.output_dir,
+                   "Directory to write output0.npy, output1.npy, ... (default: print a summary)")
+      ->type_name("DIR");
+  run_cmd->add_flag("--reference", run.reference,
+                    "Evaluate with the reference interpreter instead (slow, for checking)");
+  run_cmd
+      ->add_option("--profile", run.profile,
+                   "Write a Chrome trace of the call: one slice per kernel, per thread")
+      ->type_name("TRACE.json");
+
+  BenchOptions bench;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench",
+      "Time calls of a compiled module: median, p90, p99, and the speed-up over the "
+      "reference interpreter");
+  add_model_options(*bench_cmd, bench.model);
+  add_generated_input_options(*bench_cmd, bench.model);
+  bench_cmd->add_option("--warmup", bench.warmup, "Untimed calls first")->capture_default_str();
+  bench_cmd->add_option("-n,--iterations", bench.iterations, "Timed calls")->capture_default_str();
+  bench_cmd
+      ->add_option("--reference-iterations", bench.reference_iterations,
+                   "Timed reference-interpreter calls (0: skip)")
+      ->capture_default_str();
+  bench_cmd->add_option("--json", bench.json, "Also write the results as JSON")->type_name("FILE");
+  bench_cmd
+      ->add_option("--profile", bench.profile,
+                   "Write a Chrome trace of the timed calls: one slice per kernel per call")
+      ->type_name("TRACE.json");
+
+  PrintOptions print;
+  CLI::App* print_cmd = app.add_subcommand(
+      "print",
+      "Parse and verify a module, run IR passes on it, and print it (see what fusion did)");
+  print_cmd->add_option("model", print.model, "Module in kiln's MLIR text form")->required();
+  print_cmd
+      ->add_option("--passes", print.passes,
+                   "Comma-separated passes to run first, in order: canonicalize, fold, cse, dce, "
+                   "fuse (default: none)")
+      ->delimiter(',');
+  print_cmd->add_option("-o,--output", print.output, "Write here instead of stdout")
+      ->type_name("FILE");
+
+  DotOptions dot;
+  CLI::App* dot_cmd = app.add_subcommand(
+      "dot", "Graphviz DOT of a module's IR graph, or with --plan of the compiled device graph");
+  add_model_options(*dot_cmd, dot.model);
+  add_generated_input_options(*dot_cmd, dot.model);
+  dot_cmd->add_flag("--plan", dot.plan,
+                    "The device graph a call replays (kernels and their dependencies) for the "
+                    "inputs' shapes; missing inputs are random, missing weights zeros");
+  dot_cmd->add_option("--graph", dot.graph, "IR graph to draw (default: the entry)")
+      ->type_name("NAME");
+  dot_cmd->add_flag("--svg", dot.svg,
+                    "Render to SVG with Graphviz's dot (apt-get install graphviz)");
+  dot_cmd->add_option("-o,--output", dot.output, "Write here instead of stdout")->type_name("FILE");
+
+  DemoOptions demo;
+  CLI::App* demo_cmd = app.add_subcommand(
+      "demo",
+      "Stage a GPT-style transformer with kiln::nn and subgraphs, compile it, run it, "
+      "check it against the reference interpreter, and report the timings");
+  demo_cmd->add_option("--layers", demo.layers, "Transformer blocks")->capture_default_str();
+  demo_cmd->add_option("--dim", demo.dim, "Model width (d_model)")->capture_default_str();
+  demo_cmd->add_option("--heads", demo.heads, "Attention heads (must divide --dim)")
+      ->capture_default_str();
+  demo_cmd->add_option("--hidden", demo.hidden, "MLP width (default: 4 x --dim)");
+  demo_cmd->add_option("--seq", demo.seq, "Sequence length")->capture_default_str();
+  demo_cmd->add_option("--batch", demo.batch, "Batch size")->capture_default_str();
+  demo_cmd->add_option("--vocab", demo.vocab, "Vocabulary size")->capture_default_str();
+  demo_cmd->add_option("-n,--iterations", demo.iterations, "Timed calls")->capture_default_str();
+  demo_cmd->add_option("-t,--threads", demo.threads,
+                       "Worker threads (default: KILN_NUM_THREADS, else every available core)");
+  demo_cmd->add_flag("!--no-subgraphs", demo.subgraphs,
+                     "Inline every block instead of sharing one subgraph body");
+  demo_cmd
+      ->add_option("-w,--weights", demo.weights,
+                   "Read the weights from safetensors (default: deterministic random ones)")
+      ->type_name("FILE");
+  demo_cmd
+      ->add_option("--emit-mlir", demo.emit_mlir,
+                   "Write the module there, with its weights (.safetensors), input "
+                   "(.input.npy) and output (.output.npy) beside it, for `kiln run`")
+      ->type_name("FILE.mlir");
+  demo_cmd->add_option("--json", demo.json, "Also write the timings as JSON")->type_name("FILE");
+
+  for (CLI::App* cmd : {run_cmd, bench_cmd, print_cmd, dot_cmd, demo_cmd}) cmd->footer(kExitCodes);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // help and version print and succeed
+  }
+  const auto subcommand = [&](const CLI::App* cmd) { return cmd->parsed(); };
+  if (subcommand(run_cmd)) return run_command(run);
+  if (subcommand(bench_cmd)) return bench_command(bench);
+  if (subcommand(print_cmd)) return print_command(print);
+  if (subcommand(dot_cmd)) return dot_command(dot);
+  return demo_command(demo);
+}
+
+/// The message of \p e and of the exceptions nested in it.
+std::string full_message(const std::exception& e) {
+  std::string out = e.what();
+  try {
+    std::rethrow_if_nested(e);
+  } catch (const std::exception& inner) {
+    out += ": " + full_message(inner);
+  } catch (...) {
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace kiln::cli
+
+int main(int argc, char** argv) {
+  using namespace kiln::cli;
+  try {
+    return run(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kiln: usage error: %s\nRun 'kiln --help' or 'kiln COMMAND --help'.\n",
+                 e.what());
+    return 1;
+  } catch (const kiln::InternalError& e) {
+    std::fprintf(stderr, "kiln: %s\n", full_message(e).c_str());
+    return 3;
+  } catch (const kiln::Error& e) {  // UserError, ParseError, DeviceError
+    std::fprintf(stderr, "kiln: error: %s\n", full_message(e).c_str());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "kiln: error: out of memory\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: internal error (a bug in kiln, please report it): %s\n",
+                 full_message(e).c_str());
+    return 3;
+  }
+}
