@@ -4,10 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
+#include "compiler/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/runtime/launch.hpp"
 
 namespace kiln::compiler {
 namespace {
@@ -428,12 +431,59 @@ const std::unordered_map<std::string_view, double (*)(double)>& unary_scalars() 
 
 }  // namespace
 
+/// One op of a fused body in the f32 tile program.
+struct VectorOp {
+  bool is_binary = false;
+  vmath::Unary unary = vmath::Unary::copy;
+  vmath::Binary binary = vmath::Binary::add;
+  std::uint32_t a = 0, b = 0, result = 0;
+};
+
 struct FusedProgram {
   std::uint32_t num_values = 0;
   std::vector<std::uint32_t> args;
   std::vector<Scalar> ops;
   std::uint32_t result = 0;
+  // When every value of the body is f32 and every op has an f32 array form: the body as
+  // array ops over tiles (run_fused_f32), else the per-element interpreter.
+  bool f32 = false;
+  std::vector<VectorOp> vector_ops;
 };
+
+namespace {
+/// The f32 array form of \p op, if it has one.
+std::optional<VectorOp> vector_op(const ir::OpView& op) {
+  static const std::unordered_map<std::string_view, vmath::Binary> binaries = {
+      {"kiln.add", vmath::Binary::add},     {"kiln.sub", vmath::Binary::sub},
+      {"kiln.mul", vmath::Binary::mul},     {"kiln.div", vmath::Binary::div},
+      {"kiln.maximum", vmath::Binary::max}, {"kiln.minimum", vmath::Binary::min},
+      {"kiln.pow", vmath::Binary::pow}};
+  static const std::unordered_map<std::string_view, vmath::Unary> unaries = {
+      {"kiln.neg", vmath::Unary::neg},   {"kiln.abs", vmath::Unary::abs},
+      {"kiln.exp", vmath::Unary::exp},   {"kiln.log", vmath::Unary::log},
+      {"kiln.sqrt", vmath::Unary::sqrt}, {"kiln.rsqrt", vmath::Unary::rsqrt},
+      {"kiln.tanh", vmath::Unary::tanh}, {"kiln.sigmoid", vmath::Unary::sigmoid},
+      {"kiln.relu", vmath::Unary::relu}, {"kiln.silu", vmath::Unary::silu},
+      {"kiln.cast", vmath::Unary::copy}};
+  VectorOp v;
+  v.result = op.result(0).id;
+  v.a = op.operand(0).id;
+  if (auto b = binaries.find(op.name()); b != binaries.end()) {
+    v.is_binary = true;
+    v.binary = b->second;
+    v.b = op.operand(1).id;
+  } else if (auto u = unaries.find(op.name()); u != unaries.end()) {
+    v.unary = u->second;
+  } else if (op.name() == "kiln.gelu") {
+    const ir::Attribute* mode = op.find("approximate");
+    v.unary = mode != nullptr && mode->as_string() == "tanh" ? vmath::Unary::gelu_tanh
+                                                             : vmath::Unary::gelu_erf;
+  } else {
+    return std::nullopt;
+  }
+  return v;
+}
+}  // namespace
 
 bool is_elementwise(std::string_view op) {
   return binary_scalars().count(op) != 0 || unary_scalars().count(op) != 0 || op == "kiln.gelu" ||
@@ -472,11 +522,135 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   if (body.results().size() != 1)
     throw UserError(cat("kiln.fused body @", body.name(), " must return one value"));
   p->result = body.results()[0].id;
+  p->f32 = true;
+  for (std::size_t v = 0; v < body.num_values(); ++v)
+    if (body.type(ir::Value{static_cast<std::uint32_t>(v)}).dtype != DType::f32) p->f32 = false;
+  for (std::size_t i = 0; i < body.num_ops() && p->f32; ++i) {
+    const std::optional<VectorOp> v = vector_op(body.op(i));
+    if (v) {
+      p->vector_ops.push_back(*v);
+    } else {
+      p->f32 = false;
+    }
+  }
   return p;
 }
 
+namespace {
+
+constexpr std::int64_t kTile = 512;  // elements per array op: every live tile stays in L1/L2
+
+/// The elements [begin, end) of \p n that block `block_idx().x` of `grid_dim().x` owns,
+/// in whole multiples of \p align.
+std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, std::int64_t align = 1) {
+  const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
+  const std::int64_t b = kiln::block_idx().x;
+  const std::int64_t units = (n + align - 1) / align;
+  const std::int64_t begin = units * b / blocks * align, end = units * (b + 1) / blocks * align;
+  return {std::min(begin, n), std::min(end, n)};
+}
+
+/// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
+/// run of the innermost dimension at a time.
+void gather_f32(const View& in, const Index& strides, const Index& out, std::int64_t at,
+                std::int64_t len, float* dst) {
+  const auto* src = reinterpret_cast<const float*>(in.data);
+  const std::size_t rank = out.size();
+  Index idx(rank);
+  for (std::size_t d = rank, rest = static_cast<std::size_t>(at); d-- > 0;) {
+    idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
+    rest /= static_cast<std::size_t>(out[d]);
+  }
+  const std::int64_t inner = out[rank - 1], inner_stride = strides[rank - 1];
+  while (len > 0) {
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < rank; ++d) offset += idx[d] * strides[d];
+    const std::int64_t run = std::min(len, inner - idx[rank - 1]);
+    if (inner_stride == 0) {
+      std::fill(dst, dst + run, src[offset]);
+    } else {
+      for (std::int64_t i = 0; i < run; ++i) dst[i] = src[offset + i * inner_stride];
+    }
+    dst += run;
+    len -= run;
+    idx[rank - 1] += run;
+    for (std::size_t d = rank - 1; d > 0 && idx[d] == out[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+/// A fused f32 body over this block's share of the output, a tile at a time: each input
+/// is read once (in place when it has the output's shape), each op is one vectorised
+/// array loop, and the last op writes straight into the output.
+void run_fused_f32(const Launch& l) {
+  const FusedProgram& p = *l.fused;
+  const View& o = l.out[0];
+  const std::int64_t n = elements(o.shape);
+  const auto [begin, end] = block_range(n, kTile);
+  if (begin >= end) return;
+  thread_local std::vector<float> scratch;  // grows once per thread, then reused
+  scratch.resize(static_cast<std::size_t>(p.num_values * kTile));
+  std::vector<const float*> value(p.num_values, nullptr);
+  std::vector<std::size_t> stride(p.num_values, 1);
+  const auto slot = [&](std::uint32_t v) { return scratch.data() + v * kTile; };
+  enum class Read { in_place, scalar, gather };
+  std::vector<Read> read(l.in.size());
+  std::vector<Index> in_strides(l.in.size());
+  for (std::size_t k = 0; k < l.in.size(); ++k) {
+    const View& in = l.in[k];
+    if (in.shape == o.shape) {
+      read[k] = Read::in_place;
+    } else if (elements(in.shape) == 1) {
+      read[k] = Read::scalar;
+      value[p.args[k]] = reinterpret_cast<const float*>(in.data);
+      stride[p.args[k]] = 0;
+    } else {
+      read[k] = Read::gather;
+      in_strides[k] = broadcast_strides(in.shape, o.shape);
+    }
+  }
+  auto* out = reinterpret_cast<float*>(o.data);
+  for (std::int64_t at = begin; at < end; at += kTile) {
+    const std::int64_t len = std::min(kTile, end - at);
+    for (std::size_t k = 0; k < l.in.size(); ++k) {
+      const std::uint32_t v = p.args[k];
+      if (read[k] == Read::in_place) {
+        value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
+      } else if (read[k] == Read::gather) {
+        gather_f32(l.in[k], in_strides[k], o.shape, at, len, slot(v));
+        value[v] = slot(v);
+      }
+    }
+    for (const VectorOp& op : p.vector_ops) {
+      float* dst = op.result == p.result ? out + at : slot(op.result);
+      const auto count = static_cast<std::size_t>(len);
+      if (op.is_binary) {
+        vmath::binary(op.binary, value[op.a], stride[op.a], value[op.b], stride[op.b], dst, count);
+      } else if (stride[op.a] == 0) {
+        std::fill(dst, dst + len, 0.0f);  // a scalar operand: compute once, broadcast
+        vmath::unary(op.unary, value[op.a], dst, 1);
+        std::fill(dst + 1, dst + len, dst[0]);
+      } else {
+        vmath::unary(op.unary, value[op.a], dst, count);
+      }
+      value[op.result] = dst;
+      stride[op.result] = 1;
+    }
+    if (value[p.result] != out + at)  // the body returns an argument unchanged
+      for (std::int64_t i = 0; i < len; ++i) out[at + i] = value[p.result][stride[p.result] * i];
+  }
+}
+
+}  // namespace
+
 void run_fused(const Launch& l) {
   const FusedProgram& p = *l.fused;
+  if (p.f32 && l.out[0].dtype == DType::f32) {
+    run_fused_f32(l);
+    return;
+  }
   const View& o = l.out[0];
   std::vector<Index> strides;
   for (const View& v : l.in) strides.push_back(broadcast_strides(v.shape, o.shape));

@@ -1,0 +1,39 @@
+#pragma once
+// Internal: f32 math over arrays, written as plain loops the compiler vectorises, each
+// built for AVX-512, AVX2 and baseline x86-64 and picked at load time for the CPU
+// (`target_clones`). The fused kernels and the f32 fast paths use these.
+//
+// Accuracy against the double-precision reference rounded to f32: add, sub, mul, div,
+// sqrt, min, max, neg, abs, relu are exact; exp, log, tanh, sigmoid, silu within a few
+// ulp; the erf-based GELU within
+// 5e-7 |x| absolute. NaN in gives NaN out; exp overflows to
+// inf and underflows to 0 (no denormal results).
+
+#include <cstddef>
+
+namespace kiln::compiler::vmath {
+
+enum class Unary : unsigned char {
+  neg,
+  abs,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  tanh,
+  sigmoid,
+  relu,
+  silu,
+  gelu_erf,
+  gelu_tanh,
+  copy
+};
+enum class Binary : unsigned char { add, sub, mul, div, max, min, pow };
+
+/// y[i] = f(x[i]) for i < n (y may equal x).
+void unary(Unary f, const float* x, float* y, std::size_t n);
+/// y[i] = f(a[i], b[i]); a stride of 0 broadcasts that operand's first element.
+void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
+            float* y, std::size_t n);
+
+}  // namespace kiln::compiler::vmath

@@ -1,0 +1,131 @@
+#include "compiler/vector_math.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace kiln::compiler::vmath {
+namespace {
+
+/// Distance in units in the last place between two floats of the same sign.
+double ulps(float got, double want) {
+  const float w = static_cast<float>(want);
+  if (got == w) return 0;
+  const float spacing = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  return std::fabs(static_cast<double>(got) - want) / spacing;
+}
+
+std::vector<float> samples(float low, float high) {
+  std::vector<float> x;
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> u(low, high);
+  for (int i = 0; i < 20000; ++i) x.push_back(u(rng));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, 0.5f, -0.5f, 0.55f, 1.0f, -1.0f, low, high})
+    x.push_back(v);
+  return x;
+}
+
+struct Case {
+  Unary f;
+  double (*exact)(double);
+  float low, high;
+  double max_ulps;  // relative accuracy, where |exact| > 1e-3
+  double max_abs;   // absolute accuracy everywhere
+};
+
+double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+TEST(VectorMath, UnaryFunctionsMatchDoublePrecision) {
+  const std::vector<Case> cases = {
+      {Unary::exp, [](double x) { return std::exp(x); }, -87, 88, 2, 0},
+      {Unary::log, [](double x) { return std::log(x); }, 1e-30f, 1e30f, 2, 0},
+      {Unary::tanh, [](double x) { return std::tanh(x); }, -12, 12, 3, 0},
+      {Unary::sigmoid, sigmoid, -80, 80, 4, 0},
+      {Unary::silu, [](double x) { return x / (1 + std::exp(-x)); }, -80, 80, 4, 0},
+      {Unary::gelu_erf, gelu_erf, -10, 10, 1e9, 5e-7},
+      // The argument 2u = 2c(x + 0.044715x³) is rounded to f32 before e^-2u: ~1e-7·|2u| relative.
+      {Unary::gelu_tanh, gelu_tanh, -10, 10, 24, 0},
+      {Unary::sqrt, [](double x) { return std::sqrt(x); }, 0, 1e6, 0.5, 0},
+      {Unary::rsqrt, [](double x) { return 1 / std::sqrt(x); }, 1e-6f, 1e6, 1.5, 0},
+  };
+  for (const Case& c : cases) {
+    const std::vector<float> x = samples(c.low, c.high);
+    std::vector<float> y(x.size());
+    unary(c.f, x.data(), y.data(), x.size());
+    double worst_ulps = 0, worst_abs = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double want = c.exact(static_cast<double>(x[i]));
+      worst_abs = std::max(worst_abs, std::fabs(static_cast<double>(y[i]) - want));
+      if (std::fabs(want) > 1e-3) worst_ulps = std::max(worst_ulps, ulps(y[i], want));
+    }
+    EXPECT_LE(worst_ulps, c.max_ulps) << "function " << static_cast<int>(c.f);
+    if (c.max_abs > 0) {
+      EXPECT_LE(worst_abs, c.max_abs) << "function " << static_cast<int>(c.f);
+    }
+  }
+}
+
+TEST(VectorMath, ErfBasedGeluIsAccurateInAbsoluteTerms) {
+  std::vector<float> x;
+  for (float v = -6; v <= 6; v += 0.001f) x.push_back(v);
+  std::vector<float> y(x.size());
+  unary(Unary::gelu_erf, x.data(), y.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(y[i], gelu_erf(x[i]), 5e-7 * std::max(1.0f, std::fabs(x[i]))) << x[i];
+}
+
+TEST(VectorMath, SpecialValues) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> x = {nan, inf, -inf, 0.0f, -1.0f, 1e-40f, 100.0f, -100.0f};
+  std::vector<float> y(x.size());
+  unary(Unary::exp, x.data(), y.data(), x.size());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], inf);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], 1.0f);
+  EXPECT_EQ(y[6], inf);
+  EXPECT_EQ(y[7], 0.0f);
+  unary(Unary::log, x.data(), y.data(), x.size());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], inf);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], -inf);
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_NEAR(y[5], std::log(1e-40), 1e-4);  // a denormal input
+  unary(Unary::tanh, x.data(), y.data(), x.size());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], 1.0f);
+  EXPECT_EQ(y[2], -1.0f);
+  EXPECT_EQ(y[6], 1.0f);
+  EXPECT_EQ(y[7], -1.0f);
+  unary(Unary::gelu_erf, x.data(), y.data(), x.size());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[6], 100.0f);
+  EXPECT_EQ(y[7], -0.0f);
+  unary(Unary::relu, x.data(), y.data(), x.size());
+  EXPECT_EQ(y[0], 0.0f);  // as the reference: NaN > 0 is false
+}
+
+TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
+  const std::vector<float> a = {1, 2, 3, 4}, b = {10};
+  std::vector<float> y(4);
+  binary(Binary::sub, a.data(), 1, b.data(), 0, y.data(), 4);
+  EXPECT_EQ(y, (std::vector<float>{-9, -8, -7, -6}));
+  binary(Binary::div, b.data(), 0, a.data(), 1, y.data(), 4);
+  EXPECT_EQ(y, (std::vector<float>{10, 5, 10.0f / 3, 2.5f}));
+  binary(Binary::max, a.data(), 0, b.data(), 0, y.data(), 4);
+  EXPECT_EQ(y, (std::vector<float>{10, 10, 10, 10}));
+  binary(Binary::pow, a.data(), 1, a.data(), 1, y.data(), 4);
+  EXPECT_EQ(y, (std::vector<float>{1, 4, 27, 256}));
+}
+
+}  // namespace
+}  // namespace kiln::compiler::vmath
