@@ -12,6 +12,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer for the IR parser fuzz target
   nlohmann-json3-dev  # safetensors headers, JSON output of the kiln command
   libcli11-dev  # the kiln command's option parsing
+  libdnnl-dev  # oneDNN: f32 matmul
 )
 
 missing=()

@@ -190,7 +190,7 @@ struct CompiledCallable::Impl {
         weights(std::move(w)),
         ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
         launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
-                                        {.name = "kiln_kernel"})),
+                                        {.name = "kiln_kernel", .form = KernelForm::per_block})),
         replay_graph(options.replay_graph) {}
 
   // Compiles every graph once and checks the weights against what the module declares.
@@ -208,6 +208,9 @@ struct CompiledCallable::Impl {
         } else if (op.name() == "kiln.fused") {
           step.kernel = compiler::run_fused;
           step.fused = compiler::compile_fused(*module.find(op.find("callee")->as_symbol().name));
+        } else if (compiler::is_elementwise(op.name())) {
+          step.kernel = compiler::run_fused;
+          step.fused = compiler::compile_elementwise(graph, op);
         } else if (const ir::Attribute* callee = op.find("callee")) {
           step.kind = StepKind::call;
           step.callee = module.find(callee->as_symbol().name);
@@ -416,15 +419,21 @@ struct CompiledCallable::Impl {
     }
   }
 
+  // Records the launches as a chain in program order: each kernel spreads its blocks over
+  // every worker, which on a few cores beats running independent small kernels side by
+  // side (plan.deps, the data and reuse dependencies, all point backwards, so a chain
+  // honours them).
   void record(Plan& plan) {
+    const int threads = ctx->num_threads();
+    for (Launch& l : plan.launches) l.blocks = compiler::blocks_for(l, threads);
     plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
-      std::vector<DeviceGraphNode> nodes;
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-        std::vector<DeviceGraphNode> deps;
-        for (std::size_t d : plan.deps[i]) deps.push_back(nodes[d]);
-        nodes.push_back(b.add_function(launch_fn, LaunchConfig{1, 1}, deps, &plan.launches[i],
-                                       plan.io[i].kernel));
-        b.set_label(nodes.back(), plan.labels[i]);
+        const DeviceGraphDependencies after =
+            i == 0 ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
+        const DeviceGraphNode node =
+            b.add_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1}, after,
+                           &plan.launches[i], plan.io[i].kernel);
+        b.set_label(node, plan.labels[i]);
       }
     });
     ++stats.graph_builds;
@@ -456,7 +465,8 @@ struct CompiledCallable::Impl {
       plan.graph->replay();
     } else {
       for (std::size_t i = 0; i < plan.launches.size(); ++i)
-        ctx->enqueue_function(launch_fn, LaunchConfig{1, 1}, &plan.launches[i], plan.io[i].kernel);
+        ctx->enqueue_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1},
+                              &plan.launches[i], plan.io[i].kernel);
     }
     ctx->synchronize();
     std::vector<Tensor> out;

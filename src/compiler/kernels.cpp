@@ -1,5 +1,8 @@
 #include "compiler/kernels.hpp"
 
+#include <dnnl.h>
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -72,39 +75,17 @@ std::size_t axis_of(std::int64_t axis, std::size_t rank) {
   return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
 }
 
+/// The elements [begin, end) of \p n that block `block_idx().x` of `grid_dim().x` owns,
+/// in whole multiples of \p align.
+std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, std::int64_t align = 1) {
+  const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
+  const std::int64_t b = kiln::block_idx().x;
+  const std::int64_t units = (n + align - 1) / align;
+  const std::int64_t begin = units * b / blocks * align, end = units * (b + 1) / blocks * align;
+  return {std::min(begin, n), std::min(end, n)};
+}
+
 // ---- element-wise --------------------------------------------------------------------------
-
-template <double (*F)(double, double, bool)>
-void binary(const Launch& l) {
-  const View &a = l.in[0], &b = l.in[1], &o = l.out[0];
-  const bool is_float = is_floating(a.dtype);
-  if (a.dtype == DType::f32 && o.dtype == DType::f32 && b.dtype == DType::f32) {
-    // f32 with one operand of the output's shape and the other the same or a scalar.
-    const std::int64_t n = elements(o.shape), na = elements(a.shape), nb = elements(b.shape);
-    if ((na == n || na == 1) && (nb == n || nb == 1) &&
-        (a.shape == o.shape || b.shape == o.shape)) {
-      const auto* ap = reinterpret_cast<const float*>(a.data);
-      const auto* bp = reinterpret_cast<const float*>(b.data);
-      auto* op = reinterpret_cast<float*>(o.data);
-      const std::int64_t sa = na == 1 ? 0 : 1, sb = nb == 1 ? 0 : 1;
-      for (std::int64_t i = 0; i < n; ++i)
-        op[i] = static_cast<float>(F(ap[i * sa], bp[i * sb], true));
-      return;
-    }
-  }
-  for_each_element(o.shape,
-                   {broadcast_strides(a.shape, o.shape), broadcast_strides(b.shape, o.shape)},
-                   [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-                     store(o, i, F(load(a, off[0]), load(b, off[1]), is_float));
-                   });
-}
-
-template <double (*F)(double)>
-void unary(const Launch& l) {
-  const View &x = l.in[0], &o = l.out[0];
-  const std::int64_t n = elements(o.shape);
-  for (std::int64_t i = 0; i < n; ++i) store(o, i, F(load(x, i)));
-}
 
 double add(double a, double b, bool) { return a + b; }
 double sub(double a, double b, bool) { return a - b; }
@@ -138,25 +119,6 @@ double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
-void gelu(const Launch& l) {
-  const ir::Attribute* mode = l.view().find("approximate");
-  if (mode != nullptr && mode->as_string() == "tanh") {
-    unary<gelu_tanh>(l);
-  } else {
-    unary<gelu_erf>(l);
-  }
-}
-
-void where(const Launch& l) {
-  const View &c = l.in[0], &a = l.in[1], &b = l.in[2], &o = l.out[0];
-  for_each_element(o.shape,
-                   {broadcast_strides(c.shape, o.shape), broadcast_strides(a.shape, o.shape),
-                    broadcast_strides(b.shape, o.shape)},
-                   [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-                     store(o, i, load(c, off[0]) != 0 ? load(a, off[1]) : load(b, off[2]));
-                   });
-}
-
 // ---- data movement -------------------------------------------------------------------------
 
 void copy_all(const Launch& l) {  // reshape: same elements, same order
@@ -165,7 +127,34 @@ void copy_all(const Launch& l) {  // reshape: same elements, same order
 }
 
 /// o[i] = x[base + Σ index·strides]: broadcasts, transposes, slices and splits are all this.
+/// Same dtypes (always, for these ops) copy bytes, a run of the innermost dim at a time.
 void strided_read(const View& x, const View& o, const Index& strides, std::int64_t base = 0) {
+  if (x.dtype == o.dtype && !o.shape.empty() && elements(o.shape) > 0) {
+    const std::size_t es = size_of(o.dtype), rank = o.shape.size();
+    const std::int64_t inner = o.shape.back(), step = strides.back();
+    const std::int64_t rows = elements(o.shape) / inner;
+    Index idx(rank, 0);
+    std::byte* dst = o.data;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::int64_t offset = base;
+      for (std::size_t d = 0; d + 1 < rank; ++d) offset += idx[d] * strides[d];
+      const std::byte* src = x.data + static_cast<std::size_t>(offset) * es;
+      if (step == 1) {
+        std::memcpy(dst, src, static_cast<std::size_t>(inner) * es);
+      } else {
+        for (std::int64_t i = 0; i < inner; ++i)
+          std::memcpy(dst + static_cast<std::size_t>(i) * es,
+                      src + static_cast<std::ptrdiff_t>(i * step) * static_cast<std::ptrdiff_t>(es),
+                      es);
+      }
+      dst += static_cast<std::size_t>(inner) * es;
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        if (++idx[d] < o.shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
   for_each_element(o.shape, {strides}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
     store(o, i, load(x, base + off[0]));
   });
@@ -229,12 +218,19 @@ void gather(const Launch& l) {
   for (std::size_t d = 0; d < axis; ++d) outer *= x.shape[d];
   for (std::size_t d = axis + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
   const std::int64_t n = elements(ids.shape), rows = x.shape[axis];
+  const std::size_t es = size_of(x.dtype);
   for (std::int64_t a = 0; a < outer; ++a)
     for (std::int64_t k = 0; k < n; ++k) {
       const auto id = static_cast<std::int64_t>(load(ids, k));
       if (id < 0 || id >= rows)
         throw UserError(
             cat("gather (", l.view().describe(), "): index ", id, " is outside [0, ", rows, ")"));
+      if (x.dtype == o.dtype) {  // a row of `inner` elements, as bytes
+        std::memcpy(o.data + static_cast<std::size_t>((a * n + k) * inner) * es,
+                    x.data + static_cast<std::size_t>((a * rows + id) * inner) * es,
+                    static_cast<std::size_t>(inner) * es);
+        continue;
+      }
       for (std::int64_t j = 0; j < inner; ++j)
         store(o, (a * n + k) * inner + j, load(x, (a * rows + id) * inner + j));
     }
@@ -242,17 +238,53 @@ void gather(const Launch& l) {
 
 // ---- linear algebra, reductions, normalisation ---------------------------------------------
 
-// f32 fast path: row-major loops the compiler vectorises (i-p-j order, float accumulators).
-void matmul_f32(const float* a, const float* b, float* o, std::int64_t m, std::int64_t k,
+/// Offset of batch \p index (row-major over \p shape) in an operand with \p strides.
+std::int64_t batch_offset(std::int64_t index, const Index& shape, const Index& strides) {
+  std::int64_t offset = 0;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    offset += (index % shape[d]) * strides[d];
+    index /= shape[d];
+  }
+  return offset;
+}
+
+/// f32 matmul through oneDNN's sgemm. The grid's blocks split the work into tiles (batch
+/// entries, then row bands, then column bands) and each tile is one single-threaded sgemm
+/// on the worker that runs its block: one thread budget, the context's.
+void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
+                const Index& a_strides, const Index& b_strides, std::int64_t m, std::int64_t k,
                 std::int64_t n) {
-  for (std::int64_t i = 0; i < m; ++i) {
-    float* row = o + i * n;
-    std::fill(row, row + n, 0.0f);
-    for (std::int64_t p = 0; p < k; ++p) {
-      const float av = a[i * k + p];
-      const float* brow = b + p * n;
-      for (std::int64_t j = 0; j < n; ++j) row[j] += av * brow[j];
+  thread_local const bool single_threaded = [] {
+    omp_set_num_threads(1);  // this thread's OpenMP regions (oneDNN's) use this thread only
+    return true;
+  }();
+  (void)single_threaded;
+  const std::int64_t batches = elements(batch);
+  const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
+  std::int64_t split_m = 1, split_n = 1;
+  if (batches < blocks) {
+    const std::int64_t want = (blocks + batches - 1) / batches;
+    split_m = std::clamp<std::int64_t>(want, 1, std::max<std::int64_t>(1, m / 8));
+    split_n = std::clamp<std::int64_t>((want + split_m - 1) / split_m, 1,
+                                       std::max<std::int64_t>(1, n / 64));
+  }
+  const auto [first, last] = block_range(batches * split_m * split_n);
+  for (std::int64_t t = first; t < last; ++t) {
+    const std::int64_t bi = t / (split_m * split_n), r = t % (split_m * split_n);
+    const std::int64_t r0 = m * (r / split_n) / split_m, r1 = m * (r / split_n + 1) / split_m;
+    const std::int64_t c0 = n * (r % split_n) / split_n, c1 = n * (r % split_n + 1) / split_n;
+    float* c = o + bi * m * n + r0 * n + c0;
+    if (r1 == r0 || c1 == c0) continue;
+    if (k == 0) {
+      for (std::int64_t i = r0; i < r1; ++i)
+        std::fill(c + (i - r0) * n, c + (i - r0) * n + (c1 - c0), 0.0f);
+      continue;
     }
+    const float* ap = a + batch_offset(bi, batch, a_strides) * m * k + r0 * k;
+    const float* bp = b + batch_offset(bi, batch, b_strides) * k * n + c0;
+    if (dnnl_sgemm('N', 'N', r1 - r0, c1 - c0, k, 1.0f, ap, k, bp, n, 0.0f, c, n) != dnnl_success)
+      throw DeviceError(cat("oneDNN sgemm failed for a [", r1 - r0, ", ", k, "] x [", k, ", ",
+                            c1 - c0, "] tile"));
   }
 }
 
@@ -267,14 +299,9 @@ void matmul(const Launch& l) {
                                                                    (l.in[1].shape.size() > 1)));
     const Index abatch(a.shape.begin(), a.shape.end() - 2),
         bbatch(b.shape.begin(), b.shape.end() - 2);
-    const auto* ap = reinterpret_cast<const float*>(a.data);
-    const auto* bp = reinterpret_cast<const float*>(b.data);
-    auto* op = reinterpret_cast<float*>(o.data);
-    for_each_element(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch)},
-                     [&](std::int64_t bi, const std::vector<std::int64_t>& off) {
-                       matmul_f32(ap + off[0] * m * k, bp + off[1] * k * n, op + bi * m * n, m, k,
-                                  n);
-                     });
+    matmul_f32(reinterpret_cast<const float*>(a.data), reinterpret_cast<const float*>(b.data),
+               reinterpret_cast<float*>(o.data), batch, broadcast_strides(abatch, batch),
+               broadcast_strides(bbatch, batch), m, k, n);
     return;
   }
   if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
@@ -357,9 +384,55 @@ void argmax(const Launch& l) {
         });
 }
 
+/// A per-thread row buffer (grows once, then reused: no allocation per call).
+std::vector<float>& row_scratch(std::size_t n) {
+  thread_local std::vector<float> row;
+  if (row.size() < n) row.resize(n);
+  return row;
+}
+
+/// True when \p l reads and writes f32 and works on rows of the last axis.
+bool f32_last_axis_rows(const Launch& l, std::size_t axis) {
+  const View &x = l.in[0], &o = l.out[0];
+  return x.dtype == DType::f32 && o.dtype == DType::f32 && !x.shape.empty() &&
+         axis == x.shape.size() - 1 && x.shape.back() > 0;
+}
+
+template <bool Log>
+void softmax_f32(const Launch& l) {
+  const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;
+  const auto [first, last] = block_range(rows);
+  for (std::int64_t r = first; r < last; ++r) {
+    const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
+    float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+    const auto count = static_cast<std::size_t>(n);
+    vmath::binary(vmath::Binary::sub, x, 1, &mx, 0, y, count);
+    if (Log) {
+      std::vector<float>& e = row_scratch(count);
+      vmath::unary(vmath::Unary::exp, y, e.data(), count);
+      double sum = 0;
+      for (std::size_t i = 0; i < count; ++i) sum += e[i];
+      const auto log_sum = static_cast<float>(std::log(sum));
+      vmath::binary(vmath::Binary::sub, y, 1, &log_sum, 0, y, count);
+    } else {
+      vmath::unary(vmath::Unary::exp, y, y, count);
+      double sum = 0;
+      for (std::size_t i = 0; i < count; ++i) sum += y[i];
+      const auto total = static_cast<float>(sum);
+      vmath::binary(vmath::Binary::div, y, 1, &total, 0, y, count);
+    }
+  }
+}
+
 template <bool Log>
 void softmax(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0];
+  if (f32_last_axis_rows(l, axis_of(l.view().find("axis")->as_int(), x.shape.size()))) {
+    softmax_f32<Log>(l);
+    return;
+  }
   lines(x.shape, axis_of(l.view().find("axis")->as_int(), x.shape.size()),
         [&](std::int64_t, std::int64_t base, std::int64_t stride, std::int64_t n) {
           double mx = -std::numeric_limits<double>::infinity(), sum = 0;
@@ -372,10 +445,37 @@ void softmax(const Launch& l) {
         });
 }
 
+/// f32 rows: statistics in double, y = (x - mean) · scale · gamma + beta rounded once.
+template <bool Rms>
+void norm_f32(const Launch& l, double eps) {
+  const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;
+  const auto* gamma = reinterpret_cast<const float*>(l.in[1].data);
+  const auto* beta = Rms ? nullptr : reinterpret_cast<const float*>(l.in[2].data);
+  const auto [first, last] = block_range(rows);
+  for (std::int64_t r = first; r < last; ++r) {
+    const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
+    float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
+    double mean = 0, var = 0;
+    if (!Rms) {
+      for (std::int64_t i = 0; i < n; ++i) mean += x[i];
+      mean /= static_cast<double>(n);
+    }
+    for (std::int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+    const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
+    for (std::int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<float>((x[i] - mean) * scale * gamma[i] + (Rms ? 0.0 : beta[i]));
+  }
+}
+
 template <bool Rms>
 void norm(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0], &gamma = l.in[1];
   const double eps = l.view().find("eps")->as_float();
+  if (f32_last_axis_rows(l, x.shape.empty() ? 0 : x.shape.size() - 1) &&
+      gamma.dtype == DType::f32 && (Rms || l.in[2].dtype == DType::f32)) {
+    norm_f32<Rms>(l, eps);
+    return;
+  }
   const std::int64_t n = x.shape.empty() ? 1 : x.shape.back();
   const std::int64_t rows = n == 0 ? 0 : elements(x.shape) / n;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -540,16 +640,6 @@ namespace {
 
 constexpr std::int64_t kTile = 512;  // elements per array op: every live tile stays in L1/L2
 
-/// The elements [begin, end) of \p n that block `block_idx().x` of `grid_dim().x` owns,
-/// in whole multiples of \p align.
-std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, std::int64_t align = 1) {
-  const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
-  const std::int64_t b = kiln::block_idx().x;
-  const std::int64_t units = (n + align - 1) / align;
-  const std::int64_t begin = units * b / blocks * align, end = units * (b + 1) / blocks * align;
-  return {std::min(begin, n), std::min(end, n)};
-}
-
 /// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
 /// run of the innermost dimension at a time.
 void gather_f32(const View& in, const Index& strides, const Index& out, std::int64_t at,
@@ -672,34 +762,55 @@ void run_fused(const Launch& l) {
   });
 }
 
+std::uint32_t blocks_for(const Launch& l, int threads) {
+  if (threads <= 1 || l.out.empty()) return 1;
+  const std::string& name = l.view().name();
+  const View& o = l.out[0];
+  std::int64_t items = 0, per_block = 1, most = 4 * static_cast<std::int64_t>(threads);
+  const auto all_f32 = [&] {
+    for (const View& v : l.in)
+      if (v.dtype != DType::f32) return false;
+    return o.dtype == DType::f32;
+  };
+  constexpr std::int64_t kMinElements = 16384;  // below this a worker's wake-up costs more
+  if (name == "kiln.fused" && l.fused && l.fused->f32 && o.dtype == DType::f32) {
+    items = (elements(o.shape) + kTile - 1) / kTile;
+    per_block = kMinElements / kTile;
+  } else if (name == "kiln.matmul" && all_f32()) {
+    const View& a = l.in[0];
+    const std::int64_t k = a.shape.empty() ? 1 : a.shape.back();
+    items = elements(o.shape) * k;  // multiply-adds
+    per_block = std::int64_t{1} << 18;
+    most = 2 * static_cast<std::int64_t>(threads);
+  } else if (name == "kiln.softmax" || name == "kiln.log_softmax" || name == "kiln.layer_norm" ||
+             name == "kiln.rms_norm") {
+    const bool softmax = name == "kiln.softmax" || name == "kiln.log_softmax";
+    const std::size_t axis =
+        softmax ? axis_of(l.view().find("axis")->as_int(), o.shape.size()) : o.shape.size() - 1;
+    if (o.shape.empty() || !all_f32() || !f32_last_axis_rows(l, axis)) return 1;
+    items = elements(o.shape) / o.shape.back();
+    per_block = std::max<std::int64_t>(1, kMinElements / o.shape.back());
+  } else {
+    return 1;
+  }
+  return static_cast<std::uint32_t>(std::clamp<std::int64_t>(items / per_block, 1, most));
+}
+
+std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {
+  ir::Module module;
+  ir::Graph& body = module.add_graph("op");
+  std::vector<ir::Value> args;
+  for (ir::Value v : op.operands()) args.push_back(body.add_argument(g.type(v)));
+  std::vector<ir::TensorType> results;
+  for (std::size_t r = 0; r < op.num_results(); ++r) results.push_back(g.type(op.result(r)));
+  const ir::OpView copy =
+      body.add_op_typed(op.def(), args, {op.attributes().begin(), op.attributes().end()}, results);
+  body.set_results({copy.result(0)});
+  return compile_fused(body);
+}
+
 Kernel find_kernel(std::string_view op) {
   static const std::unordered_map<std::string_view, Kernel> kernels = {
-      {"kiln.add", binary<add>},
-      {"kiln.sub", binary<sub>},
-      {"kiln.mul", binary<mul>},
-      {"kiln.div", binary<div>},
-      {"kiln.pow", binary<pow_>},
-      {"kiln.maximum", binary<max_>},
-      {"kiln.minimum", binary<min_>},
-      {"kiln.eq", binary<eq>},
-      {"kiln.ne", binary<ne>},
-      {"kiln.lt", binary<lt>},
-      {"kiln.le", binary<le>},
-      {"kiln.gt", binary<gt>},
-      {"kiln.ge", binary<ge>},
-      {"kiln.where", where},
-      {"kiln.neg", unary<neg>},
-      {"kiln.abs", unary<abs_>},
-      {"kiln.exp", unary<exp_>},
-      {"kiln.log", unary<log_>},
-      {"kiln.sqrt", unary<sqrt_>},
-      {"kiln.rsqrt", unary<rsqrt>},
-      {"kiln.tanh", unary<tanh_>},
-      {"kiln.sigmoid", unary<sigmoid>},
-      {"kiln.relu", unary<relu>},
-      {"kiln.silu", unary<silu>},
-      {"kiln.gelu", gelu},
-      {"kiln.cast", unary<identity>},
       {"kiln.reshape", copy_all},
       {"kiln.broadcast_to", broadcast_to},
       {"kiln.transpose", transpose},

@@ -3,9 +3,10 @@
 // row-major buffers of concrete shape. Each reads its attributes from the op and its
 // operands from `in`, and writes every element of `out`.
 //
-// These are the straightforward kernels of the compiler issue: correct for every dtype
-// (f16 and bf16 are stored compactly and computed in f32; integers in 64 bits), not yet
-// fast; the performance issue replaces the hot ones.
+// Every kernel is correct for every dtype through a general path (elements converted to
+// double). The hot ones have f32 fast paths: fused elementwise bodies as vectorised array
+// ops, matmul through oneDNN, softmax and norms over rows, byte copies for data movement;
+// those split their work over the launch's blocks (see blocks_for).
 
 #include <cstddef>
 #include <cstdint>
@@ -36,18 +37,27 @@ struct Launch {
   std::vector<View> in;
   std::vector<View> out;
   std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
+  std::uint32_t blocks = 1;  // grid size: kernels that split work read block_idx()/grid_dim()
   ir::OpView view() const { return graph->op(op); }
 };
 
 using Kernel = void (*)(const Launch&);
 
-/// The kernel of \p op, or nullptr when there is none (weights, constants, calls and fused
-/// ops are not table kernels: the planner handles them).
+/// The kernel of \p op, or nullptr when there is none (weights, constants, calls, fused
+/// and elementwise ops are not table kernels: the planner handles them).
 Kernel find_kernel(std::string_view op);
+
+/// How many blocks a launch (views bound) splits its work into on \p threads workers: 1
+/// for kernels that do not split or for work too small to be worth waking a worker for.
+std::uint32_t blocks_for(const Launch& launch, int threads);
 
 /// Compiles the body of a `kiln.fused` op into scalar ops evaluated once per output
 /// element. \throws UserError if the body holds an op that is not elementwise.
 std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body);
+/// One elementwise op as a fused program of one op: elementwise ops all run through
+/// `run_fused`, whether or not the fusion pass grouped them.
+std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& graph,
+                                                        const ir::OpView& op);
 /// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
 void run_fused(const Launch& launch);
 /// True for the ops a fused body may contain.

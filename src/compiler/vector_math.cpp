@@ -1,227 +1,56 @@
+// Picks the array loops built for the best instruction set this CPU has, once.
+
 #include "compiler/vector_math.hpp"
 
-#include <bit>
-#include <cmath>
-#include <cstdint>
-
-// Each entry point is compiled three times and chosen by the CPU at load time. The
-// helpers are force-inlined so that every clone vectorises them for its own target.
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define KILN_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
-#else
-#define KILN_CLONES
-#endif
-#define KILN_INLINE inline __attribute__((always_inline))
-
 namespace kiln::compiler::vmath {
+
+#define KILN_DECLARE_TARGET(target)                                           \
+  namespace target {                                                          \
+  void unary(Unary f, const float* x, float* y, std::size_t n);               \
+  void binary(Binary f, const float* a, std::size_t a_stride, const float* b, \
+              std::size_t b_stride, float* y, std::size_t n);                 \
+  }
+KILN_DECLARE_TARGET(avx512)
+KILN_DECLARE_TARGET(avx2)
+KILN_DECLARE_TARGET(base)
+#undef KILN_DECLARE_TARGET
+
 namespace {
 
-KILN_INLINE float round_to_int(float x) {  // nearest integer, as a float (|x| < 2^22)
-  constexpr float kMagic = 12582912.0f;    // 1.5 * 2^23
-  return (x + kMagic) - kMagic;
+struct Table {
+  void (*unary)(Unary, const float*, float*, std::size_t);
+  void (*binary)(Binary, const float*, std::size_t, const float*, std::size_t, float*, std::size_t);
+};
+
+Table pick() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+    return {avx512::unary, avx512::binary};
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return {avx2::unary, avx2::binary};
+#endif
+  return {base::unary, base::binary};
 }
 
-/// 2^k for integral k in [-125, 128], times 2 folded in by the caller (see exp_f).
-KILN_INLINE float pow2_minus1(float k) {
-  return std::bit_cast<float>((static_cast<std::int32_t>(k) + 126) << 23);
-}
-
-// exp: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact k ln2), then the
-// Cephes single-precision polynomial for e^r.
-KILN_INLINE float exp_f(float x) {
-  float c = x > 89.0f ? 89.0f : x;  // e^89 overflows to inf, as it should
-  c = c < -87.33654f ? -87.33654f : c;
-  const float k = round_to_int(c * 1.44269504088896341f);
-  float r = c - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = (p * r * r + r + 1.0f) * 2.0f * pow2_minus1(k);
-  return x != x ? x : e;
-}
-
-// log: x = m 2^e with m in [√½, √2); log m = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.1716,
-// by its odd series (terms to s^11: error below 1e-10).
-KILN_INLINE float log_f(float x) {
-  const bool tiny = x < 1.17549435e-38f;  // denormals: scale into the normal range
-  const float xs = tiny ? x * 8388608.0f : x;
-  const auto bits = std::bit_cast<std::int32_t>(xs);
-  float e = static_cast<float>(((bits >> 23) & 0xff) - 127) - (tiny ? 23.0f : 0.0f);
-  float m = std::bit_cast<float>((bits & 0x007fffff) | 0x3f800000);
-  const bool high = m > 1.41421356f;
-  m = high ? m * 0.5f : m;
-  e = high ? e + 1.0f : e;
-  const float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
-  float p = 1.0f / 11.0f;
-  p = p * s2 + 1.0f / 9.0f;
-  p = p * s2 + 1.0f / 7.0f;
-  p = p * s2 + 1.0f / 5.0f;
-  p = p * s2 + 1.0f / 3.0f;
-  const float log_m = 2.0f * s + 2.0f * s * (s2 * p);
-  const float y = e * 0.693359375f + (e * -2.12194440e-4f + log_m);
-  const float special = x == 0.0f ? -INFINITY : x == INFINITY ? INFINITY : NAN;
-  return x > 0.0f && x < INFINITY ? y : (x != x ? x : special);
-}
-
-// tanh: its Taylor series to x^15 below 0.55 (error < 0.5 ulp), 1 - 2/(e^{2|x|}+1) above.
-KILN_INLINE float tanh_f(float x) {
-  const float a = std::fabs(x);
-  const float x2 = x * x;
-  float p = -929569.0f / 638512875.0f;
-  p = p * x2 + 21844.0f / 6081075.0f;
-  p = p * x2 - 1382.0f / 155925.0f;
-  p = p * x2 + 62.0f / 2835.0f;
-  p = p * x2 - 17.0f / 315.0f;
-  p = p * x2 + 2.0f / 15.0f;
-  p = p * x2 - 1.0f / 3.0f;
-  const float small = x + x * (x2 * p);
-  const float ac = a > 10.0f ? 10.0f : a;  // tanh(10) rounds to 1
-  const float big = 1.0f - 2.0f / (exp_f(2.0f * ac) + 1.0f);
-  const float signed_big = x < 0.0f ? -big : big;
-  return a < 0.55f ? small : (x != x ? x : signed_big);
-}
-
-// 1 + erf(x): Taylor series of erf below 0.5; above, Abramowitz & Stegun 7.1.26
-// (absolute error 1.5e-7), where 1 + erf(x) for negative x is erfc(|x|) computed directly
-// rather than by cancellation.
-KILN_INLINE float one_plus_erf(float x) {
-  const float a = std::fabs(x);
-  const float x2 = x * x;
-  float p = -1.0f / 75600.0f;
-  p = p * x2 + 1.0f / 9360.0f;
-  p = p * x2 - 1.0f / 1320.0f;
-  p = p * x2 + 1.0f / 216.0f;
-  p = p * x2 - 1.0f / 42.0f;
-  p = p * x2 + 1.0f / 10.0f;
-  p = p * x2 - 1.0f / 3.0f;
-  const float small = 1.0f + 1.12837917f * (x + x * (x2 * p));
-  const float ac = a > 10.0f ? 10.0f : a;
-  const float t = 1.0f / (1.0f + 0.3275911f * ac);
-  float q = 1.061405429f;
-  q = q * t - 1.453152027f;
-  q = q * t + 1.421413741f;
-  q = q * t - 0.284496736f;
-  q = q * t + 0.254829592f;
-  const float erfc = q * t * exp_f(-ac * ac);
-  const float big = x < 0.0f ? erfc : 2.0f - erfc;
-  return a < 0.5f ? small : (x != x ? x : big);
-}
-
-KILN_INLINE float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
-
-KILN_INLINE float apply(Unary f, float x) {
-  switch (f) {
-    case Unary::neg:
-      return -x;
-    case Unary::abs:
-      return std::fabs(x);
-    case Unary::exp:
-      return exp_f(x);
-    case Unary::log:
-      return log_f(x);
-    case Unary::sqrt:
-      return std::sqrt(x);
-    case Unary::rsqrt:
-      return 1.0f / std::sqrt(x);
-    case Unary::tanh:
-      return tanh_f(x);
-    case Unary::sigmoid:
-      return sigmoid_f(x);
-    case Unary::relu:
-      return x > 0.0f ? x : 0.0f;
-    case Unary::silu:
-      return x * sigmoid_f(x);
-    case Unary::gelu_erf:
-      return 0.5f * x * one_plus_erf(x * 0.70710678118654752f);
-    case Unary::gelu_tanh:  // 0.5 (1 + tanh u) = sigmoid(2u): no cancellation for x < 0
-      return x * sigmoid_f(1.5957691216057308f * (x + 0.044715f * x * x * x));
-    case Unary::copy:
-      return x;
-  }
-  return x;
-}
-
-/// One vectorised loop per function: the switch is outside the loop.
-template <Unary F>
-KILN_INLINE void unary_loop(const float* x, float* y, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) y[i] = apply(F, x[i]);
-}
-
-template <Binary F>
-KILN_INLINE float apply2(float a, float b) {
-  if constexpr (F == Binary::add) return a + b;
-  if constexpr (F == Binary::sub) return a - b;
-  if constexpr (F == Binary::mul) return a * b;
-  if constexpr (F == Binary::div) return a / b;
-  if constexpr (F == Binary::max) return a < b ? b : a;  // as std::max (NaN from a only)
-  if constexpr (F == Binary::min) return b < a ? b : a;  // as std::min
-  return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-}
-
-template <Binary F>
-KILN_INLINE void binary_loop(const float* a, std::size_t sa, const float* b, std::size_t sb,
-                             float* y, std::size_t n) {
-  if (sa == 1 && sb == 1) {
-    for (std::size_t i = 0; i < n; ++i) y[i] = apply2<F>(a[i], b[i]);
-  } else if (sa == 1) {
-    const float bv = b[0];
-    for (std::size_t i = 0; i < n; ++i) y[i] = apply2<F>(a[i], bv);
-  } else if (sb == 1) {
-    const float av = a[0];
-    for (std::size_t i = 0; i < n; ++i) y[i] = apply2<F>(av, b[i]);
-  } else {
-    const float v = apply2<F>(a[0], b[0]);
-    for (std::size_t i = 0; i < n; ++i) y[i] = v;
-  }
+const Table& table() {
+  static const Table t = pick();
+  return t;
 }
 
 }  // namespace
 
-KILN_CLONES void unary(Unary f, const float* x, float* y, std::size_t n) {
-  switch (f) {
-#define KILN_CASE(name)               \
-  case Unary::name:                   \
-    unary_loop<Unary::name>(x, y, n); \
-    return;
-    KILN_CASE(neg)
-    KILN_CASE(abs)
-    KILN_CASE(exp)
-    KILN_CASE(log)
-    KILN_CASE(sqrt)
-    KILN_CASE(rsqrt)
-    KILN_CASE(tanh)
-    KILN_CASE(sigmoid)
-    KILN_CASE(relu)
-    KILN_CASE(silu)
-    KILN_CASE(gelu_erf)
-    KILN_CASE(gelu_tanh)
-    KILN_CASE(copy)
-#undef KILN_CASE
-  }
+const char* instruction_set() {
+  const Table& t = table();
+  return t.unary == avx512::unary ? "avx512" : t.unary == avx2::unary ? "avx2" : "baseline";
 }
 
-KILN_CLONES void binary(Binary f, const float* a, std::size_t a_stride, const float* b,
-                        std::size_t b_stride, float* y, std::size_t n) {
-  switch (f) {
-    case Binary::add:
-      return binary_loop<Binary::add>(a, a_stride, b, b_stride, y, n);
-    case Binary::sub:
-      return binary_loop<Binary::sub>(a, a_stride, b, b_stride, y, n);
-    case Binary::mul:
-      return binary_loop<Binary::mul>(a, a_stride, b, b_stride, y, n);
-    case Binary::div:
-      return binary_loop<Binary::div>(a, a_stride, b, b_stride, y, n);
-    case Binary::max:
-      return binary_loop<Binary::max>(a, a_stride, b, b_stride, y, n);
-    case Binary::min:
-      return binary_loop<Binary::min>(a, a_stride, b, b_stride, y, n);
-    case Binary::pow:
-      return binary_loop<Binary::pow>(a, a_stride, b, b_stride, y, n);
-  }
+void unary(Unary f, const float* x, float* y, std::size_t n) { table().unary(f, x, y, n); }
+
+void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
+            float* y, std::size_t n) {
+  table().binary(f, a, a_stride, b, b_stride, y, n);
 }
 
 }  // namespace kiln::compiler::vmath

@@ -1,7 +1,7 @@
 #pragma once
-// Internal: f32 math over arrays, written as plain loops the compiler vectorises, each
-// built for AVX-512, AVX2 and baseline x86-64 and picked at load time for the CPU
-// (`target_clones`). The fused kernels and the f32 fast paths use these.
+// Internal: f32 math over arrays, written as plain loops the compiler vectorises, built
+// for AVX-512, AVX2 and baseline x86-64; the first call picks the best the CPU has. The
+// fused kernels and the f32 fast paths use these.
 //
 // Accuracy against the double-precision reference rounded to f32: add, sub, mul, div,
 // sqrt, min, max, neg, abs, relu are exact; exp, log, tanh, sigmoid, silu within a few
@@ -30,6 +30,8 @@ enum class Unary : unsigned char {
 };
 enum class Binary : unsigned char { add, sub, mul, div, max, min, pow };
 
+/// "avx512", "avx2" or "baseline": the loops in use.
+const char* instruction_set();
 /// y[i] = f(x[i]) for i < n (y may equal x).
 void unary(Unary f, const float* x, float* y, std::size_t n);
 /// y[i] = f(a[i], b[i]); a stride of 0 broadcasts that operand's first element.
