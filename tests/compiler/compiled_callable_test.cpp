@@ -329,3 +329,36 @@ TEST(CompiledCallable, PlanDotAndProfilesNameTheOps) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CompiledCallable, KernelsSplitOverWorkersComputeWhatTheReferenceDoes) {
+  // Big enough that matmul, the fused chains, softmax and the norms split into blocks.
+  const auto model = [](Tensor x, Tensor w, Tensor bias, Tensor gamma, Tensor beta) {
+    const Tensor h = gelu(matmul(x, w) + bias, "tanh") * 0.5 + 1.0;  // [3, 40, 384]
+    const Tensor p = softmax(h, -1) + log_softmax(h * 0.1, -1);
+    const Tensor n = layer_norm(h, gamma, beta) + rms_norm(p, gamma);
+    return std::make_tuple(n, silu(permute(n, {0, 2, 1})));
+  };
+  const StagedGraph staged =
+      stage(model)(f32({3, 40, 256}), f32({256, 384}), f32({384}), f32({384}), f32({384}));
+  const std::vector<Tensor> in = inputs_for(staged, 5);
+  for (int threads : {1, 3}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+    CompiledCallable compiled(staged, {}, {.context = ctx});
+    const std::string dot = compiled.plan_dot(in);
+    if (threads > 1) {
+      for (const char* op : {"kiln.matmul", "kiln.fused", "kiln.softmax", "kiln.layer_norm"}) {
+        const std::size_t at = dot.find(op);
+        ASSERT_NE(at, std::string::npos) << op;
+        EXPECT_NE(dot.find("grid (1, 1, 1)", at), dot.find("grid", at)) << op << " did not split";
+      }
+    }
+    expect_close(compiled.run(in), reference_run(staged.graph(), in, {}),
+                 "threads " + std::to_string(threads));
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -5,9 +5,21 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace kiln::compiler::vmath {
+// The per-instruction-set copies (src/compiler/vector_math_*.cpp), to check them all.
+#define KILN_DECLARE_TARGET(target)                                           \
+  namespace target {                                                          \
+  void unary(Unary f, const float* x, float* y, std::size_t n);               \
+  void binary(Binary f, const float* a, std::size_t a_stride, const float* b, \
+              std::size_t b_stride, float* y, std::size_t n);                 \
+  }
+KILN_DECLARE_TARGET(avx512)
+KILN_DECLARE_TARGET(avx2)
+KILN_DECLARE_TARGET(base)
+#undef KILN_DECLARE_TARGET
 namespace {
 
 /// Distance in units in the last place between two floats of the same sign.
@@ -112,6 +124,26 @@ TEST(VectorMath, SpecialValues) {
   EXPECT_EQ(y[7], -0.0f);
   unary(Unary::relu, x.data(), y.data(), x.size());
   EXPECT_EQ(y[0], 0.0f);  // as the reference: NaN > 0 is false
+}
+
+TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
+  const std::vector<float> x = samples(-30, 30);
+  std::vector<float> want(x.size()), got(x.size());
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  for (int f = 0; f <= static_cast<int>(Unary::copy); ++f) {
+    base::unary(static_cast<Unary>(f), x.data(), want.data(), x.size());
+    for (const auto& [available, run] :
+         {std::pair{avx2, &avx2::unary}, std::pair{avx512, &avx512::unary}}) {
+      if (!available) continue;
+      run(static_cast<Unary>(f), x.data(), got.data(), x.size());
+      for (std::size_t i = 0; i < x.size(); ++i)
+        ASSERT_TRUE(got[i] == want[i] || (std::isnan(got[i]) && std::isnan(want[i])))
+            << "function " << f << " at " << x[i] << ": " << got[i] << " vs " << want[i];
+    }
+  }
+  EXPECT_NE(std::string(instruction_set()), "");
 }
 
 TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
