@@ -178,6 +178,10 @@ struct CompiledCallable::Impl {
   std::shared_ptr<DeviceContext> ctx;
   std::map<const ir::Graph*, Program> programs;
   std::map<std::string, std::unique_ptr<Plan>> plans;
+  Plan* last_plan = nullptr;  // the plan of the previous call: the common case, checked first
+  // For each input leaf and axis with a symbolic dim: the (leaf, axis) where that symbol
+  // first appears, so that calls check agreement without building a map.
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> symbol_first_use;
   DeviceFunction<void (*)(const Launch*, Kernel)> launch_fn;
   bool replay_graph;
   Stats stats;
@@ -191,7 +195,17 @@ struct CompiledCallable::Impl {
         ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
         launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
                                         {.name = "kiln_kernel", .form = KernelForm::per_block})),
-        replay_graph(options.replay_graph) {}
+        replay_graph(options.replay_graph) {
+    std::map<std::string, std::pair<std::size_t, std::size_t>> first;
+    for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
+      const std::vector<Dim>& dims = s.in_layouts()[i].shape.dims();
+      symbol_first_use.emplace_back(dims.size());
+      for (std::size_t d = 0; d < dims.size(); ++d)
+        if (!dims[d].is_static())
+          symbol_first_use[i][d] =
+              first.emplace(dims[d].symbol(), std::make_pair(i, d)).first->second;
+    }
+  }
 
   // Compiles every graph once and checks the weights against what the module declares.
   void compile() {
@@ -441,6 +455,10 @@ struct CompiledCallable::Impl {
 
   // The plan for these inputs' shapes, made (and recorded) on first use. Locked by caller.
   Plan& plan_for(const std::vector<Tensor>& inputs) {
+    if (last_plan != nullptr && same_shapes(*last_plan, inputs)) {  // no key, no lookup
+      ++stats.replays;
+      return *last_plan;
+    }
     const std::string key = shape_key(inputs);
     auto it = plans.find(key);
     if (it == plans.end()) {
@@ -449,10 +467,23 @@ struct CompiledCallable::Impl {
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
-      return *it->second;
+      last_plan = it->second.get();
+      return *last_plan;
     }
     ++stats.replays;
-    return *it->second;
+    last_plan = it->second.get();
+    return *last_plan;
+  }
+
+  static bool same_shapes(const Plan& plan, const std::vector<Tensor>& inputs) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Storage& st = plan.storage[plan.inputs[i]];
+      const std::vector<Dim>& dims = inputs[i].shape().dims();
+      if (inputs[i].dtype() != st.dtype || dims.size() != st.shape.size()) return false;
+      for (std::size_t d = 0; d < dims.size(); ++d)
+        if (dims[d].size() != st.shape[d]) return false;
+    }
+    return true;
   }
 
   std::vector<Tensor> execute(const std::vector<Tensor>& inputs) {
@@ -521,33 +552,33 @@ std::vector<Tensor> CompiledCallable::run(const std::vector<Tensor>& inputs) {
 }
 
 void CompiledCallable::check_inputs(const std::vector<Tensor>& inputs) const {
+  // Allocates nothing unless something is wrong: messages are built on the error paths.
   const std::vector<TensorLayout>& layouts = impl_->staged.in_layouts();
   const std::vector<std::string>& paths = impl_->input_paths;
   if (inputs.size() != layouts.size())
     throw UserError(
         cat("CompiledCallable: expected ", layouts.size(), " input tensors, got ", inputs.size()));
-  std::map<std::string, std::pair<std::int64_t, std::string>> symbols;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     const TensorLayout& want = layouts[i];
-    const std::string leaf = cat("input leaf '", paths[i], "'");
+    const auto leaf = [&] { return cat("input leaf '", paths[i], "'"); };
     if (!t.is_constant())
-      throw UserError(cat("CompiledCallable: ", leaf, " holds no data (", t, ")"));
+      throw UserError(cat("CompiledCallable: ", leaf(), " holds no data (", t, ")"));
     if (t.dtype() != want.dtype || t.rank() != want.shape.rank() || t.device() != want.device)
-      throw UserError(cat("CompiledCallable: ", leaf, " is ", t.layout(),
+      throw UserError(cat("CompiledCallable: ", leaf(), " is ", t.layout(),
                           " but the staged graph takes ", want));
     for (std::size_t d = 0; d < t.rank(); ++d) {
       const std::int64_t size = t.shape().dims()[d].size();
       const Dim& w = want.shape.dims()[d];
       if (w.is_static() && w.size() != size)
-        throw UserError(cat("CompiledCallable: ", leaf, " has ", size, " at axis ", d,
+        throw UserError(cat("CompiledCallable: ", leaf(), " has ", size, " at axis ", d,
                             " where the staged graph has ", w.size(), " (", want, ")"));
-      if (!w.is_static()) {
-        auto [it, fresh] =
-            symbols.emplace(w.symbol(), std::make_pair(size, cat(paths[i], " axis ", d)));
-        if (!fresh && it->second.first != size)
-          throw UserError(cat("CompiledCallable: dim '", w.symbol(), "' is ", it->second.first,
-                              " at ", it->second.second, " but ", size, " at ", leaf, " axis ", d));
+      if (!w.is_static()) {  // must agree with the dim's first use
+        const auto [j, e] = impl_->symbol_first_use[i][d];
+        const std::int64_t first = inputs[j].shape().dims()[e].size();
+        if (first != size)
+          throw UserError(cat("CompiledCallable: dim '", w.symbol(), "' is ", first, " at ",
+                              paths[j], " axis ", e, " but ", size, " at ", leaf(), " axis ", d));
       }
     }
   }

@@ -254,19 +254,25 @@ std::int64_t batch_offset(std::int64_t index, const Index& shape, const Index& s
 void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
                 const Index& a_strides, const Index& b_strides, std::int64_t m, std::int64_t k,
                 std::int64_t n) {
-  thread_local const bool single_threaded = [] {
-    omp_set_num_threads(1);  // this thread's OpenMP regions (oneDNN's) use this thread only
-    return true;
-  }();
-  (void)single_threaded;
+  // This thread's OpenMP regions (oneDNN's) use this thread only: the blocks are the
+  // parallelism. Checked per call, since the calling thread may be anyone's.
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   const std::int64_t batches = elements(batch);
   const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
+  // Split batch entries first, then the larger of the two output dims: splitting N packs
+  // only a slice of B (the weights, usually) per tile rather than all of it per tile.
   std::int64_t split_m = 1, split_n = 1;
   if (batches < blocks) {
     const std::int64_t want = (blocks + batches - 1) / batches;
-    split_m = std::clamp<std::int64_t>(want, 1, std::max<std::int64_t>(1, m / 8));
-    split_n = std::clamp<std::int64_t>((want + split_m - 1) / split_m, 1,
-                                       std::max<std::int64_t>(1, n / 64));
+    const std::int64_t most_m = std::max<std::int64_t>(1, m / 8),
+                       most_n = std::max<std::int64_t>(1, n / 64);
+    if (n >= m) {
+      split_n = std::min(want, most_n);
+      split_m = std::clamp<std::int64_t>((want + split_n - 1) / split_n, 1, most_m);
+    } else {
+      split_m = std::min(want, most_m);
+      split_n = std::clamp<std::int64_t>((want + split_m - 1) / split_m, 1, most_n);
+    }
   }
   const auto [first, last] = block_range(batches * split_m * split_n);
   for (std::int64_t t = first; t < last; ++t) {
@@ -781,7 +787,7 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
     const std::int64_t k = a.shape.empty() ? 1 : a.shape.back();
     items = elements(o.shape) * k;  // multiply-adds
     per_block = std::int64_t{1} << 18;
-    most = 2 * static_cast<std::int64_t>(threads);
+    most = threads;  // one tile per worker: each tile packs its own operands
   } else if (name == "kiln.softmax" || name == "kiln.log_softmax" || name == "kiln.layer_norm" ||
              name == "kiln.rms_norm") {
     const bool softmax = name == "kiln.softmax" || name == "kiln.log_softmax";

@@ -195,8 +195,10 @@ int demo_command(const DemoOptions& o) {
       "p90 " + format_ms(call.p90));
   row("op-by-op median (no fusion, no graph)", format_ms(op.median), "p90 " + format_ms(op.p90));
   row("reference interpreter (1 call)", format_ms(reference_ms));
-  std::printf("\n  compiled graph vs op-by-op: %.2fx faster; vs the reference interpreter: %.1fx\n",
-              op.median / call.median, reference_ms / call.median);
+  std::printf(
+      "\n  speed-up of the compiled graph: %.2fx over op-by-op, %.1fx over the reference "
+      "interpreter\n",
+      op.median / call.median, reference_ms / call.median);
 
   double scale = 1;
   for (double v : expected[0].to_doubles()) scale = std::max(scale, std::fabs(v));
