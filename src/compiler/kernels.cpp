@@ -126,6 +126,33 @@ void copy_all(const Launch& l) {  // reshape: same elements, same order
               static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype));
 }
 
+/// dst[i] = src[i * step] for i < n, elements of \p es bytes (typed loops for the usual
+/// sizes: a memcpy call per element would cost more than the copy).
+void copy_strided(std::byte* dst, const std::byte* src, std::int64_t n, std::int64_t step,
+                  std::size_t es) {
+  const auto typed = [&](auto element) {
+    using T = decltype(element);
+    auto* d = reinterpret_cast<T*>(dst);
+    const auto* s = reinterpret_cast<const T*>(src);
+    for (std::int64_t i = 0; i < n; ++i) d[i] = s[i * step];
+  };
+  switch (es) {
+    case 1:
+      return typed(std::uint8_t{});
+    case 2:
+      return typed(std::uint16_t{});
+    case 4:
+      return typed(std::uint32_t{});
+    case 8:
+      return typed(std::uint64_t{});
+    default:
+      for (std::int64_t i = 0; i < n; ++i)
+        std::memcpy(dst + static_cast<std::size_t>(i) * es,
+                    src + static_cast<std::ptrdiff_t>(i * step) * static_cast<std::ptrdiff_t>(es),
+                    es);
+  }
+}
+
 /// o[i] = x[base + Σ index·strides]: broadcasts, transposes, slices and splits are all this.
 /// Same dtypes (always, for these ops) copy bytes, a run of the innermost dim at a time.
 void strided_read(const View& x, const View& o, const Index& strides, std::int64_t base = 0) {
@@ -142,10 +169,7 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
       if (step == 1) {
         std::memcpy(dst, src, static_cast<std::size_t>(inner) * es);
       } else {
-        for (std::int64_t i = 0; i < inner; ++i)
-          std::memcpy(dst + static_cast<std::size_t>(i) * es,
-                      src + static_cast<std::ptrdiff_t>(i * step) * static_cast<std::ptrdiff_t>(es),
-                      es);
+        copy_strided(dst, src, inner, step, es);
       }
       dst += static_cast<std::size_t>(inner) * es;
       for (std::size_t d = rank - 1; d-- > 0;) {

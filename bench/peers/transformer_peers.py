@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""kiln against the systems a user would pick instead, on the same transformer, weights
+and inputs, at the same thread count (the caller pins the process with taskset).
+
+The model is the one `kiln demo --emit-mlir PREFIX.mlir` writes (a GPT-style stack of
+kiln::nn.TransformerBlock: pre-norm LayerNorm, multi-head attention without a mask,
+tanh-GELU MLP, a final RMSNorm and a bias-free LM head), rebuilt here in each peer from
+PREFIX.safetensors. Each peer's output is compared with kiln's; a peer that is not
+installed or fails is reported with its error, not skipped silently.
+
+    transformer_peers.py --kiln build/release/bin/kiln --prefix /tmp/m --layers 4 --dim 512
+        --heads 8 --batch 1 --seq 128 --threads 2 [--iterations 20] [--json out.json]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def load_weights(path):
+    from safetensors.numpy import load_file
+    return load_file(path)
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def time_calls(fn, iterations):
+    fn()  # warm up
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return median(times)
+
+
+# ---- the model in NumPy terms (shared by the JAX version) ------------------------------
+
+
+def jax_peer(weights, ids, args):
+    import jax
+    import jax.numpy as jnp
+
+    p = {k: jnp.asarray(v) for k, v in weights.items()}
+    head_dim = args.dim // args.heads
+
+    def layer_norm(x, w, b, eps=1e-5):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + eps) * w + b
+
+    def rms_norm(x, w, eps=1e-6):
+        return x / jnp.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+    def linear(x, prefix, bias=True):
+        y = x @ p[prefix + ".weight"]
+        return y + p[prefix + ".bias"] if bias else y
+
+    def attention(x, prefix):
+        b, s, _ = x.shape
+
+        def split(t):
+            return t.reshape(b, s, args.heads, head_dim).transpose(0, 2, 1, 3)
+
+        q, k, v = (split(linear(x, prefix + n)) for n in (".q", ".k", ".v"))
+        scores = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(head_dim))
+        context = jax.nn.softmax(scores, axis=-1) @ v
+        return linear(context.transpose(0, 2, 1, 3).reshape(b, s, args.dim), prefix + ".o")
+
+    def model(ids):
+        x = p["embed.weight"][ids]
+        for i in range(args.layers):
+            pre = f"layers.{i}"
+            h = x + attention(layer_norm(x, p[pre + ".norm1.weight"], p[pre + ".norm1.bias"]),
+                              pre + ".attn")
+            m = layer_norm(h, p[pre + ".norm2.weight"], p[pre + ".norm2.bias"])
+            m = linear(jax.nn.gelu(linear(m, pre + ".mlp.w1"), approximate=True), pre + ".mlp.w2")
+            x = h + m
+        return linear(rms_norm(x, p["final_norm.weight"]), "lm_head", bias=False)
+
+    ids_j = jnp.asarray(ids)
+    start = time.perf_counter()
+    compiled = jax.jit(model).lower(ids_j).compile()
+    compile_ms = (time.perf_counter() - start) * 1e3
+    out = np.asarray(compiled(ids_j))
+    call_ms = time_calls(lambda: compiled(ids_j).block_until_ready(), args.iterations)
+    return {"compile_ms": compile_ms, "call_ms": call_ms, "output": out,
+            "version": "jax " + jax.__version__}
+
+
+def onnxruntime_peer(weights, ids, args):
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits = [], [numpy_helper.from_array(v, k) for k, v in weights.items()]
+    counter = [0]
+
+    def name(stem):
+        counter[0] += 1
+        return f"{stem}_{counter[0]}"
+
+    def const(value, dtype=np.float32):
+        n = name("c")
+        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), n))
+        return n
+
+    def op(kind, inputs, **attrs):
+        out = name(kind.lower())
+        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+        return out
+
+    head_dim = args.dim // args.heads
+
+    def linear(x, prefix, bias=True):
+        y = op("MatMul", [x, prefix + ".weight"])
+        return op("Add", [y, prefix + ".bias"]) if bias else y
+
+    def gelu_tanh(x):
+        inner = op("Mul", [op("Add", [x, op("Mul", [op("Mul", [op("Mul", [x, x]), x]),
+                                                    const(0.044715)])]),
+                           const(0.7978845608028654)])
+        return op("Mul", [op("Mul", [x, const(0.5)]), op("Add", [op("Tanh", [inner]), const(1.0)])])
+
+    def attention(x, prefix):
+        shape4 = const([0, 0, args.heads, head_dim], np.int64)
+
+        def split(t):
+            return op("Transpose", [op("Reshape", [t, shape4])], perm=[0, 2, 1, 3])
+
+        q, k, v = (split(linear(x, prefix + n)) for n in (".q", ".k", ".v"))
+        kt = op("Transpose", [k], perm=[0, 1, 3, 2])
+        scores = op("Mul", [op("MatMul", [q, kt]), const(1.0 / np.sqrt(head_dim))])
+        context = op("MatMul", [op("Softmax", [scores], axis=-1), v])
+        merged = op("Reshape", [op("Transpose", [context], perm=[0, 2, 1, 3]),
+                                const([0, 0, args.dim], np.int64)])
+        return linear(merged, prefix + ".o")
+
+    x = op("Gather", ["embed.weight", "ids"], axis=0)
+    for i in range(args.layers):
+        pre = f"layers.{i}"
+        n1 = op("LayerNormalization", [x, pre + ".norm1.weight", pre + ".norm1.bias"],
+                axis=-1, epsilon=1e-5)
+        h = op("Add", [x, attention(n1, pre + ".attn")])
+        n2 = op("LayerNormalization", [h, pre + ".norm2.weight", pre + ".norm2.bias"],
+                axis=-1, epsilon=1e-5)
+        m = linear(gelu_tanh(linear(n2, pre + ".mlp.w1")), pre + ".mlp.w2")
+        x = op("Add", [h, m])
+    ms = op("ReduceMean", [op("Mul", [x, x])], axes=[-1], keepdims=1)
+    normed = op("Mul", [op("Div", [x, op("Sqrt", [op("Add", [ms, const(1e-6)])])]),
+                        "final_norm.weight"])
+    logits = op("MatMul", [normed, "lm_head.weight"])
+    nodes.append(helper.make_node("Identity", [logits], ["logits"]))
+    graph = helper.make_graph(
+        nodes, "kiln_transformer",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = args.threads
+    options.inter_op_num_threads = 1
+    start = time.perf_counter()
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    compile_ms = (time.perf_counter() - start) * 1e3
+    out = session.run(None, {"ids": ids})[0]
+    call_ms = time_calls(lambda: session.run(None, {"ids": ids}), args.iterations)
+    return {"compile_ms": compile_ms, "call_ms": call_ms, "output": out,
+            "version": "onnxruntime " + ort.__version__}
+
+
+def kiln_result(args, ids_path):
+    out = args.prefix + ".bench.json"
+    command = [args.kiln, "bench", args.prefix + ".mlir", "--weights", args.prefix + ".safetensors",
+               "--input", "arg0=" + ids_path, "--threads", str(args.threads), "-n",
+               str(args.iterations), "--reference-iterations", "0", "--json", out]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        bench = json.load(f)
+    outdir = args.prefix + ".kiln_out"
+    subprocess.run([args.kiln, "run", args.prefix + ".mlir", "--weights",
+                    args.prefix + ".safetensors", "--input", "arg0=" + ids_path, "--threads",
+                    str(args.threads), "--output", outdir], check=True, stdout=subprocess.DEVNULL)
+    return {"compile_ms": bench["compile_ms"], "call_ms": bench["calls"]["median_ms"],
+            "output": np.load(os.path.join(outdir, "output0.npy")), "version": "kiln"}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for flag, kind in (("--kiln", str), ("--prefix", str), ("--layers", int), ("--dim", int),
+                       ("--heads", int), ("--batch", int), ("--seq", int), ("--threads", int),
+                       ("--vocab", int)):
+        parser.add_argument(flag, type=kind, required=flag not in ("--vocab",))
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+
+    weights = load_weights(args.prefix + ".safetensors")
+    vocab = weights["embed.weight"].shape[0]
+    ids = np.random.default_rng(7).integers(0, vocab, (args.batch, args.seq), dtype=np.int64)
+    ids_path = f"{args.prefix}.ids_b{args.batch}.npy"
+    np.save(ids_path, ids)
+
+    results = {"kiln": kiln_result(args, ids_path)}
+    for peer, fn in (("jax.jit", jax_peer), ("onnxruntime", onnxruntime_peer)):
+        try:
+            results[peer] = fn(weights, ids, args)
+        except Exception as e:  # noqa: BLE001 - every failure is reported
+            results[peer] = {"error": f"{type(e).__name__}: {e}"}
+    for peer in ("torch (eager, torch.compile)", "max"):
+        results[peer] = {"error": "not installed in this run (see bench/peers/README.md)"}
+
+    kiln = results["kiln"]
+    print(f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
+          f"batch {args.batch} x seq {args.seq}, {args.threads} thread(s)")
+    print(f"  {'system':<30} {'compile':>10} {'median call':>12} {'kiln speed-up':>14}"
+          f" {'max |diff| vs kiln':>19}")
+    table = []
+    for peer, r in results.items():
+        if "error" in r:
+            print(f"  {peer:<30} {r['error']}")
+            table.append({"system": peer, "error": r["error"]})
+            continue
+        diff = float(np.max(np.abs(r["output"].astype(np.float64) - kiln["output"])))
+        speedup = r["call_ms"] / kiln["call_ms"]
+        print(f"  {r['version']:<30} {r['compile_ms']:>8.1f}ms {r['call_ms']:>10.2f}ms"
+              f" {speedup:>13.2f}x {diff:>19.2e}")
+        table.append({"system": r["version"], "compile_ms": r["compile_ms"],
+                      "call_ms": r["call_ms"], "kiln_speedup": speedup, "max_abs_diff": diff})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"layers": args.layers, "dim": args.dim, "heads": args.heads,
+                       "batch": args.batch, "seq": args.seq, "threads": args.threads,
+                       "results": table}, f, indent=2)
+    bad = [t for t in table if "max_abs_diff" in t and t["max_abs_diff"] > 1e-3]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# kiln against JAX (jax.jit) and ONNX Runtime on the same GPT-style transformer, weights
+# and inputs (4 layers, d_model 512, 8 heads, seq 128), at batch 1 and 16, on every core
+# and on one. Installs the peers from PyPI into build/peers-venv (network needed), writes
+# build/peers/*.json. See bench/peers/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+if ! python3 -m venv --help >/dev/null 2>&1; then
+  apt-get install -y -qq python3-venv >/dev/null
+fi
+cmake --preset release >/dev/null
+cmake --build --preset release --target kiln_cli >/dev/null
+venv=build/peers-venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check numpy safetensors jax onnx onnxruntime
+mkdir -p build/peers
+kiln=build/release/bin/kiln
+echo "kiln bench-peers: writing the model and its weights (kiln demo --emit-mlir)" >&2
+"$kiln" demo --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --vocab 1000 -n 1 \
+  --emit-mlir build/peers/transformer.mlir >/dev/null
+cores=$(nproc)
+for threads in "$cores" 1; do
+  for batch in 1 16; do
+    taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/transformer_peers.py \
+      --kiln "$kiln" --prefix build/peers/transformer --layers 4 --dim 512 --heads 8 \
+      --batch "$batch" --seq 128 --threads "$threads" \
+      --json "build/peers/transformer_t${threads}_b${batch}.json"
+    echo
+  done
+done
