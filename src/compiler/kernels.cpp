@@ -435,22 +435,17 @@ void softmax_f32(const Launch& l) {
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (std::int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
     const auto count = static_cast<std::size_t>(n);
+    const float mx = vmath::max(x, count);
     vmath::binary(vmath::Binary::sub, x, 1, &mx, 0, y, count);
     if (Log) {
       std::vector<float>& e = row_scratch(count);
       vmath::unary(vmath::Unary::exp, y, e.data(), count);
-      double sum = 0;
-      for (std::size_t i = 0; i < count; ++i) sum += e[i];
-      const auto log_sum = static_cast<float>(std::log(sum));
+      const auto log_sum = static_cast<float>(std::log(vmath::sum(e.data(), count)));
       vmath::binary(vmath::Binary::sub, y, 1, &log_sum, 0, y, count);
     } else {
       vmath::unary(vmath::Unary::exp, y, y, count);
-      double sum = 0;
-      for (std::size_t i = 0; i < count; ++i) sum += y[i];
-      const auto total = static_cast<float>(sum);
+      const auto total = static_cast<float>(vmath::sum(y, count));
       vmath::binary(vmath::Binary::div, y, 1, &total, 0, y, count);
     }
   }
@@ -485,12 +480,9 @@ void norm_f32(const Launch& l, double eps) {
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
-    double mean = 0, var = 0;
-    if (!Rms) {
-      for (std::int64_t i = 0; i < n; ++i) mean += x[i];
-      mean /= static_cast<double>(n);
-    }
-    for (std::int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+    const auto count = static_cast<std::size_t>(n);
+    const double mean = Rms ? 0.0 : vmath::sum(x, count) / static_cast<double>(n);
+    const double var = vmath::sum_squares(x, count, mean);
     const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
     for (std::int64_t i = 0; i < n; ++i)
       y[i] = static_cast<float>((x[i] - mean) * scale * gamma[i] + (Rms ? 0.0 : beta[i]));

@@ -2,49 +2,39 @@
 
 #include "compiler/vector_math.hpp"
 
+#include "compiler/vector_math_targets.hpp"
+
 namespace kiln::compiler::vmath {
-
-#define KILN_DECLARE_TARGET(target)                                           \
-  namespace target {                                                          \
-  void unary(Unary f, const float* x, float* y, std::size_t n);               \
-  void binary(Binary f, const float* a, std::size_t a_stride, const float* b, \
-              std::size_t b_stride, float* y, std::size_t n);                 \
-  }
-KILN_DECLARE_TARGET(avx512)
-KILN_DECLARE_TARGET(avx2)
-KILN_DECLARE_TARGET(base)
-#undef KILN_DECLARE_TARGET
-
 namespace {
 
 struct Table {
+  const char* name;
   void (*unary)(Unary, const float*, float*, std::size_t);
   void (*binary)(Binary, const float*, std::size_t, const float*, std::size_t, float*, std::size_t);
+  double (*sum)(const float*, std::size_t);
+  double (*sum_squares)(const float*, std::size_t, double);
+  float (*max)(const float*, std::size_t);
 };
 
-Table pick() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-    return {avx512::unary, avx512::binary};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return {avx2::unary, avx2::binary};
-#endif
-  return {base::unary, base::binary};
-}
+#define KILN_TABLE(target) \
+  Table { #target, target::unary, target::binary, target::sum, target::sum_squares, target::max }
 
 const Table& table() {
-  static const Table t = pick();
+  static const Table t = [] {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+#endif
+    if (cpu_has_avx512()) return KILN_TABLE(avx512);
+    if (cpu_has_avx2()) return KILN_TABLE(avx2);
+    return KILN_TABLE(base);
+  }();
   return t;
 }
+#undef KILN_TABLE
 
 }  // namespace
 
-const char* instruction_set() {
-  const Table& t = table();
-  return t.unary == avx512::unary ? "avx512" : t.unary == avx2::unary ? "avx2" : "baseline";
-}
+const char* instruction_set() { return table().name; }
 
 void unary(Unary f, const float* x, float* y, std::size_t n) { table().unary(f, x, y, n); }
 
@@ -52,5 +42,13 @@ void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std:
             float* y, std::size_t n) {
   table().binary(f, a, a_stride, b, b_stride, y, n);
 }
+
+double sum(const float* x, std::size_t n) { return table().sum(x, n); }
+
+double sum_squares(const float* x, std::size_t n, double center) {
+  return table().sum_squares(x, n, center);
+}
+
+float max(const float* x, std::size_t n) { return table().max(x, n); }
 
 }  // namespace kiln::compiler::vmath

@@ -30,12 +30,21 @@ enum class Unary : unsigned char {
 };
 enum class Binary : unsigned char { add, sub, mul, div, max, min, pow };
 
-/// "avx512", "avx2" or "baseline": the loops in use.
+/// "avx512", "avx2" or "base": the copy of the loops in use.
 const char* instruction_set();
 /// y[i] = f(x[i]) for i < n (y may equal x).
 void unary(Unary f, const float* x, float* y, std::size_t n);
 /// y[i] = f(a[i], b[i]); a stride of 0 broadcasts that operand's first element.
 void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
             float* y, std::size_t n);
+
+// Reductions over rows, in a fixed order (eight interleaved partial results), so that the
+// result does not depend on the instruction set.
+/// Σ x[i], accumulated in double.
+double sum(const float* x, std::size_t n);
+/// Σ (x[i] - center)², accumulated in double.
+double sum_squares(const float* x, std::size_t n, double center);
+/// The largest x[i], ignoring NaN (as std::max does); -inf when n is 0.
+float max(const float* x, std::size_t n);
 
 }  // namespace kiln::compiler::vmath

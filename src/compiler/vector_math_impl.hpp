@@ -221,4 +221,40 @@ void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std:
   }
 }
 
+double sum(const float* x, std::size_t n) {
+  double acc[8] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (std::size_t j = 0; j < 8; ++j) acc[j] += static_cast<double>(x[i + j]);
+  for (std::size_t j = 0; i < n; ++i, ++j) acc[j] += static_cast<double>(x[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+double sum_squares(const float* x, std::size_t n, double center) {
+  double acc[8] = {};
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (std::size_t j = 0; j < 8; ++j) {
+      const double d = static_cast<double>(x[i + j]) - center;
+      acc[j] += d * d;
+    }
+  for (std::size_t j = 0; i < n; ++i, ++j) {
+    const double d = static_cast<double>(x[i]) - center;
+    acc[j] += d * d;
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+float max(const float* x, std::size_t n) {
+  float m[8];
+  for (float& v : m) v = -INFINITY;
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (std::size_t j = 0; j < 8; ++j) m[j] = m[j] < x[i + j] ? x[i + j] : m[j];
+  for (std::size_t j = 0; i < n; ++i, ++j) m[j] = m[j] < x[i] ? x[i] : m[j];
+  float best = m[0];
+  for (float v : m) best = best < v ? v : best;
+  return best;
+}
+
 }  // namespace kiln::compiler::vmath::KILN_VMATH_TARGET

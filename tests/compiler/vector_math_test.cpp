@@ -8,18 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "compiler/vector_math_targets.hpp"
+
 namespace kiln::compiler::vmath {
-// The per-instruction-set copies (src/compiler/vector_math_*.cpp), to check them all.
-#define KILN_DECLARE_TARGET(target)                                           \
-  namespace target {                                                          \
-  void unary(Unary f, const float* x, float* y, std::size_t n);               \
-  void binary(Binary f, const float* a, std::size_t a_stride, const float* b, \
-              std::size_t b_stride, float* y, std::size_t n);                 \
-  }
-KILN_DECLARE_TARGET(avx512)
-KILN_DECLARE_TARGET(avx2)
-KILN_DECLARE_TARGET(base)
-#undef KILN_DECLARE_TARGET
 namespace {
 
 /// Distance in units in the last place between two floats of the same sign.
@@ -129,9 +120,7 @@ TEST(VectorMath, SpecialValues) {
 TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
   const std::vector<float> x = samples(-30, 30);
   std::vector<float> want(x.size()), got(x.size());
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
   for (int f = 0; f <= static_cast<int>(Unary::copy); ++f) {
     base::unary(static_cast<Unary>(f), x.data(), want.data(), x.size());
     for (const auto& [available, run] :
@@ -143,7 +132,35 @@ TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
             << "function " << f << " at " << x[i] << ": " << got[i] << " vs " << want[i];
     }
   }
+  // The reductions too, on a length that leaves a tail.
+  const std::size_t n = x.size() - 3;
+  for (const auto& [available, copy] : {std::pair{avx2, 0}, std::pair{avx512, 1}}) {
+    if (!available) continue;
+    EXPECT_EQ(copy ? avx512::sum(x.data(), n) : avx2::sum(x.data(), n), base::sum(x.data(), n));
+    EXPECT_EQ(copy ? avx512::sum_squares(x.data(), n, 0.25) : avx2::sum_squares(x.data(), n, 0.25),
+              base::sum_squares(x.data(), n, 0.25));
+    EXPECT_EQ(copy ? avx512::max(x.data(), n) : avx2::max(x.data(), n), base::max(x.data(), n));
+  }
   EXPECT_NE(std::string(instruction_set()), "");
+}
+
+TEST(VectorMath, ReductionsMatchDoublePrecision) {
+  std::vector<float> x = samples(-3, 3);
+  double s = 0, ss = 0;
+  float m = -INFINITY;
+  for (float v : x) {
+    s += v;
+    m = std::max(m, v);
+  }
+  const double mean = s / static_cast<double>(x.size());
+  for (float v : x) ss += (v - mean) * (v - mean);
+  EXPECT_NEAR(sum(x.data(), x.size()), s, 1e-9 * x.size());
+  EXPECT_NEAR(sum_squares(x.data(), x.size(), mean), ss, 1e-9 * ss);
+  EXPECT_EQ(max(x.data(), x.size()), m);
+  x[5] = NAN;  // ignored, as std::max ignores a NaN second argument
+  EXPECT_EQ(max(x.data(), x.size()), m);
+  EXPECT_EQ(max(x.data(), 0), -INFINITY);
+  EXPECT_EQ(sum(x.data(), 0), 0.0);
 }
 
 TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {

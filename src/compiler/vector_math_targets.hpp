@@ -1,0 +1,38 @@
+#pragma once
+// Internal: the per-instruction-set copies of the array loops (vector_math_{avx512,avx2,
+// base}.cpp), declared for the dispatcher and for tests that check every copy.
+
+#include "compiler/vector_math.hpp"
+
+#define KILN_VMATH_DECLARE_TARGET(target)                                     \
+  namespace kiln::compiler::vmath::target {                                   \
+  void unary(Unary f, const float* x, float* y, std::size_t n);               \
+  void binary(Binary f, const float* a, std::size_t a_stride, const float* b, \
+              std::size_t b_stride, float* y, std::size_t n);                 \
+  double sum(const float* x, std::size_t n);                                  \
+  double sum_squares(const float* x, std::size_t n, double center);           \
+  float max(const float* x, std::size_t n);                                   \
+  }
+KILN_VMATH_DECLARE_TARGET(avx512)
+KILN_VMATH_DECLARE_TARGET(avx2)
+KILN_VMATH_DECLARE_TARGET(base)
+#undef KILN_VMATH_DECLARE_TARGET
+
+namespace kiln::compiler::vmath {
+/// True when this CPU can run the copy built for AVX-512 / for AVX2 with FMA.
+inline bool cpu_has_avx512() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+inline bool cpu_has_avx2() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+}  // namespace kiln::compiler::vmath
