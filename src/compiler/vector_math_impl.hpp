@@ -13,6 +13,14 @@
 namespace kiln::compiler::vmath::KILN_VMATH_TARGET {
 namespace {
 
+/// c[0] x^(N-1) + ... + c[N-1], by Horner's rule (coefficients from the highest power).
+template <std::size_t N>
+KILN_INLINE float horner(float x, const float (&c)[N]) {
+  float p = c[0];
+  for (std::size_t i = 1; i < N; ++i) p = p * x + c[i];
+  return p;
+}
+
 KILN_INLINE float round_to_int(float x) {  // nearest integer, as a float (|x| < 2^22)
   constexpr float kMagic = 12582912.0f;    // 1.5 * 2^23
   return (x + kMagic) - kMagic;
@@ -31,12 +39,8 @@ KILN_INLINE float exp_f(float x) {
   const float k = round_to_int(c * 1.44269504088896341f);
   float r = c - k * 0.693359375f;
   r = r - k * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  const float p = horner(r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
+                             1.6666665459e-1f, 5.0000001201e-1f});
   const float e = (p * r * r + r + 1.0f) * 2.0f * pow2_minus1(k);
   return x != x ? x : e;
 }
@@ -53,11 +57,7 @@ KILN_INLINE float log_f(float x) {
   m = high ? m * 0.5f : m;
   e = high ? e + 1.0f : e;
   const float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
-  float p = 1.0f / 11.0f;
-  p = p * s2 + 1.0f / 9.0f;
-  p = p * s2 + 1.0f / 7.0f;
-  p = p * s2 + 1.0f / 5.0f;
-  p = p * s2 + 1.0f / 3.0f;
+  const float p = horner(s2, {1.0f / 11.0f, 1.0f / 9.0f, 1.0f / 7.0f, 1.0f / 5.0f, 1.0f / 3.0f});
   const float log_m = 2.0f * s + 2.0f * s * (s2 * p);
   const float y = e * 0.693359375f + (e * -2.12194440e-4f + log_m);
   const float special = x == 0.0f ? -INFINITY : x == INFINITY ? INFINITY : NAN;
@@ -68,13 +68,9 @@ KILN_INLINE float log_f(float x) {
 KILN_INLINE float tanh_f(float x) {
   const float a = std::fabs(x);
   const float x2 = x * x;
-  float p = -929569.0f / 638512875.0f;
-  p = p * x2 + 21844.0f / 6081075.0f;
-  p = p * x2 - 1382.0f / 155925.0f;
-  p = p * x2 + 62.0f / 2835.0f;
-  p = p * x2 - 17.0f / 315.0f;
-  p = p * x2 + 2.0f / 15.0f;
-  p = p * x2 - 1.0f / 3.0f;
+  const float p =
+      horner(x2, {-929569.0f / 638512875.0f, 21844.0f / 6081075.0f, -1382.0f / 155925.0f,
+                  62.0f / 2835.0f, -17.0f / 315.0f, 2.0f / 15.0f, -1.0f / 3.0f});
   const float small = x + x * (x2 * p);
   const float ac = a > 10.0f ? 10.0f : a;  // tanh(10) rounds to 1
   const float big = 1.0f - 2.0f / (exp_f(2.0f * ac) + 1.0f);
@@ -88,21 +84,13 @@ KILN_INLINE float tanh_f(float x) {
 KILN_INLINE float one_plus_erf(float x) {
   const float a = std::fabs(x);
   const float x2 = x * x;
-  float p = -1.0f / 75600.0f;
-  p = p * x2 + 1.0f / 9360.0f;
-  p = p * x2 - 1.0f / 1320.0f;
-  p = p * x2 + 1.0f / 216.0f;
-  p = p * x2 - 1.0f / 42.0f;
-  p = p * x2 + 1.0f / 10.0f;
-  p = p * x2 - 1.0f / 3.0f;
+  const float p = horner(x2, {-1.0f / 75600.0f, 1.0f / 9360.0f, -1.0f / 1320.0f, 1.0f / 216.0f,
+                              -1.0f / 42.0f, 1.0f / 10.0f, -1.0f / 3.0f});
   const float small = 1.0f + 1.12837917f * (x + x * (x2 * p));
   const float ac = a > 10.0f ? 10.0f : a;
   const float t = 1.0f / (1.0f + 0.3275911f * ac);
-  float q = 1.061405429f;
-  q = q * t - 1.453152027f;
-  q = q * t + 1.421413741f;
-  q = q * t - 0.284496736f;
-  q = q * t + 0.254829592f;
+  const float q =
+      horner(t, {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f});
   const float erfc = q * t * exp_f(-ac * ac);
   const float big = x < 0.0f ? erfc : 2.0f - erfc;
   return a < 0.5f ? small : (x != x ? x : big);
