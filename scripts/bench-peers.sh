@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# kiln against JAX (jax.jit) and ONNX Runtime on the same GPT-style transformer, weights
-# and inputs (4 layers, d_model 512, 8 heads, seq 128), at batch 1 and 16, on every core
-# and on one. Installs the peers from PyPI into build/peers-venv (network needed), writes
-# build/peers/*.json. See bench/peers/README.md.
+# kiln against PyTorch (eager, torch.compile), JAX (jax.jit) and ONNX Runtime on the same
+# GPT-style transformer, weights and inputs (4 layers, d_model 512, 8 heads, seq 128), at
+# batch 1 and 16, on every core and on one. Installs the peers from PyPI into
+# build/peers-venv (network needed; torch alone is ≈ 3 GB), writes build/peers/*.json.
+# See bench/peers/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,7 +14,8 @@ cmake --preset release >/dev/null
 cmake --build --preset release --target kiln_cli >/dev/null
 venv=build/peers-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check numpy safetensors jax onnx onnxruntime
+# torch from PyPI is the CUDA build (≈ 3 GB with its NVIDIA libraries); it runs on the CPU.
+"$venv/bin/pip" install -q --disable-pip-version-check numpy safetensors jax onnx onnxruntime torch
 mkdir -p build/peers
 kiln=build/release/bin/kiln
 echo "kiln bench-peers: writing the model and its weights (kiln demo --emit-mlir)" >&2

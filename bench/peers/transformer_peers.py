@@ -96,6 +96,67 @@ def jax_peer(weights, ids, args):
             "version": "jax " + jax.__version__}
 
 
+def torch_peers(weights, ids, args):
+    """PyTorch eager and torch.compile (inductor), the same model in torch ops."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    p = {k: torch.from_numpy(v) for k, v in weights.items()}
+    head_dim = args.dim // args.heads
+
+    def linear(x, prefix, bias=True):
+        y = x @ p[prefix + ".weight"]
+        return y + p[prefix + ".bias"] if bias else y
+
+    def attention(x, prefix):
+        b, s, _ = x.shape
+
+        def split(t):
+            return t.reshape(b, s, args.heads, head_dim).permute(0, 2, 1, 3)
+
+        q, k, v = (split(linear(x, prefix + n)) for n in (".q", ".k", ".v"))
+        scores = (q @ k.transpose(-1, -2)) * (1.0 / np.sqrt(head_dim))
+        context = torch.softmax(scores, dim=-1) @ v
+        return linear(context.permute(0, 2, 1, 3).reshape(b, s, args.dim), prefix + ".o")
+
+    def model(ids):
+        x = p["embed.weight"][ids]
+        for i in range(args.layers):
+            pre = f"layers.{i}"
+            n1 = F.layer_norm(x, (args.dim,), p[pre + ".norm1.weight"], p[pre + ".norm1.bias"],
+                              1e-5)
+            h = x + attention(n1, pre + ".attn")
+            n2 = F.layer_norm(h, (args.dim,), p[pre + ".norm2.weight"], p[pre + ".norm2.bias"],
+                              1e-5)
+            x = h + linear(F.gelu(linear(n2, pre + ".mlp.w1"), approximate="tanh"),
+                           pre + ".mlp.w2")
+        x = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * p["final_norm.weight"]
+        return x @ p["lm_head.weight"]
+
+    ids_t = torch.from_numpy(ids)
+    results = {}
+    with torch.inference_mode():
+        start = time.perf_counter()
+        out = model(ids_t).numpy()
+        first_ms = (time.perf_counter() - start) * 1e3
+        results["torch eager"] = {
+            "compile_ms": 0.0, "call_ms": time_calls(lambda: model(ids_t), args.iterations),
+            "output": out, "version": f"torch {torch.__version__} eager", "first_ms": first_ms}
+        try:
+            compiled = torch.compile(model)
+            start = time.perf_counter()
+            out = compiled(ids_t).numpy()  # the first call compiles
+            compile_ms = (time.perf_counter() - start) * 1e3
+            results["torch.compile"] = {
+                "compile_ms": compile_ms,
+                "call_ms": time_calls(lambda: compiled(ids_t), args.iterations), "output": out,
+                "version": f"torch {torch.__version__} compile"}
+        except Exception as e:  # noqa: BLE001 - reported, not hidden
+            results["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
+    return results
+
+
 def onnxruntime_peer(weights, ids, args):
     import onnx
     import onnxruntime as ort
@@ -215,8 +276,11 @@ def main():
             results[peer] = fn(weights, ids, args)
         except Exception as e:  # noqa: BLE001 - every failure is reported
             results[peer] = {"error": f"{type(e).__name__}: {e}"}
-    for peer in ("torch (eager, torch.compile)", "max"):
-        results[peer] = {"error": "not installed in this run (see bench/peers/README.md)"}
+    try:
+        results.update(torch_peers(weights, ids, args))
+    except Exception as e:  # noqa: BLE001 - every failure is reported
+        results["torch"] = {"error": f"{type(e).__name__}: {e}"}
+    results["max"] = {"error": "not tried yet (see bench/peers/README.md)"}
 
     kiln = results["kiln"]
     print(f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
