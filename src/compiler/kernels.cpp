@@ -329,8 +329,16 @@ void matmul(const Launch& l) {
                                                                    (l.in[1].shape.size() > 1)));
     const Index abatch(a.shape.begin(), a.shape.end() - 2),
         bbatch(b.shape.begin(), b.shape.end() - 2);
-    matmul_f32(reinterpret_cast<const float*>(a.data), reinterpret_cast<const float*>(b.data),
-               reinterpret_cast<float*>(o.data), batch, broadcast_strides(abatch, batch),
+    const auto* ap = reinterpret_cast<const float*>(a.data);
+    const auto* bp = reinterpret_cast<const float*>(b.data);
+    auto* op = reinterpret_cast<float*>(o.data);
+    if (l.in[1].shape.size() == 2 && abatch == batch) {
+      // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
+      // the weights are packed once rather than once per batch entry.
+      matmul_f32(ap, bp, op, {}, {}, {}, elements(abatch) * m, k, n);
+      return;
+    }
+    matmul_f32(ap, bp, op, batch, broadcast_strides(abatch, batch),
                broadcast_strides(bbatch, batch), m, k, n);
     return;
   }
