@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -42,23 +43,14 @@ def time_calls(fn, iterations):
     return median(times)
 
 
-# ---- the model in NumPy terms (shared by the JAX version) ------------------------------
+# ---- the model, once, over a small set of array operations --------------------------
 
 
-def jax_peer(weights, ids, args):
-    import jax
-    import jax.numpy as jnp
-
-    p = {k: jnp.asarray(v) for k, v in weights.items()}
+def transformer(p, args, ops):
+    """The kiln demo model over the weights p; ops supplies what differs between array
+    libraries: heads(t) swaps axes 1 and 2, last_two(t) swaps the last two axes, softmax,
+    gelu_tanh, layer_norm(x, w, b, eps), mean_last(t) (keeping the axis) and rsqrt."""
     head_dim = args.dim // args.heads
-
-    def layer_norm(x, w, b, eps=1e-5):
-        mean = x.mean(-1, keepdims=True)
-        var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) / jnp.sqrt(var + eps) * w + b
-
-    def rms_norm(x, w, eps=1e-6):
-        return x / jnp.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
     def linear(x, prefix, bias=True):
         y = x @ p[prefix + ".weight"]
@@ -66,25 +58,43 @@ def jax_peer(weights, ids, args):
 
     def attention(x, prefix):
         b, s, _ = x.shape
-
-        def split(t):
-            return t.reshape(b, s, args.heads, head_dim).transpose(0, 2, 1, 3)
-
-        q, k, v = (split(linear(x, prefix + n)) for n in (".q", ".k", ".v"))
-        scores = (q @ k.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(head_dim))
-        context = jax.nn.softmax(scores, axis=-1) @ v
-        return linear(context.transpose(0, 2, 1, 3).reshape(b, s, args.dim), prefix + ".o")
+        q, k, v = (ops.heads(linear(x, prefix + n).reshape(b, s, args.heads, head_dim))
+                   for n in (".q", ".k", ".v"))
+        scores = (q @ ops.last_two(k)) * (1.0 / np.sqrt(head_dim))
+        context = ops.heads(ops.softmax(scores) @ v)
+        return linear(context.reshape(b, s, args.dim), prefix + ".o")
 
     def model(ids):
         x = p["embed.weight"][ids]
         for i in range(args.layers):
             pre = f"layers.{i}"
-            h = x + attention(layer_norm(x, p[pre + ".norm1.weight"], p[pre + ".norm1.bias"]),
-                              pre + ".attn")
-            m = layer_norm(h, p[pre + ".norm2.weight"], p[pre + ".norm2.bias"])
-            m = linear(jax.nn.gelu(linear(m, pre + ".mlp.w1"), approximate=True), pre + ".mlp.w2")
-            x = h + m
-        return linear(rms_norm(x, p["final_norm.weight"]), "lm_head", bias=False)
+            n1 = ops.layer_norm(x, p[pre + ".norm1.weight"], p[pre + ".norm1.bias"], 1e-5)
+            h = x + attention(n1, pre + ".attn")
+            n2 = ops.layer_norm(h, p[pre + ".norm2.weight"], p[pre + ".norm2.bias"], 1e-5)
+            x = h + linear(ops.gelu_tanh(linear(n2, pre + ".mlp.w1")), pre + ".mlp.w2")
+        x = x * ops.rsqrt(ops.mean_last(x * x) + 1e-6) * p["final_norm.weight"]
+        return linear(x, "lm_head", bias=False)
+
+    return model
+
+
+def jax_peer(weights, ids, args):
+    import jax
+    import jax.numpy as jnp
+
+    def mean_last(t):
+        return t.mean(-1, keepdims=True)
+
+    def layer_norm(x, w, b, eps):
+        mean = mean_last(x)
+        return (x - mean) / jnp.sqrt(mean_last((x - mean) ** 2) + eps) * w + b
+
+    ops = types.SimpleNamespace(
+        heads=lambda t: t.transpose(0, 2, 1, 3), last_two=lambda t: t.swapaxes(-1, -2),
+        softmax=lambda t: jax.nn.softmax(t, axis=-1),
+        gelu_tanh=lambda t: jax.nn.gelu(t, approximate=True), layer_norm=layer_norm,
+        mean_last=mean_last, rsqrt=jax.lax.rsqrt)
+    model = transformer({k: jnp.asarray(v) for k, v in weights.items()}, args, ops)
 
     ids_j = jnp.asarray(ids)
     start = time.perf_counter()
@@ -102,47 +112,21 @@ def torch_peers(weights, ids, args):
     import torch.nn.functional as F
 
     torch.set_num_threads(args.threads)
-    p = {k: torch.from_numpy(v) for k, v in weights.items()}
-    head_dim = args.dim // args.heads
-
-    def linear(x, prefix, bias=True):
-        y = x @ p[prefix + ".weight"]
-        return y + p[prefix + ".bias"] if bias else y
-
-    def attention(x, prefix):
-        b, s, _ = x.shape
-
-        def split(t):
-            return t.reshape(b, s, args.heads, head_dim).permute(0, 2, 1, 3)
-
-        q, k, v = (split(linear(x, prefix + n)) for n in (".q", ".k", ".v"))
-        scores = (q @ k.transpose(-1, -2)) * (1.0 / np.sqrt(head_dim))
-        context = torch.softmax(scores, dim=-1) @ v
-        return linear(context.permute(0, 2, 1, 3).reshape(b, s, args.dim), prefix + ".o")
-
-    def model(ids):
-        x = p["embed.weight"][ids]
-        for i in range(args.layers):
-            pre = f"layers.{i}"
-            n1 = F.layer_norm(x, (args.dim,), p[pre + ".norm1.weight"], p[pre + ".norm1.bias"],
-                              1e-5)
-            h = x + attention(n1, pre + ".attn")
-            n2 = F.layer_norm(h, (args.dim,), p[pre + ".norm2.weight"], p[pre + ".norm2.bias"],
-                              1e-5)
-            x = h + linear(F.gelu(linear(n2, pre + ".mlp.w1"), approximate="tanh"),
-                           pre + ".mlp.w2")
-        x = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * p["final_norm.weight"]
-        return x @ p["lm_head.weight"]
+    ops = types.SimpleNamespace(
+        heads=lambda t: t.transpose(1, 2), last_two=lambda t: t.transpose(-1, -2),
+        softmax=lambda t: torch.softmax(t, dim=-1),
+        gelu_tanh=lambda t: F.gelu(t, approximate="tanh"),
+        layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
+        mean_last=lambda t: t.mean(-1, keepdim=True), rsqrt=torch.rsqrt)
+    model = transformer({k: torch.from_numpy(v) for k, v in weights.items()}, args, ops)
 
     ids_t = torch.from_numpy(ids)
     results = {}
     with torch.inference_mode():
-        start = time.perf_counter()
         out = model(ids_t).numpy()
-        first_ms = (time.perf_counter() - start) * 1e3
         results["torch eager"] = {
             "compile_ms": 0.0, "call_ms": time_calls(lambda: model(ids_t), args.iterations),
-            "output": out, "version": f"torch {torch.__version__} eager", "first_ms": first_ms}
+            "output": out, "version": f"torch {torch.__version__} eager"}
         try:
             compiled = torch.compile(model)
             start = time.perf_counter()

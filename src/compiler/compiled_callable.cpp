@@ -439,7 +439,7 @@ struct CompiledCallable::Impl {
   // honours them).
   void record(Plan& plan) {
     const int threads = ctx->num_threads();
-    for (Launch& l : plan.launches) l.blocks = compiler::blocks_for(l, threads);
+    for (Launch& l : plan.launches) compiler::prepare(l, threads);
     plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
         const DeviceGraphDependencies after =

@@ -321,14 +321,14 @@ void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
 void matmul(const Launch& l) {
   View a = l.in[0], b = l.in[1];
   const View& o = l.out[0];
+  if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
+  if (b.shape.size() == 1) b.shape.push_back(1);
+  const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  const Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
+                                                                       (l.in[1].shape.size() > 1)));
+  const Index abatch(a.shape.begin(), a.shape.end() - 2),
+      bbatch(b.shape.begin(), b.shape.end() - 2);
   if (a.dtype == DType::f32 && b.dtype == DType::f32 && o.dtype == DType::f32) {
-    if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
-    if (b.shape.size() == 1) b.shape.push_back(1);
-    const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
-    Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
-                                                                   (l.in[1].shape.size() > 1)));
-    const Index abatch(a.shape.begin(), a.shape.end() - 2),
-        bbatch(b.shape.begin(), b.shape.end() - 2);
     const auto* ap = reinterpret_cast<const float*>(a.data);
     const auto* bp = reinterpret_cast<const float*>(b.data);
     auto* op = reinterpret_cast<float*>(o.data);
@@ -336,19 +336,12 @@ void matmul(const Launch& l) {
       // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
       // the weights are packed once rather than once per batch entry.
       matmul_f32(ap, bp, op, {}, {}, {}, elements(abatch) * m, k, n);
-      return;
+    } else {
+      matmul_f32(ap, bp, op, batch, broadcast_strides(abatch, batch),
+                 broadcast_strides(bbatch, batch), m, k, n);
     }
-    matmul_f32(ap, bp, op, batch, broadcast_strides(abatch, batch),
-               broadcast_strides(bbatch, batch), m, k, n);
     return;
   }
-  if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
-  if (b.shape.size() == 1) b.shape.push_back(1);
-  const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
-  Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
-                                                                 (l.in[1].shape.size() > 1)));
-  const Index abatch(a.shape.begin(), a.shape.end() - 2),
-      bbatch(b.shape.begin(), b.shape.end() - 2);
   std::vector<double> row(static_cast<std::size_t>(n));
   for_each_element(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch)},
                    [&](std::int64_t bi, const std::vector<std::int64_t>& off) {
@@ -673,10 +666,10 @@ constexpr std::int64_t kTile = 512;  // elements per array op: every live tile s
 /// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
 /// run of the innermost dimension at a time.
 void gather_f32(const View& in, const Index& strides, const Index& out, std::int64_t at,
-                std::int64_t len, float* dst) {
+                std::int64_t len, float* dst, Index& idx) {
   const auto* src = reinterpret_cast<const float*>(in.data);
   const std::size_t rank = out.size();
-  Index idx(rank);
+  idx.resize(rank);
   for (std::size_t d = rank, rest = static_cast<std::size_t>(at); d-- > 0;) {
     idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
     rest /= static_cast<std::size_t>(out[d]);
@@ -710,36 +703,29 @@ void run_fused_f32(const Launch& l) {
   const std::int64_t n = elements(o.shape);
   const auto [begin, end] = block_range(n, kTile);
   if (begin >= end) return;
-  thread_local std::vector<float> scratch;  // grows once per thread, then reused
+  // Per-thread buffers: they grow on a thread's first calls, then a call allocates nothing.
+  thread_local std::vector<float> scratch;
+  thread_local std::vector<const float*> value;
+  thread_local std::vector<std::size_t> stride;
+  thread_local Index idx;
   scratch.resize(static_cast<std::size_t>(p.num_values * kTile));
-  std::vector<const float*> value(p.num_values, nullptr);
-  std::vector<std::size_t> stride(p.num_values, 1);
+  value.assign(p.num_values, nullptr);
+  stride.assign(p.num_values, 1);
   const auto slot = [&](std::uint32_t v) { return scratch.data() + v * kTile; };
-  enum class Read { in_place, scalar, gather };
-  std::vector<Read> read(l.in.size());
-  std::vector<Index> in_strides(l.in.size());
-  for (std::size_t k = 0; k < l.in.size(); ++k) {
-    const View& in = l.in[k];
-    if (in.shape == o.shape) {
-      read[k] = Read::in_place;
-    } else if (elements(in.shape) == 1) {
-      read[k] = Read::scalar;
-      value[p.args[k]] = reinterpret_cast<const float*>(in.data);
+  for (std::size_t k = 0; k < l.in.size(); ++k)
+    if (l.in[k].shape != o.shape && elements(l.in[k].shape) == 1) {  // a scalar: stride 0
+      value[p.args[k]] = reinterpret_cast<const float*>(l.in[k].data);
       stride[p.args[k]] = 0;
-    } else {
-      read[k] = Read::gather;
-      in_strides[k] = broadcast_strides(in.shape, o.shape);
     }
-  }
   auto* out = reinterpret_cast<float*>(o.data);
   for (std::int64_t at = begin; at < end; at += kTile) {
     const std::int64_t len = std::min(kTile, end - at);
     for (std::size_t k = 0; k < l.in.size(); ++k) {
       const std::uint32_t v = p.args[k];
-      if (read[k] == Read::in_place) {
+      if (l.in[k].shape == o.shape) {
         value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
-      } else if (read[k] == Read::gather) {
-        gather_f32(l.in[k], in_strides[k], o.shape, at, len, slot(v));
+      } else if (stride[v] != 0) {
+        gather_f32(l.in[k], l.broadcast[k], o.shape, at, len, slot(v), idx);
         value[v] = slot(v);
       }
     }
@@ -748,8 +734,7 @@ void run_fused_f32(const Launch& l) {
       const auto count = static_cast<std::size_t>(len);
       if (op.is_binary) {
         vmath::binary(op.binary, value[op.a], stride[op.a], value[op.b], stride[op.b], dst, count);
-      } else if (stride[op.a] == 0) {
-        std::fill(dst, dst + len, 0.0f);  // a scalar operand: compute once, broadcast
+      } else if (stride[op.a] == 0) {  // a scalar operand: compute once, broadcast
         vmath::unary(op.unary, value[op.a], dst, 1);
         std::fill(dst + 1, dst + len, dst[0]);
       } else {
@@ -792,6 +777,8 @@ void run_fused(const Launch& l) {
   });
 }
 
+namespace {
+
 std::uint32_t blocks_for(const Launch& l, int threads) {
   if (threads <= 1 || l.out.empty()) return 1;
   const std::string& name = l.view().name();
@@ -824,6 +811,16 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
     return 1;
   }
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(items / per_block, 1, most));
+}
+
+}  // namespace
+
+void prepare(Launch& launch, int threads) {
+  launch.blocks = blocks_for(launch, threads);
+  launch.broadcast.clear();
+  if (launch.fused)
+    for (const View& in : launch.in)
+      launch.broadcast.push_back(broadcast_strides(in.shape, launch.out[0].shape));
 }
 
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {

@@ -6,7 +6,7 @@
 // Every kernel is correct for every dtype through a general path (elements converted to
 // double). The hot ones have f32 fast paths: fused elementwise bodies as vectorised array
 // ops, matmul through oneDNN, softmax and norms over rows, byte copies for data movement;
-// those split their work over the launch's blocks (see blocks_for).
+// those split their work over the launch's blocks (see prepare).
 
 #include <cstddef>
 #include <cstdint>
@@ -37,7 +37,8 @@ struct Launch {
   std::vector<View> in;
   std::vector<View> out;
   std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
-  std::uint32_t blocks = 1;  // grid size: kernels that split work read block_idx()/grid_dim()
+  std::uint32_t blocks = 1;      // grid size: kernels that split work read block_idx()/grid_dim()
+  std::vector<Index> broadcast;  // fused launches: each input's strides broadcast to out[0]
   ir::OpView view() const { return graph->op(op); }
 };
 
@@ -47,9 +48,11 @@ using Kernel = void (*)(const Launch&);
 /// and elementwise ops are not table kernels: the planner handles them).
 Kernel find_kernel(std::string_view op);
 
-/// How many blocks a launch (views bound) splits its work into on \p threads workers: 1
-/// for kernels that do not split or for work too small to be worth waking a worker for.
-std::uint32_t blocks_for(const Launch& launch, int threads);
+/// Readies a launch whose views are bound, once per plan, so that running it computes no
+/// layout: its grid (how many blocks it splits its work into on \p threads workers; 1 for
+/// kernels that do not split or work too small to be worth waking a worker for) and, for
+/// fused launches, the broadcast strides of its inputs.
+void prepare(Launch& launch, int threads);
 
 /// Compiles the body of a `kiln.fused` op into scalar ops evaluated once per output
 /// element. \throws UserError if the body holds an op that is not elementwise.

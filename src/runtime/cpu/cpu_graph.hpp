@@ -110,7 +110,7 @@ class CpuGraphExec final : public GraphExec {
   std::size_t seen_stride_ = 0;
   mutable std::vector<std::uint32_t> seen_;
   mutable Profiler* profiler_ = nullptr;  // of the current replay
-  mutable std::uint64_t replay_ = 0;       // its number in profiler_
+  mutable std::uint64_t replay_ = 0;      // its number in profiler_
   mutable std::atomic<bool> failed_{false};
   mutable std::atomic<bool> failure_claimed_{false};
   mutable GraphFailure failure_;
