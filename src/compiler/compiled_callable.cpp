@@ -68,6 +68,8 @@ struct Plan {
   std::vector<std::size_t> inputs;             // storage of the entry arguments
   std::vector<std::size_t> outputs;            // storage of the entry results
   std::vector<std::string> labels;             // per launch: op, weight prefix, location
+  std::vector<bool> absorbed;  // per launch: runs as the epilogue of the launch before it
+  std::size_t epilogues = 0;   // how many launches are absorbed
   std::size_t arena_bytes = 0;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> arena{nullptr, [](std::byte*) {}};
   std::optional<DeviceGraph> graph;
@@ -184,6 +186,7 @@ struct CompiledCallable::Impl {
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> symbol_first_use;
   DeviceFunction<void (*)(const Launch*, Kernel)> launch_fn;
   bool replay_graph;
+  bool fuse_epilogues;
   Stats stats;
   std::mutex mutex;
 
@@ -195,7 +198,8 @@ struct CompiledCallable::Impl {
         ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
         launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
                                         {.name = "kiln_kernel", .form = KernelForm::per_block})),
-        replay_graph(options.replay_graph) {
+        replay_graph(options.replay_graph),
+        fuse_epilogues(options.fuse_epilogues) {
     std::map<std::string, std::pair<std::size_t, std::size_t>> first;
     for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
       const std::vector<Dim>& dims = s.in_layouts()[i].shape.dims();
@@ -303,8 +307,49 @@ struct CompiledCallable::Impl {
     for (ir::Value v : entry.arguments()) args.push_back(new_storage(entry.type(v)));
     plan->inputs = args;
     plan->outputs = instantiate(*plan, entry, args, "", new_storage);
+    plan->absorbed.assign(plan->launches.size(), false);
+    if (fuse_epilogues) absorb_epilogues(*plan);
     assign_memory(*plan);
+    for (std::size_t i = 1; i < plan->launches.size(); ++i)
+      if (plan->absorbed[i]) {
+        check_epilogue_placement(*plan, i - 1, i);
+        plan->launches[i - 1].epilogue = &plan->launches[i];
+      }
     return plan;
+  }
+
+  // Marks each elementwise launch that directly follows the matmul whose output it alone
+  // reads, with that output's shape, to run inside the matmul tile by tile (bias, scale,
+  // activation, residual add: the output is read back from cache instead of memory). The
+  // matmul's operands then stay live until the epilogue's slot, so that the epilogue's
+  // output is never placed over bytes a later tile still reads.
+  void absorb_epilogues(Plan& plan) {
+    std::vector<bool> is_output(plan.storage.size(), false);
+    for (std::size_t s : plan.outputs) is_output[s] = true;
+    for (std::size_t i = 0; i + 1 < plan.launches.size(); ++i) {
+      const Launch& producer = plan.launches[i];
+      const Launch& consumer = plan.launches[i + 1];
+      if (plan.absorbed[i] || plan.io[i].out.size() != 1 || consumer.fused == nullptr) continue;
+      const std::size_t s = plan.io[i].out[0];
+      const Storage& result = plan.storage[s];
+      const std::vector<std::size_t>& readers = result.readers;
+      const bool only_reader =
+          !readers.empty() &&
+          std::all_of(readers.begin(), readers.end(), [&](std::size_t r) { return r == i + 1; });
+      if (!only_reader || is_output[s] ||
+          plan.storage[plan.io[i + 1].out[0]].shape != result.shape ||
+          !compiler::takes_epilogue(*producer.graph, producer.view(), *consumer.fused))
+        continue;
+      plan.absorbed[i + 1] = true;
+      ++plan.epilogues;
+      for (std::size_t in : plan.io[i].in) plan.storage[in].readers.push_back(i + 1);
+      // `kiln.matmul + kiln.fused @fused_3 layers.0 (nn.cpp:29)`: both ops before the
+      // place, which traces may truncate.
+      std::string epilogue = " + " + std::string(consumer.view().name());
+      if (const ir::Attribute* callee = consumer.view().find("callee"))
+        epilogue += " @" + callee->as_symbol().name;
+      plan.labels[i].insert(producer.view().name().size(), epilogue);
+    }
   }
 
   // Adds the launches of graph \p g (recursively for calls) and returns its results' storage.
@@ -360,6 +405,19 @@ struct CompiledCallable::Impl {
     std::vector<std::size_t> results;
     for (ir::Value v : g.results()) results.push_back(where[v.id]);
     return results;
+  }
+
+  // An epilogue writes its output while other tiles of its matmul still read the operands.
+  static void check_epilogue_placement(const Plan& plan, std::size_t producer,
+                                       std::size_t epilogue) {
+    const Storage& out = plan.storage[plan.io[epilogue].out[0]];
+    for (std::size_t s : plan.io[producer].in) {
+      const Storage& in = plan.storage[s];
+      if (in.arena_offset >= 0 && in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
+          out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
+        throw InternalError(cat("CompiledCallable: the epilogue of ", plan.labels[producer],
+                                " writes over an operand it is still reading"));
+    }
   }
 
   // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
@@ -442,6 +500,7 @@ struct CompiledCallable::Impl {
     for (Launch& l : plan.launches) compiler::prepare(l, threads);
     plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+        if (plan.absorbed[i]) continue;
         const DeviceGraphDependencies after =
             i == 0 ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
         const DeviceGraphNode node =
@@ -465,6 +524,8 @@ struct CompiledCallable::Impl {
       std::unique_ptr<Plan> plan = make_plan(inputs);
       record(*plan);
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
+      stats.launches = plan->launches.size() - plan->epilogues;
+      stats.epilogues = plan->epilogues;
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
       last_plan = it->second.get();
@@ -496,8 +557,9 @@ struct CompiledCallable::Impl {
       plan.graph->replay();
     } else {
       for (std::size_t i = 0; i < plan.launches.size(); ++i)
-        ctx->enqueue_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1},
-                              &plan.launches[i], plan.io[i].kernel);
+        if (!plan.absorbed[i])
+          ctx->enqueue_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1},
+                                &plan.launches[i], plan.io[i].kernel);
     }
     ctx->synchronize();
     std::vector<Tensor> out;

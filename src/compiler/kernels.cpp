@@ -262,6 +262,9 @@ void gather(const Launch& l) {
 
 // ---- linear algebra, reductions, normalisation ---------------------------------------------
 
+void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
+                        std::int64_t row_len, std::int64_t row_stride);
+
 /// Offset of batch \p index (row-major over \p shape) in an operand with \p strides.
 std::int64_t batch_offset(std::int64_t index, const Index& shape, const Index& strides) {
   std::int64_t offset = 0;
@@ -274,10 +277,11 @@ std::int64_t batch_offset(std::int64_t index, const Index& shape, const Index& s
 
 /// f32 matmul through oneDNN's sgemm. The grid's blocks split the work into tiles (batch
 /// entries, then row bands, then column bands) and each tile is one single-threaded sgemm
-/// on the worker that runs its block: one thread budget, the context's.
+/// on the worker that runs its block: one thread budget, the context's. An \p epilogue
+/// runs on each tile right after its GEMM, while the tile is in this core's cache.
 void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
                 const Index& a_strides, const Index& b_strides, std::int64_t m, std::int64_t k,
-                std::int64_t n) {
+                std::int64_t n, const Launch* epilogue) {
   // This thread's OpenMP regions (oneDNN's) use this thread only: the blocks are the
   // parallelism. Checked per call, since the calling thread may be anyone's.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
@@ -303,18 +307,20 @@ void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
     const std::int64_t bi = t / (split_m * split_n), r = t % (split_m * split_n);
     const std::int64_t r0 = m * (r / split_n) / split_m, r1 = m * (r / split_n + 1) / split_m;
     const std::int64_t c0 = n * (r % split_n) / split_n, c1 = n * (r % split_n + 1) / split_n;
-    float* c = o + bi * m * n + r0 * n + c0;
+    const std::int64_t at = bi * m * n + r0 * n + c0;
+    float* c = o + at;
     if (r1 == r0 || c1 == c0) continue;
     if (k == 0) {
       for (std::int64_t i = r0; i < r1; ++i)
         std::fill(c + (i - r0) * n, c + (i - r0) * n + (c1 - c0), 0.0f);
-      continue;
+    } else {
+      const float* ap = a + batch_offset(bi, batch, a_strides) * m * k + r0 * k;
+      const float* bp = b + batch_offset(bi, batch, b_strides) * k * n + c0;
+      if (dnnl_sgemm('N', 'N', r1 - r0, c1 - c0, k, 1.0f, ap, k, bp, n, 0.0f, c, n) != dnnl_success)
+        throw DeviceError(cat("oneDNN sgemm failed for a [", r1 - r0, ", ", k, "] x [", k, ", ",
+                              c1 - c0, "] tile"));
     }
-    const float* ap = a + batch_offset(bi, batch, a_strides) * m * k + r0 * k;
-    const float* bp = b + batch_offset(bi, batch, b_strides) * k * n + c0;
-    if (dnnl_sgemm('N', 'N', r1 - r0, c1 - c0, k, 1.0f, ap, k, bp, n, 0.0f, c, n) != dnnl_success)
-      throw DeviceError(cat("oneDNN sgemm failed for a [", r1 - r0, ", ", k, "] x [", k, ", ",
-                            c1 - c0, "] tile"));
+    if (epilogue != nullptr) run_fused_f32_rows(*epilogue, at, r1 - r0, c1 - c0, n);
   }
 }
 
@@ -335,10 +341,10 @@ void matmul(const Launch& l) {
     if (l.in[1].shape.size() == 2 && abatch == batch) {
       // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
       // the weights are packed once rather than once per batch entry.
-      matmul_f32(ap, bp, op, {}, {}, {}, elements(abatch) * m, k, n);
+      matmul_f32(ap, bp, op, {}, {}, {}, elements(abatch) * m, k, n, l.epilogue);
     } else {
       matmul_f32(ap, bp, op, batch, broadcast_strides(abatch, batch),
-                 broadcast_strides(bbatch, batch), m, k, n);
+                 broadcast_strides(bbatch, batch), m, k, n, l.epilogue);
     }
     return;
   }
@@ -694,15 +700,14 @@ void gather_f32(const View& in, const Index& strides, const Index& out, std::int
   }
 }
 
-/// A fused f32 body over this block's share of the output, a tile at a time: each input
-/// is read once (in place when it has the output's shape), each op is one vectorised
+/// A fused f32 body over \p rows runs of its output, run r being the elements
+/// [first + r * row_stride, first + r * row_stride + row_len), a tile at a time: each
+/// input is read once (in place when it has the output's shape), each op is one vectorised
 /// array loop, and the last op writes straight into the output.
-void run_fused_f32(const Launch& l) {
+void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
+                        std::int64_t row_len, std::int64_t row_stride) {
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
-  const std::int64_t n = elements(o.shape);
-  const auto [begin, end] = block_range(n, kTile);
-  if (begin >= end) return;
   // Per-thread buffers: they grow on a thread's first calls, then a call allocates nothing.
   thread_local std::vector<float> scratch;
   thread_local std::vector<const float*> value;
@@ -718,37 +723,55 @@ void run_fused_f32(const Launch& l) {
       stride[p.args[k]] = 0;
     }
   auto* out = reinterpret_cast<float*>(o.data);
-  for (std::int64_t at = begin; at < end; at += kTile) {
-    const std::int64_t len = std::min(kTile, end - at);
-    for (std::size_t k = 0; k < l.in.size(); ++k) {
-      const std::uint32_t v = p.args[k];
-      if (l.in[k].shape == o.shape) {
-        value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
-      } else if (stride[v] != 0) {
-        gather_f32(l.in[k], l.broadcast[k], o.shape, at, len, slot(v), idx);
-        value[v] = slot(v);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t begin = first + r * row_stride, end = begin + row_len;
+    for (std::int64_t at = begin; at < end; at += kTile) {
+      const std::int64_t len = std::min(kTile, end - at);
+      for (std::size_t k = 0; k < l.in.size(); ++k) {
+        const std::uint32_t v = p.args[k];
+        if (l.in[k].shape == o.shape) {
+          value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
+        } else if (stride[v] != 0) {
+          gather_f32(l.in[k], l.broadcast[k], o.shape, at, len, slot(v), idx);
+          value[v] = slot(v);
+        }
       }
-    }
-    for (const VectorOp& op : p.vector_ops) {
-      float* dst = op.result == p.result ? out + at : slot(op.result);
-      const auto count = static_cast<std::size_t>(len);
-      if (op.is_binary) {
-        vmath::binary(op.binary, value[op.a], stride[op.a], value[op.b], stride[op.b], dst, count);
-      } else if (stride[op.a] == 0) {  // a scalar operand: compute once, broadcast
-        vmath::unary(op.unary, value[op.a], dst, 1);
-        std::fill(dst + 1, dst + len, dst[0]);
-      } else {
-        vmath::unary(op.unary, value[op.a], dst, count);
+      for (const VectorOp& op : p.vector_ops) {
+        float* dst = op.result == p.result ? out + at : slot(op.result);
+        const auto count = static_cast<std::size_t>(len);
+        if (op.is_binary) {
+          vmath::binary(op.binary, value[op.a], stride[op.a], value[op.b], stride[op.b], dst,
+                        count);
+        } else if (stride[op.a] == 0) {  // a scalar operand: compute once, broadcast
+          vmath::unary(op.unary, value[op.a], dst, 1);
+          std::fill(dst + 1, dst + len, dst[0]);
+        } else {
+          vmath::unary(op.unary, value[op.a], dst, count);
+        }
+        value[op.result] = dst;
+        stride[op.result] = 1;
       }
-      value[op.result] = dst;
-      stride[op.result] = 1;
+      if (value[p.result] != out + at)  // the body returns an argument unchanged
+        for (std::int64_t i = 0; i < len; ++i) out[at + i] = value[p.result][stride[p.result] * i];
     }
-    if (value[p.result] != out + at)  // the body returns an argument unchanged
-      for (std::int64_t i = 0; i < len; ++i) out[at + i] = value[p.result][stride[p.result] * i];
   }
 }
 
+/// A fused f32 body over this block's share of the output.
+void run_fused_f32(const Launch& l) {
+  const auto [begin, end] = block_range(elements(l.out[0].shape), kTile);
+  if (begin < end) run_fused_f32_rows(l, begin, 1, end - begin, 0);
+}
+
 }  // namespace
+
+bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
+                    const FusedProgram& consumer) {
+  if (producer.name() != "kiln.matmul" || !consumer.f32) return false;
+  for (ir::Value v : producer.operands())
+    if (graph.type(v).dtype != DType::f32) return false;
+  return graph.type(producer.result(0)).dtype == DType::f32;
+}
 
 void run_fused(const Launch& l) {
   const FusedProgram& p = *l.fused;

@@ -39,6 +39,10 @@ struct Launch {
   std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
   std::uint32_t blocks = 1;      // grid size: kernels that split work read block_idx()/grid_dim()
   std::vector<Index> broadcast;  // fused launches: each input's strides broadcast to out[0]
+  // matmul launches: an elementwise launch over this one's output whose work runs here, on
+  // each tile of the output as soon as it is computed (while it is in cache); the plan does
+  // not launch it separately.
+  const Launch* epilogue = nullptr;
   ir::OpView view() const { return graph->op(op); }
 };
 
@@ -61,6 +65,11 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body);
 /// `run_fused`, whether or not the fusion pass grouped them.
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& graph,
                                                         const ir::OpView& op);
+/// True when the elementwise launch of \p consumer (a fused program writing an output of
+/// the same shape as \p producer's, reading that output in place) can run as the epilogue
+/// of \p producer's launch (see `Launch::epilogue`): f32 matmuls take f32 tile programs.
+bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
+                    const FusedProgram& consumer);
 /// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
 void run_fused(const Launch& launch);
 /// True for the ops a fused body may contain.

@@ -169,8 +169,9 @@ int demo_command(const DemoOptions& o) {
     for (int i = 0; i < o.iterations; ++i)
       calls.push_back(time_ms([&] { (void)compiled->run({ids}); }));
   }
-  CompiledCallable op_by_op(*staged, weights,
-                            {.context = context, .passes = {}, .replay_graph = false});
+  CompiledCallable op_by_op(
+      *staged, weights,
+      {.context = context, .passes = {}, .replay_graph = false, .fuse_epilogues = false});
   (void)op_by_op.run({ids});
   std::vector<double> op_calls;
   {

@@ -34,6 +34,10 @@ struct CompileOptions {
   /// Replay one recorded device graph per call (true), or enqueue the kernels one by one
   /// in program order (false: op-by-op execution, for comparisons).
   bool replay_graph = true;
+  /// Run an elementwise op (fused or single) that is the only reader of a matmul's f32
+  /// result, and comes right after it, inside the matmul, on each output tile as soon as it
+  /// is computed: bias, scale, activation and residual add cost no extra pass over memory.
+  bool fuse_epilogues = true;
 };
 
 /// Every weight \p module reads, by full name (call prefixes applied), with its type: what
@@ -87,6 +91,8 @@ class CompiledCallable {
     std::size_t graph_builds = 0;      ///< device graphs recorded
     std::size_t replays = 0;           ///< calls that replayed a recorded graph
     std::size_t peak_arena_bytes = 0;  ///< largest plan's arena
+    std::size_t launches = 0;          ///< kernel launches per call, newest plan
+    std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
   };
   Stats stats() const;
 
