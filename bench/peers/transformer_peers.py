@@ -28,6 +28,25 @@ def load_weights(path):
     return load_file(path)
 
 
+def random_weights(layers, dim, vocab, seed=0):
+    """Random weights with the names and shapes of PREFIX.safetensors (MLP hidden 4 * dim),
+    for measuring compile times without a weights file."""
+    shapes = {"embed.weight": (vocab, dim), "final_norm.weight": (dim,),
+              "lm_head.weight": (dim, vocab)}
+    for i in range(layers):
+        pre = f"layers.{i}"
+        for norm in ("norm1", "norm2"):
+            shapes[f"{pre}.{norm}.weight"] = shapes[f"{pre}.{norm}.bias"] = (dim,)
+        for proj in ("q", "k", "v", "o"):
+            shapes[f"{pre}.attn.{proj}.weight"] = (dim, dim)
+            shapes[f"{pre}.attn.{proj}.bias"] = (dim,)
+        shapes[f"{pre}.mlp.w1.weight"], shapes[f"{pre}.mlp.w1.bias"] = (dim, 4 * dim), (4 * dim,)
+        shapes[f"{pre}.mlp.w2.weight"], shapes[f"{pre}.mlp.w2.bias"] = (4 * dim, dim), (dim,)
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+            for name, shape in shapes.items()}
+
+
 def median(values):
     values = sorted(values)
     return values[len(values) // 2]
@@ -48,8 +67,9 @@ def time_calls(fn, iterations):
 
 def transformer(p, args, ops):
     """The kiln demo model over the weights p; ops supplies what differs between array
-    libraries: heads(t) swaps axes 1 and 2, last_two(t) swaps the last two axes, softmax,
-    gelu_tanh, layer_norm(x, w, b, eps), mean_last(t) (keeping the axis) and rsqrt."""
+    libraries: embed(table, ids) gathers rows, heads(t) swaps axes 1 and 2, last_two(t)
+    swaps the last two axes, softmax, gelu_tanh, layer_norm(x, w, b, eps), mean_last(t)
+    (keeping the axis) and rsqrt."""
     head_dim = args.dim // args.heads
 
     def linear(x, prefix, bias=True):
@@ -58,14 +78,14 @@ def transformer(p, args, ops):
 
     def attention(x, prefix):
         b, s, _ = x.shape
-        q, k, v = (ops.heads(linear(x, prefix + n).reshape(b, s, args.heads, head_dim))
+        q, k, v = (ops.heads(linear(x, prefix + n).reshape((b, s, args.heads, head_dim)))
                    for n in (".q", ".k", ".v"))
         scores = (q @ ops.last_two(k)) * (1.0 / np.sqrt(head_dim))
         context = ops.heads(ops.softmax(scores) @ v)
-        return linear(context.reshape(b, s, args.dim), prefix + ".o")
+        return linear(context.reshape((b, s, args.dim)), prefix + ".o")
 
     def model(ids):
-        x = p["embed.weight"][ids]
+        x = ops.embed(p["embed.weight"], ids)
         for i in range(args.layers):
             pre = f"layers.{i}"
             n1 = ops.layer_norm(x, p[pre + ".norm1.weight"], p[pre + ".norm1.bias"], 1e-5)
@@ -90,7 +110,7 @@ def jax_peer(weights, ids, args):
         return (x - mean) / jnp.sqrt(mean_last((x - mean) ** 2) + eps) * w + b
 
     ops = types.SimpleNamespace(
-        heads=lambda t: t.transpose(0, 2, 1, 3), last_two=lambda t: t.swapaxes(-1, -2),
+        embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(0, 2, 1, 3), last_two=lambda t: t.swapaxes(-1, -2),
         softmax=lambda t: jax.nn.softmax(t, axis=-1),
         gelu_tanh=lambda t: jax.nn.gelu(t, approximate=True), layer_norm=layer_norm,
         mean_last=mean_last, rsqrt=jax.lax.rsqrt)
@@ -113,7 +133,7 @@ def torch_peers(weights, ids, args):
 
     torch.set_num_threads(args.threads)
     ops = types.SimpleNamespace(
-        heads=lambda t: t.transpose(1, 2), last_two=lambda t: t.transpose(-1, -2),
+        embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(1, 2), last_two=lambda t: t.transpose(-1, -2),
         softmax=lambda t: torch.softmax(t, dim=-1),
         gelu_tanh=lambda t: F.gelu(t, approximate="tanh"),
         layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "compiler/kernels.hpp"
 #include "core/str.hpp"
@@ -52,6 +53,10 @@ struct Storage {
   Index shape;
   std::int64_t producer = -1;  // launch that writes it, -1: none (input, fixed)
   std::vector<std::size_t> readers;
+  // A view: the bytes of storage `base` (never itself a view), read with `strides`
+  // (elements; empty: contiguous). Its launch (a reshape or transpose) does not run.
+  std::int64_t base = -1;
+  Index strides;
 };
 
 /// Which storage a launch reads and writes, and its kernel.
@@ -68,14 +73,21 @@ struct Plan {
   std::vector<std::size_t> inputs;             // storage of the entry arguments
   std::vector<std::size_t> outputs;            // storage of the entry results
   std::vector<std::string> labels;             // per launch: op, weight prefix, location
-  std::vector<bool> absorbed;  // per launch: runs as the epilogue of the launch before it
-  std::size_t epilogues = 0;   // how many launches are absorbed
+  // Per launch: not launched, because it runs as the epilogue of the launch before it or
+  // because its result is a view of its input.
+  std::vector<bool> absorbed;
+  std::vector<bool> is_view;
+  std::size_t epilogues = 0, views = 0;
   std::size_t arena_bytes = 0;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> arena{nullptr, [](std::byte*) {}};
   std::optional<DeviceGraph> graph;
 
+  /// The storage whose bytes \p s reads: itself, or the base of a view.
+  std::size_t root(std::size_t s) const {
+    return storage[s].base >= 0 ? static_cast<std::size_t>(storage[s].base) : s;
+  }
   std::byte* address(std::size_t s) const {
-    const Storage& st = storage[s];
+    const Storage& st = storage[root(s)];
     return st.arena_offset >= 0 ? arena.get() + st.arena_offset : st.fixed;
   }
 };
@@ -308,14 +320,65 @@ struct CompiledCallable::Impl {
     plan->inputs = args;
     plan->outputs = instantiate(*plan, entry, args, "", new_storage);
     plan->absorbed.assign(plan->launches.size(), false);
+    plan->is_view.assign(plan->launches.size(), false);
+    fold_views(*plan);
     if (fuse_epilogues) absorb_epilogues(*plan);
     assign_memory(*plan);
     for (std::size_t i = 1; i < plan->launches.size(); ++i)
-      if (plan->absorbed[i]) {
+      if (plan->absorbed[i] && !plan->is_view[i]) {
         check_epilogue_placement(*plan, i - 1, i);
         plan->launches[i - 1].epilogue = &plan->launches[i];
       }
     return plan;
+  }
+
+  // Turns reshapes of contiguous data and transposes whose readers all take strided
+  // operands (matmuls, directly or through further reshapes and transposes) into views:
+  // no copy runs, the readers read the original bytes. The base's liveness then covers
+  // the views' readers.
+  void fold_views(Plan& plan) {
+    std::vector<bool> is_output(plan.storage.size(), false);
+    for (std::size_t s : plan.outputs) is_output[s] = true;
+    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+      const Launch& l = plan.launches[i];
+      if (l.fused != nullptr || plan.io[i].in.size() != 1 || plan.io[i].out.size() != 1) continue;
+      const std::size_t in = plan.io[i].in[0], out = plan.io[i].out[0];
+      const std::optional<Index> strides =
+          compiler::view_strides(l.view(), plan.storage[in].shape, plan.storage[in].strides);
+      if (!strides || !readers_take(plan, is_output, out, *strides)) continue;
+      const std::size_t base = plan.root(in);
+      Storage& view = plan.storage[out];
+      view.base = static_cast<std::int64_t>(base);
+      view.strides = *strides;
+      view.producer = plan.storage[base].producer;
+      view.arena_offset = -1;
+      for (std::size_t r : view.readers) plan.storage[base].readers.push_back(r);
+      plan.absorbed[i] = plan.is_view[i] = true;
+      ++plan.views;
+    }
+  }
+
+  // Whether every reader of \p s can read it laid out with \p strides.
+  static bool readers_take(const Plan& plan, const std::vector<bool>& is_output, std::size_t s,
+                           const Index& strides) {
+    if (is_output[s]) return false;
+    if (strides.empty()) return true;  // contiguous: any reader
+    for (std::size_t r : plan.storage[s].readers) {
+      const Launch& reader = plan.launches[r];
+      const std::vector<std::size_t>& in = plan.io[r].in;
+      for (std::size_t k = 0; k < in.size(); ++k) {
+        if (in[k] != s) continue;
+        if (compiler::reads_strided(*reader.graph, reader.view(), k, plan.storage[s].shape,
+                                    strides))
+          continue;
+        // A reshape or transpose of the view is fine if its own result is taken.
+        if (reader.fused != nullptr || in.size() != 1 || plan.io[r].out.size() != 1) return false;
+        const std::optional<Index> next =
+            compiler::view_strides(reader.view(), plan.storage[s].shape, strides);
+        if (!next || !readers_take(plan, is_output, plan.io[r].out[0], *next)) return false;
+      }
+    }
+    return true;
   }
 
   // Marks each elementwise launch that directly follows the matmul whose output it alone
@@ -342,7 +405,7 @@ struct CompiledCallable::Impl {
         continue;
       plan.absorbed[i + 1] = true;
       ++plan.epilogues;
-      for (std::size_t in : plan.io[i].in) plan.storage[in].readers.push_back(i + 1);
+      for (std::size_t in : plan.io[i].in) plan.storage[plan.root(in)].readers.push_back(i + 1);
       // `kiln.matmul + kiln.fused @fused_3 layers.0 (nn.cpp:29)`: both ops before the
       // place, which traces may truncate.
       std::string epilogue = " + " + std::string(consumer.view().name());
@@ -412,7 +475,7 @@ struct CompiledCallable::Impl {
                                        std::size_t epilogue) {
     const Storage& out = plan.storage[plan.io[epilogue].out[0]];
     for (std::size_t s : plan.io[producer].in) {
-      const Storage& in = plan.storage[s];
+      const Storage& in = plan.storage[plan.root(s)];
       if (in.arena_offset >= 0 && in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
           out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
         throw InternalError(cat("CompiledCallable: the epilogue of ", plan.labels[producer],
@@ -446,6 +509,12 @@ struct CompiledCallable::Impl {
       if (!keep[s] && !plan.storage[s].readers.empty()) free_after[last_use[s]].push_back(s);
     for (std::size_t i = 0; i < n; ++i) {
       const LaunchIo& io = plan.io[i];
+      if (plan.is_view[i]) {  // places nothing: its result is its input's bytes
+        for (std::size_t s : free_after[i])
+          arena.release(static_cast<std::size_t>(plan.storage[s].arena_offset),
+                        plan.storage[s].bytes);
+        continue;
+      }
       for (std::size_t s : io.out) {
         const std::size_t first_new = history.size();
         place(s);
@@ -485,9 +554,11 @@ struct CompiledCallable::Impl {
       Launch& l = plan.launches[i];
       const LaunchIo& io = plan.io[i];
       for (std::size_t s : io.in)
-        l.in.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape});
+        l.in.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape,
+                        plan.storage[s].strides});
       for (std::size_t s : io.out)
-        l.out.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape});
+        l.out.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape,
+                         plan.storage[s].strides});
     }
   }
 
@@ -499,10 +570,12 @@ struct CompiledCallable::Impl {
     const int threads = ctx->num_threads();
     for (Launch& l : plan.launches) compiler::prepare(l, threads);
     plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
+      bool first = true;
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
         if (plan.absorbed[i]) continue;
         const DeviceGraphDependencies after =
-            i == 0 ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
+            first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
+        first = false;
         const DeviceGraphNode node =
             b.add_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1}, after,
                            &plan.launches[i], plan.io[i].kernel);
@@ -524,8 +597,9 @@ struct CompiledCallable::Impl {
       std::unique_ptr<Plan> plan = make_plan(inputs);
       record(*plan);
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
-      stats.launches = plan->launches.size() - plan->epilogues;
+      stats.launches = plan->launches.size() - plan->epilogues - plan->views;
       stats.epilogues = plan->epilogues;
+      stats.views = plan->views;
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
       last_plan = it->second.get();

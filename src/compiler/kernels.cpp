@@ -275,13 +275,34 @@ std::int64_t batch_offset(std::int64_t index, const Index& shape, const Index& s
   return offset;
 }
 
+/// The f32 matrices of one matmul operand: matrix `t` of the output's batch starts at
+/// `data + batch_offset(t, batch, batch_strides)`, and its element (i, j) is at
+/// `i * row + j * col`, with `row` or `col` 1 (plain or transposed for sgemm).
+struct Matrices {
+  const float* data = nullptr;
+  Index batch_strides;
+  std::int64_t row = 0, col = 0;
+  char trans() const { return col == 1 ? 'N' : 'T'; }
+  std::int64_t lead() const { return col == 1 ? row : col; }
+};
+
+/// \p v (rank >= 2, already padded for vectors) as matrices over the output \p batch.
+Matrices matrices(const View& v, const Index& shape, const Index& batch) {
+  const Index st = v.strides.empty() ? strides_of(shape) : v.strides;
+  const std::size_t r = shape.size();
+  Matrices out{reinterpret_cast<const float*>(v.data), Index(batch.size(), 0), st[r - 2],
+               st[r - 1]};
+  const std::size_t lead = batch.size() - (r - 2);
+  for (std::size_t d = 0; d + 2 < r; ++d) out.batch_strides[lead + d] = shape[d] == 1 ? 0 : st[d];
+  return out;
+}
+
 /// f32 matmul through oneDNN's sgemm. The grid's blocks split the work into tiles (batch
 /// entries, then row bands, then column bands) and each tile is one single-threaded sgemm
 /// on the worker that runs its block: one thread budget, the context's. An \p epilogue
 /// runs on each tile right after its GEMM, while the tile is in this core's cache.
-void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
-                const Index& a_strides, const Index& b_strides, std::int64_t m, std::int64_t k,
-                std::int64_t n, const Launch* epilogue) {
+void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& batch, std::int64_t m,
+                std::int64_t k, std::int64_t n, const Launch* epilogue) {
   // This thread's OpenMP regions (oneDNN's) use this thread only: the blocks are the
   // parallelism. Checked per call, since the calling thread may be anyone's.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
@@ -314,9 +335,10 @@ void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
       for (std::int64_t i = r0; i < r1; ++i)
         std::fill(c + (i - r0) * n, c + (i - r0) * n + (c1 - c0), 0.0f);
     } else {
-      const float* ap = a + batch_offset(bi, batch, a_strides) * m * k + r0 * k;
-      const float* bp = b + batch_offset(bi, batch, b_strides) * k * n + c0;
-      if (dnnl_sgemm('N', 'N', r1 - r0, c1 - c0, k, 1.0f, ap, k, bp, n, 0.0f, c, n) != dnnl_success)
+      const float* ap = a.data + batch_offset(bi, batch, a.batch_strides) + r0 * a.row;
+      const float* bp = b.data + batch_offset(bi, batch, b.batch_strides) + c0 * b.col;
+      if (dnnl_sgemm(a.trans(), b.trans(), r1 - r0, c1 - c0, k, 1.0f, ap, a.lead(), bp, b.lead(),
+                     0.0f, c, n) != dnnl_success)
         throw DeviceError(cat("oneDNN sgemm failed for a [", r1 - r0, ", ", k, "] x [", k, ", ",
                               c1 - c0, "] tile"));
     }
@@ -327,24 +349,30 @@ void matmul_f32(const float* a, const float* b, float* o, const Index& batch,
 void matmul(const Launch& l) {
   View a = l.in[0], b = l.in[1];
   const View& o = l.out[0];
-  if (a.shape.size() == 1) a.shape.insert(a.shape.begin(), 1);
-  if (b.shape.size() == 1) b.shape.push_back(1);
+  if (a.shape.size() == 1) {
+    a.shape.insert(a.shape.begin(), 1);
+    if (!a.strides.empty()) a.strides.insert(a.strides.begin(), a.shape[1] * a.strides[0]);
+  }
+  if (b.shape.size() == 1) {
+    b.shape.push_back(1);
+    if (!b.strides.empty()) b.strides.push_back(1);
+  }
   const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
   const Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
                                                                        (l.in[1].shape.size() > 1)));
   const Index abatch(a.shape.begin(), a.shape.end() - 2),
       bbatch(b.shape.begin(), b.shape.end() - 2);
   if (a.dtype == DType::f32 && b.dtype == DType::f32 && o.dtype == DType::f32) {
-    const auto* ap = reinterpret_cast<const float*>(a.data);
-    const auto* bp = reinterpret_cast<const float*>(b.data);
     auto* op = reinterpret_cast<float*>(o.data);
-    if (l.in[1].shape.size() == 2 && abatch == batch) {
+    if (l.in[1].shape.size() == 2 && abatch == batch && a.strides.empty()) {
       // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
       // the weights are packed once rather than once per batch entry.
-      matmul_f32(ap, bp, op, {}, {}, {}, elements(abatch) * m, k, n, l.epilogue);
+      const Index rows{elements(abatch) * m, k};
+      matmul_f32(matrices(a, rows, {}), matrices(b, b.shape, {}), op, {}, rows[0], k, n,
+                 l.epilogue);
     } else {
-      matmul_f32(ap, bp, op, batch, broadcast_strides(abatch, batch),
-                 broadcast_strides(bbatch, batch), m, k, n, l.epilogue);
+      matmul_f32(matrices(a, a.shape, batch), matrices(b, b.shape, batch), op, batch, m, k, n,
+                 l.epilogue);
     }
     return;
   }
@@ -364,6 +392,42 @@ void matmul(const Launch& l) {
                      }
                    });
 }
+
+}  // namespace
+
+std::optional<Index> view_strides(const ir::OpView& op, const Index& in_shape,
+                                  const Index& in_strides) {
+  if (op.name() == "kiln.reshape") {
+    if (in_strides.empty()) return Index{};
+    return std::nullopt;
+  }
+  if (op.name() != "kiln.transpose") return std::nullopt;
+  const Index perm = op.find("perm")->as_int_array();
+  const Index own = in_strides.empty() ? strides_of(in_shape) : in_strides;
+  Index shape(perm.size()), st(perm.size());
+  for (std::size_t d = 0; d < perm.size(); ++d) {
+    shape[d] = in_shape[axis_of(perm[d], in_shape.size())];
+    st[d] = own[axis_of(perm[d], in_shape.size())];
+  }
+  if (st == strides_of(shape)) return Index{};
+  return st;
+}
+
+bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t operand,
+                   const Index& shape, const Index& strides) {
+  if (reader.name() != "kiln.matmul" || operand > 1 || shape.size() < 2 ||
+      strides.size() != shape.size() || graph.type(reader.result(0)).dtype != DType::f32)
+    return false;
+  for (ir::Value v : reader.operands())
+    if (graph.type(v).dtype != DType::f32) return false;
+  const std::size_t r = shape.size();
+  const std::int64_t row = strides[r - 2], col = strides[r - 1];
+  if (col == 1) return row >= std::max<std::int64_t>(1, shape[r - 1]);
+  if (row == 1) return col >= std::max<std::int64_t>(1, shape[r - 2]);
+  return false;
+}
+
+namespace {
 
 enum class Reduce { sum, mean, max, min };
 
@@ -526,7 +590,7 @@ void norm(const Launch& l) {
 
 double round_to(DType d, double x) {  // what storing in d and loading back gives
   alignas(8) std::byte buffer[8];
-  const View v{buffer, d, {}};
+  const View v{buffer, d, {}, {}};
   store(v, 0, x);
   return load(v, 0);
 }

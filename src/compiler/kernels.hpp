@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct View {
   std::byte* data = nullptr;
   DType dtype = DType::f32;
   Index shape;
+  Index strides;  // in elements; empty: contiguous row-major (only matmul reads others)
 };
 
 struct FusedProgram;
@@ -70,6 +72,16 @@ std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& graph,
 /// of \p producer's launch (see `Launch::epilogue`): f32 matmuls take f32 tile programs.
 bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
                     const FusedProgram& consumer);
+/// When \p op (a reshape or transpose) reads a buffer laid out with \p in_strides
+/// (empty: contiguous) as \p in_shape, the strides its result has over the same bytes,
+/// so that readers can use it without a copy; nullopt when it has none (a reshape of a
+/// non-contiguous view). Empty strides: the result is contiguous too.
+std::optional<Index> view_strides(const ir::OpView& op, const Index& in_shape,
+                                  const Index& in_strides);
+/// True when operand \p operand of \p reader can be read in place with \p strides over
+/// \p shape (f32 matmul operands whose matrix has a unit stride in one of its dims).
+bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t operand,
+                   const Index& shape, const Index& strides);
 /// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
 void run_fused(const Launch& launch);
 /// True for the ops a fused body may contain.

@@ -393,6 +393,38 @@ TEST(CompiledCallable, ElementwiseOpsAfterAMatmulRunAsItsEpilogue) {
   }
 }
 
+TEST(CompiledCallable, ReshapesAndTransposesIntoMatmulsCopyNothing) {
+  // Attention's head split: reshape, then transposes read by matmuls (plain, transposed,
+  // and through a second transpose); the merge reshapes a transposed tensor, which needs
+  // a real copy; a transpose read by an elementwise op and a returned one are copies too.
+  const auto model = [](Tensor q, Tensor k, Tensor v, Tensor w) {
+    const Dim b = q.shape().dims()[0];
+    const auto heads = [&](const Tensor& t) {
+      return permute(reshape(t, Shape{b, 6, 2, 8}), {0, 2, 1, 3});  // [b, 2, 6, 8]
+    };
+    const Tensor scores = matmul(heads(q), transpose(heads(k), -1, -2));  // [b, 2, 6, 6]
+    const Tensor context = matmul(scores, heads(v));                      // [b, 2, 6, 8]
+    const Tensor merged = reshape(permute(context, {0, 2, 1, 3}), Shape{b, 6, 16});
+    const Tensor projected = matmul(merged, transpose(w));  // w^T: [16, 16]
+    return std::make_tuple(projected, relu(transpose(w)), transpose(w, 0, 1));
+  };
+  const StagedGraph staged =
+      stage(model)(f32({"b", 6, 16}), f32({"b", 6, 16}), f32({"b", 6, 16}), f32({16, 16}));
+  for (std::int64_t b : {1, 3}) {
+    const std::vector<Tensor> in = inputs_for(staged, 21, {{"b", b}});
+    const std::vector<Tensor> want = reference_run(staged.graph(), in, {});
+    for (int threads : {1, 3}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      CompiledCallable compiled(staged, {}, {.context = ctx, .passes = {}});
+      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
+      expect_close(compiled.run(in), want, what);
+      // Views: 3 head reshapes, 3 head transposes, k's second transpose, the merge reshape
+      // (of the context transpose's copy) and w^T into the projection.
+      EXPECT_EQ(compiled.stats().views, 9u) << what;
+    }
+  }
+}
+
 TEST(CompiledCallable, AMatmulResultReadTwiceOrReturnedIsNotAnEpilogueInput) {
   const auto model = [](Tensor x, Tensor w) {
     const Tensor y = matmul(x, w);

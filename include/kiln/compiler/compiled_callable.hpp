@@ -93,6 +93,7 @@ class CompiledCallable {
     std::size_t peak_arena_bytes = 0;  ///< largest plan's arena
     std::size_t launches = 0;          ///< kernel launches per call, newest plan
     std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
+    std::size_t views = 0;  ///< reshapes and transposes that copy nothing (read in place)
   };
   Stats stats() const;
 

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""MAX (Modular's `max` package) as a peer: the transformer of transformer_peers.py built
+with MAX's graph API (max.graph) and run on the CPU by max.engine. MAX lives in its own
+venv (build/max-venv), so transformer_peers.py and compile_peers.py run this script with
+that venv's python and read what it writes.
+
+The graph takes the token ids [batch, seq] (int64) as its input; the weights are graph
+weights (max.graph.Weight), bound at session.load through weights_registry rather than
+baked into the graph as constants. compile_ms is the graph build plus session.load (which
+compiles); call_ms the median of timed calls after one warm-up, each call including the
+copy of the logits out to numpy.
+
+Threads: InferenceSession(num_threads=N) aborts the process in max 26.7.0 and the
+MODULAR_RUNTIME_NUM_THREADS setting does not change the worker count, but MAX's worker
+pool follows the process's CPU affinity; so --threads N restricts this process to the
+first N CPUs it may run on before max is imported, and the JSON reports the worker
+threads that MAX actually started.
+
+    max_peer.py --prefix P --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --threads 2
+        --ids P.ids_b1.npy --out out.npy --json max.json [--iterations 20]
+    max_peer.py --compile-only --layers 32 --dim 512 --heads 8 --seq 128 --batch 1
+        --vocab 1000 --threads 1 [--cache-dir DIR] [--json max.json]
+
+--compile-only builds the model with random weights of the right shapes (no safetensors
+file), compiles it twice in this process, a cold compile and then a warm one (a new graph,
+with MAX's compile cache as the first left it), and prints one line per compile,
+"MEASURE {json}"; --cache-dir points MAX's compile cache (MODULAR_CACHE_DIR) at DIR, an
+empty one for a cold first compile.
+"""
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from transformer_peers import load_weights, random_weights, time_calls, transformer
+
+THREADS_NOTE = ("InferenceSession(num_threads=N) aborts in max 26.7.0 ('AsyncRT::"
+                "getOrCreateCPUDevice called requesting different options') and "
+                "MODULAR_RUNTIME_NUM_THREADS leaves the worker count as it is; MAX sizes its "
+                "worker pool by the CPU affinity, so this process is pinned to N CPUs")
+
+
+def pin_threads(threads):
+    """Restricts this process to the first `threads` CPUs of its affinity; call before
+    importing max, whose worker pool takes its size from the affinity."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads > len(cpus):
+        raise SystemExit(f"max_peer.py: --threads {threads}, but only {len(cpus)} CPU(s) "
+                         "allowed (taskset)")
+    os.sched_setaffinity(0, cpus[:threads])
+
+
+def worker_threads():
+    """MAX's CPU worker threads in this process (named '🔥 Thread<i>')."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                count += f.read().startswith("\N{FIRE} Thread")
+        except OSError:  # the thread ended while we looked
+            pass
+    return count
+
+
+def max_ops():
+    from max.graph import ops
+    import types
+
+    return types.SimpleNamespace(
+        embed=lambda table, ids: ops.gather(table, ids, axis=0),
+        heads=lambda t: ops.transpose(t, 1, 2), last_two=lambda t: ops.transpose(t, -1, -2),
+        softmax=lambda t: ops.softmax(t, axis=-1),
+        gelu_tanh=lambda t: ops.gelu(t, approximate="tanh"),
+        layer_norm=lambda x, w, b, eps: ops.layer_norm(x, w, b, epsilon=eps),
+        mean_last=lambda t: ops.mean(t, axis=-1), rsqrt=ops.rsqrt)
+
+
+def compile_model(session, weights, args):
+    """Builds the graph (weights as max.graph.Weight, ids as the input) and loads it into
+    session; returns the model and the milliseconds both took."""
+    from max.dtype import DType
+    from max.graph import DeviceRef, Graph, TensorType, Weight
+
+    device = DeviceRef.CPU()
+    start = time.perf_counter()
+    graph_weights = {name: Weight(name, DType.float32, value.shape, device)
+                     for name, value in weights.items()}
+    ids_type = TensorType(DType.int64, (args.batch, args.seq), device)
+    with Graph("kiln_transformer", input_types=[ids_type]) as graph:
+        graph.output(transformer(graph_weights, args, max_ops())(graph.inputs[0].tensor))
+    model = session.load(graph, weights_registry=weights)
+    return model, (time.perf_counter() - start) * 1e3
+
+
+def new_session():
+    from max.driver import CPU
+    from max.engine import InferenceSession
+
+    return InferenceSession(devices=[CPU()])
+
+
+def run_peer(args):
+    """The model from PREFIX.safetensors on the ids in --ids: output, compile and call."""
+    from max.driver import Buffer
+
+    weights = load_weights(args.prefix + ".safetensors")
+    ids = np.load(args.ids)
+    if ids.shape != (args.batch, args.seq):
+        raise SystemExit(f"max_peer.py: {args.ids} has shape {ids.shape}, expected "
+                         f"({args.batch}, {args.seq})")
+    session = new_session()
+    model, compile_ms = compile_model(session, weights, args)
+    ids_buffer = Buffer.from_numpy(ids)
+
+    def call():
+        return model.execute(ids_buffer)[0].to_numpy()
+
+    np.save(args.out, call())
+    return {"compile_ms": compile_ms, "call_ms": time_calls(call, args.iterations),
+            "weights": "graph weights (max.graph.Weight) bound at load (weights_registry)"}
+
+
+def compile_only(args):
+    """Cold then warm compile of the model with random weights; prints each as it ends."""
+    weights = random_weights(args.layers, args.dim, args.vocab)
+    session = new_session()
+    result = {}
+    for measure in ("cold", "warm"):
+        _, compile_ms = compile_model(session, weights, args)
+        result[measure] = {"compile_ms": compile_ms}
+        print("MEASURE " + json.dumps({"measure": measure, "compile_ms": compile_ms}),
+              flush=True)
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for flag in ("--layers", "--dim", "--heads", "--seq", "--batch", "--threads"):
+        parser.add_argument(flag, type=int, required=True)
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--prefix", help="the model's weights are PREFIX.safetensors")
+    parser.add_argument("--ids", help="token ids, int64 [batch, seq] (.npy)")
+    parser.add_argument("--out", help="where the logits go (.npy)")
+    parser.add_argument("--vocab", type=int, default=1000, help="with --compile-only")
+    parser.add_argument("--cache-dir", help="with --compile-only: MAX's compile cache")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    if not args.compile_only and not (args.prefix and args.ids and args.out):
+        parser.error("--prefix, --ids and --out are required without --compile-only")
+
+    pin_threads(args.threads)
+    if args.cache_dir:
+        os.environ["MODULAR_CACHE_DIR"] = args.cache_dir
+    result = compile_only(args) if args.compile_only else run_peer(args)
+    result.update({"version": "max " + importlib.metadata.version("max"),
+                   "threads": args.threads, "worker_threads": worker_threads(),
+                   "threads_note": THREADS_NOTE})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
