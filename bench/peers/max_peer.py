@@ -13,8 +13,9 @@ copy of the logits out to numpy.
 Threads: InferenceSession(num_threads=N) aborts the process in max 26.7.0 and the
 MODULAR_RUNTIME_NUM_THREADS setting does not change the worker count, but MAX's worker
 pool follows the process's CPU affinity; so --threads N restricts this process to the
-first N CPUs it may run on before max is imported, and the JSON reports the worker
-threads that MAX actually started.
+first N CPUs it may run on before max is imported. The JSON reports the threads MAX named
+"🔥 Thread<i>" (its worker pools) at the end: N after a compile that hit MAX's cache, one
+more after a cold compile, all on the N CPUs.
 
     max_peer.py --prefix P --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --threads 2
         --ids P.ids_b1.npy --out out.npy --json max.json [--iterations 20]
@@ -55,8 +56,8 @@ def pin_threads(threads):
     os.sched_setaffinity(0, cpus[:threads])
 
 
-def worker_threads():
-    """MAX's CPU worker threads in this process (named '🔥 Thread<i>')."""
+def max_threads():
+    """The threads of MAX's pools in this process (named '🔥 Thread<i>')."""
     count = 0
     for task in os.listdir("/proc/self/task"):
         try:
@@ -159,7 +160,7 @@ def main():
         os.environ["MODULAR_CACHE_DIR"] = args.cache_dir
     result = compile_only(args) if args.compile_only else run_peer(args)
     result.update({"version": "max " + importlib.metadata.version("max"),
-                   "threads": args.threads, "worker_threads": worker_threads(),
+                   "threads": args.threads, "max_threads": max_threads(),
                    "threads_note": THREADS_NOTE})
     if args.json:
         with open(args.json, "w") as f:

@@ -6,10 +6,12 @@ The model is the one `kiln demo --emit-mlir PREFIX.mlir` writes (a GPT-style sta
 kiln::nn.TransformerBlock: pre-norm LayerNorm, multi-head attention without a mask,
 tanh-GELU MLP, a final RMSNorm and a bias-free LM head), rebuilt here in each peer from
 PREFIX.safetensors. Each peer's output is compared with kiln's; a peer that is not
-installed or fails is reported with its error, not skipped silently.
+installed or fails is reported with its error, not skipped silently. MAX runs in its own
+venv (--max-python) through max_peer.py.
 
     transformer_peers.py --kiln build/release/bin/kiln --prefix /tmp/m --layers 4 --dim 512
         --heads 8 --batch 1 --seq 128 --threads 2 [--iterations 20] [--json out.json]
+        [--max-python build/max-venv/bin/python]
 """
 
 import argparse
@@ -17,10 +19,16 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import types
 
 import numpy as np
+
+# MAX is installed in a venv of its own, apart from the other peers; max_peer.py runs there.
+# The default is the one scripts/bench-peers.sh installs.
+DEFAULT_MAX_PYTHON = os.path.normpath(os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "max-venv", "bin", "python"))
 
 
 def load_weights(path):
@@ -242,6 +250,29 @@ def onnxruntime_peer(weights, ids, args):
             "version": "onnxruntime " + ort.__version__}
 
 
+def max_peer(ids_path, args):
+    """MAX, which lives in its own venv: max_peer.py run by args.max_python on the same
+    weights and ids; see that script for how it builds and times the model."""
+    if not args.max_python or not os.path.exists(args.max_python):
+        raise FileNotFoundError(f"no MAX venv python at {args.max_python or DEFAULT_MAX_PYTHON}"
+                                " (scripts/bench-peers.sh installs it; or pass --max-python)")
+    with tempfile.TemporaryDirectory() as tmp:
+        out, result = os.path.join(tmp, "output.npy"), os.path.join(tmp, "max.json")
+        command = [args.max_python, os.path.join(os.path.dirname(__file__), "max_peer.py"),
+                   "--prefix", args.prefix, "--ids", ids_path, "--out", out, "--json", result,
+                   "--iterations", str(args.iterations)]
+        for flag in ("layers", "dim", "heads", "seq", "batch", "threads"):
+            command += [f"--{flag}", str(getattr(args, flag))]
+        run = subprocess.run(command, capture_output=True, text=True)
+        if run.returncode != 0:
+            tail = "\n".join(run.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"max_peer.py exited with {run.returncode}:\n{tail}")
+        with open(result) as f:
+            r = json.load(f)
+        r["output"] = np.load(out)
+    return r
+
+
 def kiln_result(args, ids_path):
     out = args.prefix + ".bench.json"
     command = [args.kiln, "bench", args.prefix + ".mlir", "--weights", args.prefix + ".safetensors",
@@ -266,6 +297,9 @@ def main():
         parser.add_argument(flag, type=kind, required=flag not in ("--vocab",))
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--json")
+    parser.add_argument("--max-python", help="python of the venv with MAX (default "
+                        f"{DEFAULT_MAX_PYTHON} if it exists)",
+                        default=DEFAULT_MAX_PYTHON if os.path.exists(DEFAULT_MAX_PYTHON) else None)
     args = parser.parse_args()
 
     weights = load_weights(args.prefix + ".safetensors")
@@ -284,7 +318,10 @@ def main():
         results.update(torch_peers(weights, ids, args))
     except Exception as e:  # noqa: BLE001 - every failure is reported
         results["torch"] = {"error": f"{type(e).__name__}: {e}"}
-    results["max"] = {"error": "not tried yet (see bench/peers/README.md)"}
+    try:
+        results["max"] = max_peer(ids_path, args)
+    except Exception as e:  # noqa: BLE001 - every failure is reported
+        results["max"] = {"error": f"{type(e).__name__}: {e}"}
 
     kiln = results["kiln"]
     print(f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
@@ -294,7 +331,7 @@ def main():
     table = []
     for peer, r in results.items():
         if "error" in r:
-            print(f"  {peer:<30} {r['error']}")
+            print(f"  {peer:<30} " + r["error"].replace("\n", "\n" + " " * 33))
             table.append({"system": peer, "error": r["error"]})
             continue
         diff = float(np.max(np.abs(r["output"].astype(np.float64) - kiln["output"])))
@@ -302,7 +339,8 @@ def main():
         print(f"  {r['version']:<30} {r['compile_ms']:>8.1f}ms {r['call_ms']:>10.2f}ms"
               f" {speedup:>13.2f}x {diff:>19.2e}")
         table.append({"system": r["version"], "compile_ms": r["compile_ms"],
-                      "call_ms": r["call_ms"], "kiln_speedup": speedup, "max_abs_diff": diff})
+                      "call_ms": r["call_ms"], "kiln_speedup": speedup, "max_abs_diff": diff,
+                      **{k: r[k] for k in ("threads_note", "max_threads") if k in r}})
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"layers": args.layers, "dim": args.dim, "heads": args.heads,

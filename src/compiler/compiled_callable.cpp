@@ -623,6 +623,43 @@ struct CompiledCallable::Impl {
 
   std::vector<Tensor> execute(const std::vector<Tensor>& inputs) {
     std::scoped_lock lock(mutex);
+    Plan& plan = run_plan(inputs);
+    std::vector<Tensor> out;
+    for (std::size_t s : plan.outputs) {
+      const Storage& st = plan.storage[s];
+      std::vector<Dim> dims(st.shape.begin(), st.shape.end());
+      out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), ctx->device(),
+                                       plan.address(s), st.bytes));
+    }
+    return out;
+  }
+
+  void execute_into(const std::vector<Tensor>& inputs,
+                    std::span<const std::span<std::byte>> outputs) {
+    std::scoped_lock lock(mutex);
+    Plan& plan = run_plan(inputs);
+    if (outputs.size() != plan.outputs.size())
+      throw UserError(cat("CompiledCallable::execute_into: ", outputs.size(),
+                          " output buffers for ", plan.outputs.size(), " outputs"));
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const Storage& st = plan.storage[plan.outputs[i]];
+      if (outputs[i].size() != st.bytes)
+        throw UserError(cat("CompiledCallable::execute_into: output ", i, " is ", st.bytes,
+                            " bytes but its buffer has ", outputs[i].size()));
+      std::memcpy(outputs[i].data(), plan.address(plan.outputs[i]), st.bytes);
+    }
+  }
+
+  std::vector<std::size_t> output_bytes(const std::vector<Tensor>& inputs) {
+    std::scoped_lock lock(mutex);
+    std::vector<std::size_t> out;
+    const Plan& plan = plan_for(inputs);
+    for (std::size_t s : plan.outputs) out.push_back(plan.storage[s].bytes);
+    return out;
+  }
+
+  // Copies the inputs in, runs the plan for their shapes and waits for it. Locked by caller.
+  Plan& run_plan(const std::vector<Tensor>& inputs) {
     Plan& plan = plan_for(inputs);
     for (std::size_t i = 0; i < inputs.size(); ++i)
       std::memcpy(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
@@ -636,14 +673,7 @@ struct CompiledCallable::Impl {
                                 &plan.launches[i], plan.io[i].kernel);
     }
     ctx->synchronize();
-    std::vector<Tensor> out;
-    for (std::size_t s : plan.outputs) {
-      const Storage& st = plan.storage[s];
-      std::vector<Dim> dims(st.shape.begin(), st.shape.end());
-      out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), ctx->device(),
-                                       plan.address(s), st.bytes));
-    }
-    return out;
+    return plan;
   }
 };
 
@@ -722,6 +752,16 @@ void CompiledCallable::check_inputs(const std::vector<Tensor>& inputs) const {
 
 std::vector<Tensor> CompiledCallable::execute_raw(const std::vector<Tensor>& inputs) {
   return impl_->execute(inputs);
+}
+
+void CompiledCallable::execute_into(const std::vector<Tensor>& inputs,
+                                    std::span<const std::span<std::byte>> outputs) {
+  impl_->execute_into(inputs, outputs);
+}
+
+std::vector<std::size_t> CompiledCallable::output_bytes(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  return impl_->output_bytes(inputs);
 }
 
 }  // namespace kiln

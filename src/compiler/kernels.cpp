@@ -160,7 +160,8 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
     const std::size_t es = size_of(o.dtype), rank = o.shape.size();
     const std::int64_t inner = o.shape.back(), step = strides.back();
     const std::int64_t rows = elements(o.shape) / inner;
-    Index idx(rank, 0);
+    thread_local Index idx;  // grows once per thread: a call allocates nothing
+    idx.assign(rank, 0);
     std::byte* dst = o.data;
     for (std::int64_t r = 0; r < rows; ++r) {
       std::int64_t offset = base;
@@ -184,17 +185,22 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
   });
 }
 
-void broadcast_to(const Launch& l) {
-  strided_read(l.in[0], l.out[0], broadcast_strides(l.in[0].shape, l.out[0].shape));
-}
-
-void transpose(const Launch& l) {
-  const View &x = l.in[0], &o = l.out[0];
-  const Index perm = l.view().find("perm")->as_int_array();
+Index read_strides_of(const Launch& l) {
+  const View& x = l.in[0];
+  if (l.view().name() == "kiln.broadcast_to") return broadcast_strides(x.shape, l.out[0].shape);
+  const Index perm = l.view().find("perm")->as_int_array();  // a transpose
   const Index own = strides_of(x.shape);
   Index st(perm.size());
   for (std::size_t d = 0; d < perm.size(); ++d) st[d] = own[axis_of(perm[d], x.shape.size())];
-  strided_read(x, o, st);
+  return st;
+}
+
+void broadcast_to_or_transpose(const Launch& l) {
+  if (!l.read_strides.empty()) {
+    strided_read(l.in[0], l.out[0], l.read_strides[0]);
+  } else {
+    strided_read(l.in[0], l.out[0], read_strides_of(l));
+  }
 }
 
 void slice(const Launch& l) {
@@ -297,6 +303,17 @@ Matrices matrices(const View& v, const Index& shape, const Index& batch) {
   return out;
 }
 
+}  // namespace
+
+/// An f32 matmul's operands as matrices over its output's batch, and its sizes.
+struct MatmulLayout {
+  Matrices a, b;
+  Index batch;
+  std::int64_t m = 0, k = 0, n = 0;
+};
+
+namespace {
+
 /// f32 matmul through oneDNN's sgemm. The grid's blocks split the work into tiles (batch
 /// entries, then row bands, then column bands) and each tile is one single-threaded sgemm
 /// on the worker that runs its block: one thread budget, the context's. An \p epilogue
@@ -346,9 +363,11 @@ void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& bat
   }
 }
 
-void matmul(const Launch& l) {
+/// The layout of launch \p l's f32 matmul, or nullopt when it is not an f32 matmul.
+std::optional<MatmulLayout> matmul_layout(const Launch& l) {
   View a = l.in[0], b = l.in[1];
   const View& o = l.out[0];
+  if (a.dtype != DType::f32 || b.dtype != DType::f32 || o.dtype != DType::f32) return std::nullopt;
   if (a.shape.size() == 1) {
     a.shape.insert(a.shape.begin(), 1);
     if (!a.strides.empty()) a.strides.insert(a.strides.begin(), a.shape[1] * a.strides[0]);
@@ -360,22 +379,37 @@ void matmul(const Launch& l) {
   const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
   const Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
                                                                        (l.in[1].shape.size() > 1)));
-  const Index abatch(a.shape.begin(), a.shape.end() - 2),
-      bbatch(b.shape.begin(), b.shape.end() - 2);
-  if (a.dtype == DType::f32 && b.dtype == DType::f32 && o.dtype == DType::f32) {
-    auto* op = reinterpret_cast<float*>(o.data);
-    if (l.in[1].shape.size() == 2 && abatch == batch && a.strides.empty()) {
-      // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
-      // the weights are packed once rather than once per batch entry.
-      const Index rows{elements(abatch) * m, k};
-      matmul_f32(matrices(a, rows, {}), matrices(b, b.shape, {}), op, {}, rows[0], k, n,
-                 l.epilogue);
-    } else {
-      matmul_f32(matrices(a, a.shape, batch), matrices(b, b.shape, batch), op, batch, m, k, n,
-                 l.epilogue);
-    }
+  const Index abatch(a.shape.begin(), a.shape.end() - 2);
+  if (l.in[1].shape.size() == 2 && abatch == batch && a.strides.empty()) {
+    // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
+    // the weights are packed once rather than once per batch entry.
+    const Index rows{elements(abatch) * m, k};
+    return MatmulLayout{matrices(a, rows, {}), matrices(b, b.shape, {}), {}, rows[0], k, n};
+  }
+  return MatmulLayout{matrices(a, a.shape, batch), matrices(b, b.shape, batch), batch, m, k, n};
+}
+
+void matmul(const Launch& l) {
+  if (l.matmul != nullptr) {
+    const MatmulLayout& p = *l.matmul;
+    matmul_f32(p.a, p.b, reinterpret_cast<float*>(l.out[0].data), p.batch, p.m, p.k, p.n,
+               l.epilogue);
     return;
   }
+  if (const std::optional<MatmulLayout> p = matmul_layout(l)) {
+    matmul_f32(p->a, p->b, reinterpret_cast<float*>(l.out[0].data), p->batch, p->m, p->k, p->n,
+               l.epilogue);
+    return;
+  }
+  // Other dtypes (always contiguous): exact, in double.
+  const View &a = l.in[0], &b = l.in[1], &o = l.out[0];
+  Index ashape = a.shape, bshape = b.shape;
+  if (ashape.size() == 1) ashape.insert(ashape.begin(), 1);
+  if (bshape.size() == 1) bshape.push_back(1);
+  const std::int64_t m = ashape[ashape.size() - 2], k = ashape.back(), n = bshape.back();
+  const Index batch(o.shape.begin(),
+                    o.shape.end() - static_cast<long>((a.shape.size() > 1) + (b.shape.size() > 1)));
+  const Index abatch(ashape.begin(), ashape.end() - 2), bbatch(bshape.begin(), bshape.end() - 2);
   std::vector<double> row(static_cast<std::size_t>(n));
   for_each_element(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch)},
                    [&](std::int64_t bi, const std::vector<std::int64_t>& off) {
@@ -796,7 +830,7 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
         if (l.in[k].shape == o.shape) {
           value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (stride[v] != 0) {
-          gather_f32(l.in[k], l.broadcast[k], o.shape, at, len, slot(v), idx);
+          gather_f32(l.in[k], l.read_strides[k], o.shape, at, len, slot(v), idx);
           value[v] = slot(v);
         }
       }
@@ -904,10 +938,18 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
 
 void prepare(Launch& launch, int threads) {
   launch.blocks = blocks_for(launch, threads);
-  launch.broadcast.clear();
-  if (launch.fused)
+  launch.read_strides.clear();
+  launch.matmul = nullptr;
+  const std::string_view name = launch.view().name();
+  if (launch.fused) {
     for (const View& in : launch.in)
-      launch.broadcast.push_back(broadcast_strides(in.shape, launch.out[0].shape));
+      launch.read_strides.push_back(broadcast_strides(in.shape, launch.out[0].shape));
+  } else if (name == "kiln.transpose" || name == "kiln.broadcast_to") {
+    launch.read_strides.push_back(read_strides_of(launch));
+  } else if (name == "kiln.matmul") {
+    if (std::optional<MatmulLayout> layout = matmul_layout(launch))
+      launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
+  }
 }
 
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {
@@ -926,8 +968,8 @@ std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, cons
 Kernel find_kernel(std::string_view op) {
   static const std::unordered_map<std::string_view, Kernel> kernels = {
       {"kiln.reshape", copy_all},
-      {"kiln.broadcast_to", broadcast_to},
-      {"kiln.transpose", transpose},
+      {"kiln.broadcast_to", broadcast_to_or_transpose},
+      {"kiln.transpose", broadcast_to_or_transpose},
       {"kiln.slice", slice},
       {"kiln.concat", concat},
       {"kiln.split", split},

@@ -31,6 +31,7 @@ struct View {
 };
 
 struct FusedProgram;
+struct MatmulLayout;
 
 /// Everything a kernel needs for one launch.
 struct Launch {
@@ -39,8 +40,12 @@ struct Launch {
   std::vector<View> in;
   std::vector<View> out;
   std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
-  std::uint32_t blocks = 1;      // grid size: kernels that split work read block_idx()/grid_dim()
-  std::vector<Index> broadcast;  // fused launches: each input's strides broadcast to out[0]
+  std::uint32_t blocks = 1;  // grid size: kernels that split work read block_idx()/grid_dim()
+  // Set by prepare, so that running the launch computes no layout and allocates nothing:
+  // fused launches: each input's strides broadcast to out[0]; transpose and broadcast_to:
+  // the strides its output reads its input with.
+  std::vector<Index> read_strides;
+  std::shared_ptr<const MatmulLayout> matmul;  // f32 matmuls: operands, batch and sizes
   // matmul launches: an elementwise launch over this one's output whose work runs here, on
   // each tile of the output as soon as it is computed (while it is in cache); the plan does
   // not launch it separately.

@@ -1,7 +1,7 @@
 // The hot path of graph replay allocates nothing: every operator new in this program is
-// counted, and replays of warmed-up graphs (chain, fan-out/fan-in, random DAG, child
-// graph) must leave the count unchanged. A separate program, so the replaced global
-// allocator touches no other test.
+// counted (here; compiler/call_allocation_test.cpp reads the count too), and replays of
+// warmed-up graphs (chain, fan-out/fan-in, random DAG, child graph) must leave the count
+// unchanged. A separate program, so the replaced global allocator touches no other test.
 
 #include <gtest/gtest.h>
 
@@ -11,11 +11,10 @@
 #include <random>
 #include <vector>
 
+#include "../allocation_counter.hpp"
 #include "kiln/runtime/device_graph.hpp"
 
-namespace {
 std::atomic<std::size_t> g_allocations{0};
-}  // namespace
 
 void* operator new(std::size_t size) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,14 @@ class CompiledCallable {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   /// Calls without checks, for hot loops whose inputs are known to fit.
   std::vector<Tensor> execute_raw(const std::vector<Tensor>& inputs);
+  /// Calls without checks and without allocating (once a call with these shapes has
+  /// planned): output leaf i is written to \p outputs[i], which must be exactly its size
+  /// in bytes (row-major, the output's dtype; `output_bytes` says how many).
+  /// \throws UserError if the number or sizes of the buffers differ.
+  void execute_into(const std::vector<Tensor>& inputs,
+                    std::span<const std::span<std::byte>> outputs);
+  /// Bytes of each output leaf of a call with these inputs' shapes (planning it if needed).
+  std::vector<std::size_t> output_bytes(const std::vector<Tensor>& inputs);
 
   /// Graphviz DOT of the device graph a call with these inputs' shapes replays (planning
   /// it now if no call has). Nodes are labelled with the IR op they compute.

@@ -1,0 +1,55 @@
+// A compiled call through execute_into allocates nothing once its plan exists: the copy
+// in, the replay of every kernel (matmuls with epilogues, views, fused chains, softmax,
+// norms, gathers) and the copy out. Counted by the replaced global allocator of this
+// program (see runtime/replay_allocation_test.cpp).
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "../allocation_counter.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/stage/nn.hpp"
+
+namespace kiln {
+namespace {
+
+class CallAllocation : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(Threads, CallAllocation, ::testing::Values(1, 2));
+
+TEST_P(CallAllocation, ExecuteIntoAllocatesNothing) {
+  const nn::TransformerBlock block{.dim = 64, .heads = 4, .hidden = 256};
+  const auto model = [&](Tensor ids) {
+    Tensor x = nn::Embedding{100, 64, "embed"}(ids);
+    const auto layer = as_subgraph(block, {.name = "block"});
+    for (int i = 0; i < 2; ++i) {
+      name_scope scope("layers." + std::to_string(i));
+      x = layer(x);
+    }
+    return softmax(nn::Linear{64, 100, false, "head"}(nn::RMSNorm{64, 1e-6, "norm"}(x)), -1);
+  };
+  const StagedGraph staged = stage(model)(TensorLayout(DType::i64, {"batch", "seq"}));
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 1;
+  for (const auto& [name, type] : module_weights(staged.graph()))
+    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.2, 0.2));
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  const std::vector<Tensor> ids{Tensor::random(TensorLayout(DType::i64, {2, 48}), 5, 0, 100)};
+  const std::vector<Tensor> want = compiled.execute_raw(ids);
+  std::vector<std::byte> out(compiled.output_bytes(ids).at(0));
+  const std::vector<std::span<std::byte>> buffers{out};
+  for (int i = 0; i < 20; ++i) compiled.execute_into(ids, buffers);  // every thread warms up
+
+  const std::size_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) compiled.execute_into(ids, buffers);
+  const std::size_t allocations = g_allocations.load() - before;
+
+  EXPECT_EQ(allocations, 0u) << "20 calls allocated " << allocations << " times";
+  ASSERT_EQ(out.size(), want[0].bytes().size());
+  EXPECT_EQ(std::memcmp(out.data(), want[0].bytes().data(), out.size()), 0);
+}
+
+}  // namespace
+}  // namespace kiln
