@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
@@ -26,25 +27,43 @@ int cores_available() {
 namespace {
 using detail::cores_available;
 
+std::atomic<int> g_cpu_devices{0};  // 0: not set, read KILN_CPU_DEVICES
+
+/// An environment variable holding a count >= 1, or 0 when unset or empty.
+int env_count(const char* name, const char* meaning) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == 0) return 0;
+  const std::string_view text(env);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1)
+    throw UserError(detail::cat(name, "='", text, "' is not ", meaning,
+                                "; set it to an integer >= 1 or unset it"));
+  return value;
+}
+
 int resolve_num_threads(int requested) {
   if (requested < 0)
     throw UserError(detail::cat("DeviceContext: num_threads = ", requested,
                                 " is negative; pass 0 for the default or a count >= 1"));
   if (requested > 0) return requested;
-  if (const char* env = std::getenv("KILN_NUM_THREADS"); env && *env) {
-    const std::string_view text(env);
-    int value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end != text.data() + text.size() || value < 1)
-      throw UserError(detail::cat("KILN_NUM_THREADS='", text,
-                                  "' is not a thread count; set it to an integer >= 1 or unset "
-                                  "it to use every available core"));
-    return value;
-  }
-  return cores_available();
+  if (const int env = env_count("KILN_NUM_THREADS", "a thread count"); env > 0) return env;
+  return std::max(1, cores_available() / cpu_device_count());
 }
 
 }  // namespace
+
+int cpu_device_count() {
+  if (const int set = g_cpu_devices.load(std::memory_order_acquire); set > 0) return set;
+  const int env = env_count("KILN_CPU_DEVICES", "a CPU device count");
+  return env > 0 ? env : 1;
+}
+
+void set_cpu_device_count(int count) {
+  if (count < 1)
+    throw UserError(detail::cat("set_cpu_device_count: ", count, " must be at least 1"));
+  g_cpu_devices.store(count, std::memory_order_release);
+}
 
 namespace detail {
 
@@ -109,6 +128,12 @@ DeviceContext::DeviceContext(Device device, Options options) {
     throw UserError(detail::cat("DeviceContext: ", device,
                                 " is not available: this build of kiln has no CUDA backend; "
                                 "use a CPU device such as cpu:0"));
+  if (device.index() >= cpu_device_count())
+    throw UserError(detail::cat("DeviceContext: ", device, " is not available: this process has ",
+                                cpu_device_count(), " CPU device",
+                                cpu_device_count() == 1 ? "" : "s",
+                                " (set KILN_CPU_DEVICES or call kiln::set_cpu_device_count for "
+                                "virtual CPU devices)"));
   impl_ = detail::make_cpu_stream(device, resolve_num_threads(options.num_threads));
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "../cpu_devices.hpp"
 #include "../error_matchers.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
@@ -13,6 +14,7 @@ namespace kiln {
 namespace {
 
 TEST(DeviceBuffer, KnowsItsSizeTypeAndDevice) {
+  const testing::CpuDevices devices(2);
   DeviceContext ctx(Device::cpu(1));
   auto b = ctx.enqueue_create_buffer<BFloat16>(100);
   EXPECT_EQ(b.size(), 100u);

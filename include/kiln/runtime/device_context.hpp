@@ -44,9 +44,20 @@ concept WritableElementRange = ElementRange<R> &&
 /// Options for constructing a `DeviceContext`.
 struct DeviceContextOptions {
   /// Threads that run kernels (the stream's own thread included). 0: the value of the
-  /// environment variable KILN_NUM_THREADS, else the cores available to the process.
+  /// environment variable KILN_NUM_THREADS, else the cores available to the process
+  /// shared out between the CPU devices (`cpu_device_count`), at least one each.
   int num_threads = 0;
 };
+
+/// How many CPU devices this process exposes, `cpu:0` to `cpu:N-1`: virtual devices, each
+/// a context with its own stream and share of the cores, so that multi-device programs
+/// (sharding, collectives) run and are tested on one machine. Default: the environment
+/// variable KILN_CPU_DEVICES, else 1.
+/// \throws UserError if KILN_CPU_DEVICES is set to something other than a count >= 1.
+int cpu_device_count();
+/// Sets the number of CPU devices (for contexts created afterwards).
+/// \throws UserError if \p count < 1.
+void set_cpu_device_count(int count);
 
 /// A device's in-order asynchronous stream plus the memory and kernels that go with it.
 ///
