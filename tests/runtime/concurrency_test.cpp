@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "../cpu_devices.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "test_support.hpp"
 
@@ -22,6 +23,7 @@ INSTANTIATE_TEST_SUITE_P(Threads, Concurrency, ::testing::ValuesIn(kThreadCounts
 TEST_P(Concurrency, ManySmallLaunchesFromSeveralHostThreadsOnSeparateContexts) {
   constexpr int kHostThreads = 4;
   constexpr int kLaunches = 300;
+  const testing::CpuDevices devices(kHostThreads);
   std::vector<std::int64_t> results(kHostThreads, -1);
   std::vector<std::thread> hosts;
   for (int h = 0; h < kHostThreads; ++h) {
