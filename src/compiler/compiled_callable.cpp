@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <mutex>
+#include <numeric>
 #include <optional>
 
 #include "compiler/kernels.hpp"
@@ -27,7 +29,7 @@ constexpr std::size_t kAlign = 64;
 
 // ---- programs: one per graph ----------------------------------------------------------------
 
-enum class StepKind { kernel, weight, constant, call };
+enum class StepKind { kernel, weight, constant, call, collective };
 
 struct Step {
   StepKind kind = StepKind::kernel;
@@ -47,6 +49,7 @@ struct Program {
 /// Where a value lives during a call: an arena slot or fixed storage (weights, constants).
 struct Storage {
   std::int64_t arena_offset = -1;  // -1: fixed
+  std::size_t device = 0;          // which of the callable's devices (arena) holds it
   std::byte* fixed = nullptr;
   std::size_t bytes = 0;
   DType dtype = DType::f32;
@@ -63,6 +66,13 @@ struct Storage {
 struct LaunchIo {
   std::vector<std::size_t> in, out;
   Kernel kernel;
+  std::size_t device = 0;  // which of the callable's devices runs it
+};
+
+/// One device's memory for a plan.
+struct Arena {
+  std::size_t bytes = 0;
+  std::unique_ptr<std::byte[], void (*)(std::byte*)> memory{nullptr, [](std::byte*) {}};
 };
 
 struct Plan {
@@ -78,9 +88,9 @@ struct Plan {
   std::vector<bool> absorbed;
   std::vector<bool> is_view;
   std::size_t epilogues = 0, views = 0;
-  std::size_t arena_bytes = 0;
-  std::unique_ptr<std::byte[], void (*)(std::byte*)> arena{nullptr, [](std::byte*) {}};
-  std::optional<DeviceGraph> graph;
+  std::vector<Arena> arenas;                       // per device: places can be reused only
+                                                   // by the device's own later launches
+  std::vector<std::optional<DeviceGraph>> graphs;  // per device with launches
 
   /// The storage whose bytes \p s reads: itself, or the base of a view.
   std::size_t root(std::size_t s) const {
@@ -88,7 +98,7 @@ struct Plan {
   }
   std::byte* address(std::size_t s) const {
     const Storage& st = storage[root(s)];
-    return st.arena_offset >= 0 ? arena.get() + st.arena_offset : st.fixed;
+    return st.arena_offset >= 0 ? arenas[st.device].memory.get() + st.arena_offset : st.fixed;
   }
 };
 
@@ -189,14 +199,19 @@ struct CompiledCallable::Impl {
   std::vector<std::string> input_paths;  // leaf paths of the inputs, for call-time messages
   ir::Module module;                     // after the passes
   std::map<std::string, Tensor> weights;
-  std::shared_ptr<DeviceContext> ctx;
+  std::shared_ptr<DeviceContext> ctx;  // the first device's
+  // The devices the module computes on (cpu:0 and up; one: whatever `ctx` is), a context
+  // and a launcher for each, and a communicator for each group of devices in a collective.
+  std::vector<Device> devices;
+  std::vector<std::shared_ptr<DeviceContext>> contexts;
+  std::vector<DeviceFunction<void (*)(const Launch*, Kernel)>> launch_fns;
+  std::map<std::vector<std::size_t>, std::shared_ptr<Communicator>> communicators;
   std::map<const ir::Graph*, Program> programs;
   std::map<std::string, std::unique_ptr<Plan>> plans;
   Plan* last_plan = nullptr;  // the plan of the previous call: the common case, checked first
   // For each input leaf and axis with a symbolic dim: the (leaf, axis) where that symbol
   // first appears, so that calls check agreement without building a map.
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> symbol_first_use;
-  DeviceFunction<void (*)(const Launch*, Kernel)> launch_fn;
   bool replay_graph;
   bool fuse_epilogues;
   Stats stats;
@@ -207,11 +222,9 @@ struct CompiledCallable::Impl {
         input_paths(s.in_tree().leaf_paths()),
         module(passes::run_passes(s.graph(), options.passes)),
         weights(std::move(w)),
-        ctx(options.context ? options.context : std::make_shared<DeviceContext>()),
-        launch_fn(ctx->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
-                                        {.name = "kiln_kernel", .form = KernelForm::per_block})),
         replay_graph(options.replay_graph),
         fuse_epilogues(options.fuse_epilogues) {
+    open_devices(options.context);
     std::map<std::string, std::pair<std::size_t, std::size_t>> first;
     for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
       const std::vector<Dim>& dims = s.in_layouts()[i].shape.dims();
@@ -221,6 +234,54 @@ struct CompiledCallable::Impl {
           symbol_first_use[i][d] =
               first.emplace(dims[d].symbol(), std::make_pair(i, d)).first->second;
     }
+  }
+
+  // One context per device the module's values live on. A single-device module runs on
+  // the given context (or a default one) whatever its device index, as before devices
+  // were counted; a multi-device one gets the given context for its device and new ones
+  // (sharing the cores) for the others.
+  void open_devices(const std::shared_ptr<DeviceContext>& given) {
+    std::map<int, Device> used;
+    for (std::size_t g = 0; g < module.num_graphs(); ++g) {
+      const ir::Graph& graph = module.graph(g);
+      for (std::size_t v = 0; v < graph.num_values(); ++v) {
+        const Device d = graph.type(ir::Value{static_cast<std::uint32_t>(v)}).device;
+        if (d.is_cuda())
+          throw UserError(cat("CompiledCallable: @", graph.name(), " computes on ", d,
+                              ", but this build of kiln has no CUDA backend"));
+        used.emplace(d.index(), d);
+      }
+    }
+    for (const auto& [index, d] : used) devices.push_back(d);
+    if (devices.size() <= 1) {
+      ctx = given ? given : std::make_shared<DeviceContext>();
+      devices = {devices.empty() ? ctx->device() : devices[0]};
+      contexts = {ctx};
+    } else {
+      for (const Device& d : devices)
+        contexts.push_back(given && given->device() == d ? given
+                                                         : std::make_shared<DeviceContext>(d));
+      ctx = contexts[0];
+    }
+    for (const auto& c : contexts)
+      launch_fns.push_back(
+          c->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
+                              {.name = "kiln_kernel", .form = KernelForm::per_block}));
+  }
+
+  /// The slot of \p d in `devices` (single-device modules: 0).
+  std::size_t device_slot(const Device& d) const {
+    if (devices.size() == 1) return 0;
+    return static_cast<std::size_t>(std::find(devices.begin(), devices.end(), d) - devices.begin());
+  }
+
+  /// The communicator of the devices in \p slots (in that rank order), made on first use.
+  const std::shared_ptr<Communicator>& communicator(const std::vector<std::size_t>& slots) {
+    auto it = communicators.find(slots);
+    if (it == communicators.end())
+      it = communicators.emplace(slots, Communicator::create_local(static_cast<int>(slots.size())))
+               .first;
+    return it->second;
   }
 
   // Compiles every graph once and checks the weights against what the module declares.
@@ -241,6 +302,9 @@ struct CompiledCallable::Impl {
         } else if (compiler::is_elementwise(op.name())) {
           step.kernel = compiler::run_fused;
           step.fused = compiler::compile_elementwise(graph, op);
+        } else if (compiler::is_collective(op.name())) {
+          step.kind = StepKind::collective;
+          step.kernel = compiler::run_collective;
         } else if (const ir::Attribute* callee = op.find("callee")) {
           step.kind = StepKind::call;
           step.callee = module.find(callee->as_symbol().name);
@@ -307,6 +371,7 @@ struct CompiledCallable::Impl {
     };
     const auto new_storage = [&](const ir::TensorType& t) {
       Storage s;
+      s.device = device_slot(t.device);
       s.dtype = t.dtype;
       s.shape = concrete(t);
       std::int64_t n = 1;
@@ -392,7 +457,9 @@ struct CompiledCallable::Impl {
     for (std::size_t i = 0; i + 1 < plan.launches.size(); ++i) {
       const Launch& producer = plan.launches[i];
       const Launch& consumer = plan.launches[i + 1];
-      if (plan.absorbed[i] || plan.io[i].out.size() != 1 || consumer.fused == nullptr) continue;
+      if (plan.absorbed[i] || plan.io[i].out.size() != 1 || consumer.fused == nullptr ||
+          plan.io[i].device != plan.io[i + 1].device)
+        continue;
       const std::size_t s = plan.io[i].out[0];
       const Storage& result = plan.storage[s];
       const std::vector<std::size_t>& readers = result.readers;
@@ -446,28 +513,74 @@ struct CompiledCallable::Impl {
         where[op.result(0).id] = s;
         continue;
       }
-      const std::size_t launch = plan.launches.size();
-      Launch l;
-      l.graph = &g;
-      l.op = static_cast<std::uint32_t>(i);
-      l.fused = step.fused;
-      plan.launches.push_back(std::move(l));
-      plan.labels.push_back(launch_label(op, prefix));
-      plan.deps.emplace_back();
-      std::vector<std::size_t> out;
-      for (std::size_t r = 0; r < op.num_results(); ++r) {
-        const std::size_t s = new_storage(g.type(op.result(r)));
-        plan.storage[s].producer = static_cast<std::int64_t>(launch);
-        plan.storage[s].arena_offset = 0;  // placed by assign_memory
-        where[op.result(r).id] = s;
-        out.push_back(s);
+      if (step.kind == StepKind::collective) {
+        instantiate_collective(plan, g, i, prefix, step, in, where, new_storage);
+        continue;
       }
-      for (std::size_t s : in) plan.storage[s].readers.push_back(launch);
-      plan.io.push_back({in, out, step.kernel});
+      std::vector<std::size_t> results(op.num_results());
+      std::iota(results.begin(), results.end(), std::size_t{0});
+      const ir::Value on = op.num_results() > 0 ? op.result(0) : op.operand(0);
+      add_launch(plan, g, i, prefix, step, in, results, device_slot(g.type(on).device), where,
+                 new_storage);
     }
     std::vector<std::size_t> results;
     for (ir::Value v : g.results()) results.push_back(where[v.id]);
     return results;
+  }
+
+  // Adds a launch of op \p i of \p g on device slot \p device, reading \p in and making
+  // the op's results numbered \p results; returns its index.
+  template <class NewStorage>
+  std::size_t add_launch(Plan& plan, const ir::Graph& g, std::size_t i, const std::string& prefix,
+                         const Step& step, const std::vector<std::size_t>& in,
+                         const std::vector<std::size_t>& results, std::size_t device,
+                         std::vector<std::size_t>& where, NewStorage& new_storage) {
+    const ir::OpView op = g.op(i);
+    const std::size_t launch = plan.launches.size();
+    Launch l;
+    l.graph = &g;
+    l.op = static_cast<std::uint32_t>(i);
+    l.fused = step.fused;
+    plan.launches.push_back(std::move(l));
+    plan.labels.push_back(launch_label(op, prefix));
+    plan.deps.emplace_back();
+    std::vector<std::size_t> out;
+    for (std::size_t r : results) {
+      const std::size_t s = new_storage(g.type(op.result(r)));
+      plan.storage[s].producer = static_cast<std::int64_t>(launch);
+      plan.storage[s].arena_offset = 0;  // placed by assign_memory
+      where[op.result(r).id] = s;
+      out.push_back(s);
+    }
+    for (std::size_t s : in) plan.storage[s].readers.push_back(launch);
+    plan.io.push_back({in, out, step.kernel, device});
+    return launch;
+  }
+
+  // A collective op: one launch per participating device, each running its rank's part
+  // over the communicator of those devices. A transfer is a two-rank broadcast: the
+  // source device sends (a launch with no result), the destination receives.
+  template <class NewStorage>
+  void instantiate_collective(Plan& plan, const ir::Graph& g, std::size_t i,
+                              const std::string& prefix, const Step& step,
+                              const std::vector<std::size_t>& in, std::vector<std::size_t>& where,
+                              NewStorage& new_storage) {
+    const ir::OpView op = g.op(i);
+    std::vector<std::size_t> slots;
+    for (ir::Value v : op.operands()) slots.push_back(device_slot(g.type(v).device));
+    if (op.name() == "kiln.transfer") slots.push_back(device_slot(g.type(op.result(0)).device));
+    const std::shared_ptr<Communicator>& comm = communicator(slots);
+    for (std::size_t rank = 0; rank < slots.size(); ++rank) {
+      const bool sends_only = op.name() == "kiln.transfer" && rank == 0;
+      const bool receives_only = op.name() == "kiln.transfer" && rank == 1;
+      const std::size_t launch =
+          add_launch(plan, g, i, prefix, step,
+                     receives_only ? std::vector<std::size_t>{} : std::vector{in[rank]},
+                     sends_only ? std::vector<std::size_t>{}
+                                : std::vector{receives_only ? std::size_t{0} : rank},
+                     slots[rank], where, new_storage);
+      plan.launches[launch].collective = compiler::make_collective(comm, static_cast<int>(rank));
+    }
   }
 
   // An epilogue writes its output while other tiles of its matmul still read the operands.
@@ -485,7 +598,11 @@ struct CompiledCallable::Impl {
 
   // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
   void assign_memory(Plan& plan) {
-    ArenaAllocator arena;
+    std::vector<ArenaAllocator> arenas(devices.size());  // one per device
+    const auto release = [&](std::size_t s) {
+      const Storage& st = plan.storage[s];
+      arenas[st.device].release(static_cast<std::size_t>(st.arena_offset), st.bytes);
+    };
     const std::size_t n = plan.launches.size();
     std::vector<std::size_t> last_use(plan.storage.size(), 0);
     std::vector<bool> keep(plan.storage.size(), false);
@@ -495,14 +612,14 @@ struct CompiledCallable::Impl {
     std::vector<std::vector<std::size_t>> free_after(n);
     // Inputs live from the start to their last use (or the end when they are outputs).
     struct Block {
-      std::size_t offset, bytes, storage;
+      std::size_t device, offset, bytes, storage;
     };
     std::vector<Block> history;  // every placement, for reuse hazards
     const auto place = [&](std::size_t s) {
       Storage& st = plan.storage[s];
-      st.arena_offset = static_cast<std::int64_t>(arena.allocate(st.bytes));
-      history.push_back(
-          {static_cast<std::size_t>(st.arena_offset), std::max<std::size_t>(st.bytes, 1), s});
+      st.arena_offset = static_cast<std::int64_t>(arenas[st.device].allocate(st.bytes));
+      history.push_back({st.device, static_cast<std::size_t>(st.arena_offset),
+                         std::max<std::size_t>(st.bytes, 1), s});
     };
     for (std::size_t s : plan.inputs) place(s);
     for (std::size_t s : plan.inputs)
@@ -510,9 +627,7 @@ struct CompiledCallable::Impl {
     for (std::size_t i = 0; i < n; ++i) {
       const LaunchIo& io = plan.io[i];
       if (plan.is_view[i]) {  // places nothing: its result is its input's bytes
-        for (std::size_t s : free_after[i])
-          arena.release(static_cast<std::size_t>(plan.storage[s].arena_offset),
-                        plan.storage[s].bytes);
+        for (std::size_t s : free_after[i]) release(s);
         continue;
       }
       for (std::size_t s : io.out) {
@@ -522,7 +637,8 @@ struct CompiledCallable::Impl {
         const Block& b = history[first_new];
         for (std::size_t h = 0; h < first_new; ++h) {
           const Block& old = history[h];
-          if (old.offset < b.offset + b.bytes && b.offset < old.offset + old.bytes) {
+          if (old.device == b.device && old.offset < b.offset + b.bytes &&
+              b.offset < old.offset + old.bytes) {
             const Storage& prev = plan.storage[old.storage];
             if (prev.producer >= 0) plan.deps[i].push_back(static_cast<std::size_t>(prev.producer));
             for (std::size_t r : prev.readers)
@@ -542,14 +658,15 @@ struct CompiledCallable::Impl {
           plan.deps[i].push_back(static_cast<std::size_t>(plan.storage[s].producer));
       std::sort(plan.deps[i].begin(), plan.deps[i].end());
       plan.deps[i].erase(std::unique(plan.deps[i].begin(), plan.deps[i].end()), plan.deps[i].end());
-      for (std::size_t s : free_after[i])
-        arena.release(static_cast<std::size_t>(plan.storage[s].arena_offset),
-                      plan.storage[s].bytes);
+      for (std::size_t s : free_after[i]) release(s);
     }
-    plan.arena_bytes = std::max<std::size_t>(arena.peak(), kAlign);
-    plan.arena = {
-        static_cast<std::byte*>(::operator new (plan.arena_bytes, std::align_val_t{kAlign})),
-        [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
+    for (const ArenaAllocator& a : arenas) {
+      Arena& arena = plan.arenas.emplace_back();
+      arena.bytes = std::max<std::size_t>(a.peak(), kAlign);
+      arena.memory = {
+          static_cast<std::byte*>(::operator new (arena.bytes, std::align_val_t{kAlign})),
+          [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
+    }
     for (std::size_t i = 0; i < n; ++i) {
       Launch& l = plan.launches[i];
       const LaunchIo& io = plan.io[i];
@@ -566,22 +683,33 @@ struct CompiledCallable::Impl {
   // every worker, which on a few cores beats running independent small kernels side by
   // side (plan.deps, the data and reuse dependencies, all point backwards, so a chain
   // honours them).
+  // One graph per device, of that device's launches. Devices meet only in collectives,
+  // whose launches block until every rank has reached them.
   void record(Plan& plan) {
-    const int threads = ctx->num_threads();
-    for (Launch& l : plan.launches) compiler::prepare(l, threads);
-    plan.graph = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
-      bool first = true;
-      for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-        if (plan.absorbed[i]) continue;
-        const DeviceGraphDependencies after =
-            first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
-        first = false;
-        const DeviceGraphNode node =
-            b.add_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1}, after,
-                           &plan.launches[i], plan.io[i].kernel);
-        b.set_label(node, plan.labels[i]);
-      }
-    });
+    for (std::size_t i = 0; i < plan.launches.size(); ++i)
+      compiler::prepare(plan.launches[i], contexts[plan.io[i].device]->num_threads());
+    plan.graphs.resize(devices.size());
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      const auto runs_here = [&](std::size_t i) {
+        return plan.io[i].device == d && !plan.absorbed[i];
+      };
+      bool any = false;
+      for (std::size_t i = 0; i < plan.launches.size() && !any; ++i) any = runs_here(i);
+      if (!any && d > 0) continue;  // the first device always has a graph (maybe empty)
+      plan.graphs[d] = DeviceGraph::create(*contexts[d], [&](DeviceGraphBuilder& b) {
+        bool first = true;
+        for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+          if (!runs_here(i)) continue;
+          const DeviceGraphDependencies after =
+              first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
+          first = false;
+          const DeviceGraphNode node =
+              b.add_function(launch_fns[d], LaunchConfig{plan.launches[i].blocks, 1}, after,
+                             &plan.launches[i], plan.io[i].kernel);
+          b.set_label(node, plan.labels[i]);
+        }
+      });
+    }
     ++stats.graph_builds;
   }
 
@@ -596,7 +724,9 @@ struct CompiledCallable::Impl {
     if (it == plans.end()) {
       std::unique_ptr<Plan> plan = make_plan(inputs);
       record(*plan);
-      stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, plan->arena_bytes);
+      std::size_t bytes = 0;
+      for (const Arena& a : plan->arenas) bytes += a.bytes;
+      stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, bytes);
       stats.launches = plan->launches.size() - plan->epilogues - plan->views;
       stats.epilogues = plan->epilogues;
       stats.views = plan->views;
@@ -628,7 +758,7 @@ struct CompiledCallable::Impl {
     for (std::size_t s : plan.outputs) {
       const Storage& st = plan.storage[s];
       std::vector<Dim> dims(st.shape.begin(), st.shape.end());
-      out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), ctx->device(),
+      out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), devices[st.device],
                                        plan.address(s), st.bytes));
     }
     return out;
@@ -665,14 +795,26 @@ struct CompiledCallable::Impl {
       std::memcpy(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
                   plan.storage[plan.inputs[i]].bytes);
     if (replay_graph) {
-      plan.graph->replay();
+      for (const std::optional<DeviceGraph>& g : plan.graphs)
+        if (g) g->replay();
     } else {
       for (std::size_t i = 0; i < plan.launches.size(); ++i)
         if (!plan.absorbed[i])
-          ctx->enqueue_function(launch_fn, LaunchConfig{plan.launches[i].blocks, 1},
-                                &plan.launches[i], plan.io[i].kernel);
+          contexts[plan.io[i].device]->enqueue_function(launch_fns[plan.io[i].device],
+                                                        LaunchConfig{plan.launches[i].blocks, 1},
+                                                        &plan.launches[i], plan.io[i].kernel);
     }
-    ctx->synchronize();
+    // Every device is waited for, even after one fails, so that none is still running
+    // when the call returns; the first failure is rethrown.
+    std::exception_ptr failure;
+    for (const auto& c : contexts) {
+      try {
+        c->synchronize();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    if (failure) std::rethrow_exception(failure);
     return plan;
   }
 };
@@ -697,7 +839,10 @@ const std::shared_ptr<DeviceContext>& CompiledCallable::context() const { return
 std::string CompiledCallable::plan_dot(const std::vector<Tensor>& inputs) {
   check_inputs(inputs);
   std::scoped_lock lock(impl_->mutex);
-  return impl_->plan_for(inputs).graph->to_dot();
+  std::string dot;  // one digraph per device
+  for (const std::optional<DeviceGraph>& g : impl_->plan_for(inputs).graphs)
+    if (g) dot += g->to_dot();
+  return dot;
 }
 const ir::Module& CompiledCallable::optimized() const { return impl_->module; }
 CompiledCallable::Stats CompiledCallable::stats() const {

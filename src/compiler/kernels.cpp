@@ -949,6 +949,8 @@ void prepare(Launch& launch, int threads) {
   } else if (name == "kiln.matmul") {
     if (std::optional<MatmulLayout> layout = matmul_layout(launch))
       launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
+  } else if (launch.collective) {
+    prepare_collective(launch);
   }
 }
 

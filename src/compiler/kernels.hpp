@@ -17,6 +17,7 @@
 
 #include "kiln/core/dtype.hpp"
 #include "kiln/ir/graph.hpp"
+#include "kiln/runtime/collectives.hpp"
 
 namespace kiln::compiler {
 
@@ -32,6 +33,7 @@ struct View {
 
 struct FusedProgram;
 struct MatmulLayout;
+struct CollectiveLaunch;
 
 /// Everything a kernel needs for one launch.
 struct Launch {
@@ -46,6 +48,9 @@ struct Launch {
   // the strides its output reads its input with.
   std::vector<Index> read_strides;
   std::shared_ptr<const MatmulLayout> matmul;  // f32 matmuls: operands, batch and sizes
+  // Collective ops (one launch per participating device): this rank's part; the planner
+  // sets the communicator and rank, prepare the rest.
+  std::shared_ptr<CollectiveLaunch> collective;
   // matmul launches: an elementwise launch over this one's output whose work runs here, on
   // each tile of the output as soon as it is computed (while it is in cache); the plan does
   // not launch it separately.
@@ -54,6 +59,17 @@ struct Launch {
 };
 
 using Kernel = void (*)(const Launch&);
+
+/// True for the ops between devices (`kiln.allreduce_sum`, ..., `kiln.transfer`): the
+/// planner gives each participating device a launch of `run_collective`.
+bool is_collective(std::string_view op);
+/// This launch's part (rank `rank` of \p comm) of the op's collective; for a transfer,
+/// rank 0 sends (`in` only) and rank 1 receives (`out` only).
+std::shared_ptr<CollectiveLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank);
+/// The kernel of every collective launch (reads `Launch::collective`).
+void run_collective(const Launch& launch);
+/// Binds a collective launch's runtime collective to its buffers (part of `prepare`).
+void prepare_collective(Launch& launch);
 
 /// The kernel of \p op, or nullptr when there is none (weights, constants, calls, fused
 /// and elementwise ops are not table kernels: the planner handles them).

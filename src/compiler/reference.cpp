@@ -266,6 +266,64 @@ Array matmul(const Array& a0, const Array& b0, DType dtype) {
   return rounded(std::move(out));
 }
 
+/// \p parts joined along \p axis.
+Array concat_arrays(const std::vector<const Array*>& parts, std::size_t axis, DType dtype) {
+  Index out_shape = parts[0]->shape;
+  out_shape[axis] = 0;
+  for (const Array* x : parts) out_shape[axis] += x->shape[axis];
+  Array out{dtype, out_shape, std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+  const Index ost = strides(out_shape);
+  std::int64_t offset = 0;
+  for (const Array* x : parts) {
+    for_each_index(x->shape, [&](const Index& idx, std::int64_t flat) {
+      std::int64_t dst = 0;
+      for (std::size_t d = 0; d < idx.size(); ++d)
+        dst += (idx[d] + (d == axis ? offset : 0)) * ost[d];
+      out.data[static_cast<std::size_t>(dst)] = x->data[static_cast<std::size_t>(flat)];
+    });
+    offset += x->shape[axis];
+  }
+  return rounded(std::move(out));
+}
+
+/// \p x cut along \p axis into pieces of \p sizes.
+std::vector<Array> split_array(const Array& x, std::size_t axis, const Index& sizes) {
+  const Index st = strides(x.shape);
+  std::vector<Array> outs;
+  std::int64_t offset = 0;
+  for (std::int64_t size : sizes) {
+    Index shape = x.shape;
+    shape[axis] = size;
+    Array out{x.dtype, shape, std::vector<double>(static_cast<std::size_t>(count(shape)))};
+    for_each_index(shape, [&](const Index& idx, std::int64_t flat) {
+      std::int64_t src = 0;
+      for (std::size_t d = 0; d < idx.size(); ++d)
+        src += (idx[d] + (d == axis ? offset : 0)) * st[d];
+      out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
+    });
+    offset += size;
+    outs.push_back(std::move(out));
+  }
+  return outs;
+}
+
+/// The elementwise sum of same-shaped \p parts, rounded once to \p dtype.
+Array sum_arrays(const std::vector<const Array*>& parts, DType dtype) {
+  Array out{dtype, parts[0]->shape, std::vector<double>(parts[0]->data.size(), 0.0)};
+  for (const Array* x : parts)
+    for (std::size_t i = 0; i < out.data.size(); ++i) out.data[i] += x->data[i];
+  return rounded(std::move(out));
+}
+
+/// \p size split over \p shards as kiln shards split (see kiln::shard_size).
+Index even_split(std::int64_t size, std::size_t shards) {
+  Index sizes;
+  for (std::size_t i = 0; i < shards; ++i)
+    sizes.push_back(
+        shard_size(size, static_cast<std::int64_t>(shards), static_cast<std::int64_t>(i)));
+  return sizes;
+}
+
 const std::unordered_map<std::string, Evaluator>& table() {
   static const std::unordered_map<std::string, Evaluator> evaluators = [] {
     std::unordered_map<std::string, Evaluator> m;
@@ -366,46 +424,46 @@ const std::unordered_map<std::string, Evaluator>& table() {
       return std::vector<Array>{out};
     };
     m["kiln.concat"] = [](const OpArgs& a) {
-      const std::size_t axis = axis_of(a.attr("axis").as_int(), a.in[0]->shape.size());
-      Index out_shape = a.in[0]->shape;
-      out_shape[axis] = 0;
-      for (const Array* x : a.in) out_shape[axis] += x->shape[axis];
-      Array out{a.out_dtype(), out_shape,
-                std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
-      const Index ost = strides(out_shape);
-      std::int64_t offset = 0;
-      for (const Array* x : a.in) {
-        for_each_index(x->shape, [&](const Index& idx, std::int64_t flat) {
-          std::int64_t dst = 0;
-          for (std::size_t d = 0; d < idx.size(); ++d)
-            dst += (idx[d] + (d == axis ? offset : 0)) * ost[d];
-          out.data[static_cast<std::size_t>(dst)] = x->data[static_cast<std::size_t>(flat)];
-        });
-        offset += x->shape[axis];
-      }
-      return std::vector<Array>{rounded(std::move(out))};
+      return std::vector<Array>{concat_arrays(
+          a.in, axis_of(a.attr("axis").as_int(), a.in[0]->shape.size()), a.out_dtype())};
     };
     m["kiln.split"] = [](const OpArgs& a) {
       const Array& x = *a.in[0];
-      const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
-      const Index st = strides(x.shape);
-      std::vector<Array> outs;
-      std::int64_t offset = 0;
-      for (std::int64_t size : a.attr("sizes").as_int_array()) {
-        Index shape = x.shape;
-        shape[axis] = size;
-        Array out{x.dtype, shape, std::vector<double>(static_cast<std::size_t>(count(shape)))};
-        for_each_index(shape, [&](const Index& idx, std::int64_t flat) {
-          std::int64_t src = 0;
-          for (std::size_t d = 0; d < idx.size(); ++d)
-            src += (idx[d] + (d == axis ? offset : 0)) * st[d];
-          out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
-        });
-        offset += size;
-        outs.push_back(std::move(out));
-      }
-      return outs;
+      return split_array(x, axis_of(a.attr("axis").as_int(), x.shape.size()),
+                         a.attr("sizes").as_int_array());
     };
+    // Collectives: operand i and result i belong to device i; the values are what every
+    // device ends up with.
+    m["kiln.allreduce_sum"] = [](const OpArgs& a) {
+      const Array total = sum_arrays(a.in, a.out_dtype());
+      return std::vector<Array>(a.in.size(), total);
+    };
+    m["kiln.allgather"] = [](const OpArgs& a) {
+      const Array all = concat_arrays(a.in, axis_of(a.attr("axis").as_int(), a.in[0]->shape.size()),
+                                      a.out_dtype());
+      return std::vector<Array>(a.in.size(), all);
+    };
+    m["kiln.reduce_scatter_sum"] = [](const OpArgs& a) {
+      const std::size_t axis = axis_of(a.attr("axis").as_int(), a.in[0]->shape.size());
+      return split_array(sum_arrays(a.in, a.out_dtype()), axis,
+                         even_split(a.in[0]->shape[axis], a.in.size()));
+    };
+    m["kiln.all_to_all"] = [](const OpArgs& a) {
+      const std::size_t rank = a.in[0]->shape.size();
+      const std::size_t split = axis_of(a.attr("split_axis").as_int(), rank);
+      const std::size_t join = axis_of(a.attr("concat_axis").as_int(), rank);
+      std::vector<std::vector<Array>> pieces;  // [operand][piece]
+      for (const Array* x : a.in)
+        pieces.push_back(split_array(*x, split, even_split(x->shape[split], a.in.size())));
+      std::vector<Array> out;
+      for (std::size_t i = 0; i < a.in.size(); ++i) {
+        std::vector<const Array*> parts;
+        for (const std::vector<Array>& p : pieces) parts.push_back(&p[i]);
+        out.push_back(concat_arrays(parts, join, a.out_dtype()));
+      }
+      return out;
+    };
+    m["kiln.transfer"] = [](const OpArgs& a) { return std::vector<Array>{*a.in[0]}; };
     m["kiln.gather"] = [](const OpArgs& a) {
       const Array &x = *a.in[0], &ids = *a.in[1];
       const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
@@ -614,10 +672,12 @@ std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Te
     arguments.push_back({t.dtype(), shape, t.to_doubles()});
   }
   std::vector<Tensor> out;
-  for (Array& a : run_graph(ctx, entry, std::move(arguments), "")) {
+  std::vector<Array> results = run_graph(ctx, entry, std::move(arguments), "");
+  for (std::size_t r = 0; r < results.size(); ++r) {
     std::vector<Dim> dims;
-    for (std::int64_t d : a.shape) dims.emplace_back(d);
-    out.push_back(Tensor::constant(a.data, Shape(std::move(dims)), a.dtype));
+    for (std::int64_t d : results[r].shape) dims.emplace_back(d);
+    out.push_back(Tensor::constant(results[r].data, Shape(std::move(dims)), results[r].dtype,
+                                   entry.type(entry.results()[r]).device));
   }
   return out;
 }

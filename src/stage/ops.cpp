@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -88,7 +89,7 @@ namespace {
 using Attrs = std::vector<ir::NamedAttribute>;
 
 /// Adds \p op over \p operands to the current graph; returns every result as a tensor.
-std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const Tensor*> operands,
+std::vector<Tensor> apply_all(std::string_view op, std::span<const Tensor* const> operands,
                               Attrs attrs, const SourceLocation& where) {
   Frame& frame = require_frame(op, where);
   std::vector<ir::Value> values;
@@ -104,9 +105,26 @@ std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const T
   return out;
 }
 
+std::vector<Tensor> apply_all(std::string_view op, std::initializer_list<const Tensor*> operands,
+                              Attrs attrs, const SourceLocation& where) {
+  return apply_all(op, std::span<const Tensor* const>(operands.begin(), operands.size()),
+                   std::move(attrs), where);
+}
+
 Tensor apply(std::string_view op, std::initializer_list<const Tensor*> operands, Attrs attrs,
              const SourceLocation& where) {
   return std::move(apply_all(op, operands, std::move(attrs), where).front());
+}
+
+/// \p op over one shard per device.
+std::vector<Tensor> apply_to_shards(std::string_view op, const std::vector<Tensor>& shards,
+                                    Attrs attrs, const SourceLocation& where) {
+  if (shards.empty())
+    throw UserError(detail::cat(op.substr(5), " at ", where_string(where),
+                                ": no shards (pass one tensor per device)"));
+  std::vector<const Tensor*> operands;
+  for (const Tensor& t : shards) operands.push_back(&t);
+  return apply_all(op, operands, std::move(attrs), where);
 }
 
 Tensor to_dtype(const Tensor& x, DType dtype, const SourceLocation& where) {
@@ -367,6 +385,31 @@ std::vector<Tensor> split(const Tensor& x, std::vector<std::int64_t> sizes, std:
                           Loc where) {
   return detail::apply_all("kiln.split", {&x},
                            {{"axis", axis}, {"sizes", detail::int_array(sizes)}}, where);
+}
+
+std::vector<Tensor> allreduce_sum(const std::vector<Tensor>& shards, Loc where) {
+  return detail::apply_to_shards("kiln.allreduce_sum", shards, {}, where);
+}
+std::vector<Tensor> allgather(const std::vector<Tensor>& shards, std::int64_t axis, Loc where) {
+  return detail::apply_to_shards("kiln.allgather", shards, {{"axis", axis}}, where);
+}
+std::vector<Tensor> reduce_scatter_sum(const std::vector<Tensor>& shards, std::int64_t axis,
+                                       Loc where) {
+  return detail::apply_to_shards("kiln.reduce_scatter_sum", shards, {{"axis", axis}}, where);
+}
+std::vector<Tensor> all_to_all(const std::vector<Tensor>& shards, std::int64_t split_axis,
+                               std::int64_t concat_axis, Loc where) {
+  return detail::apply_to_shards("kiln.all_to_all", shards,
+                                 {{"split_axis", split_axis}, {"concat_axis", concat_axis}}, where);
+}
+Tensor transfer_to(const Tensor& x, Device device, Loc where) {
+  if (x.device() == device) return x;
+  return detail::apply("kiln.transfer", {&x}, {{"device", device.str()}}, where);
+}
+std::vector<Tensor> broadcast(const Tensor& x, const std::vector<Device>& devices, Loc where) {
+  std::vector<Tensor> out;
+  for (const Device& d : devices) out.push_back(transfer_to(x, d, where));
+  return out;
 }
 
 Tensor gather(const Tensor& x, const Tensor& indices, std::int64_t axis, Loc where) {

@@ -72,4 +72,16 @@ Shape parse_shape(std::string_view text);
 std::ostream& operator<<(std::ostream& os, const Dim& dim);
 std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
+/// Elements of shard \p index when \p size elements are split over \p shards as evenly as
+/// possible: the first `size % shards` shards get one more (sizes differ by at most one).
+constexpr std::int64_t shard_size(std::int64_t size, std::int64_t shards,
+                                  std::int64_t index) noexcept {
+  return size / shards + (index < size % shards ? 1 : 0);
+}
+/// Elements before shard \p index in that split.
+constexpr std::int64_t shard_offset(std::int64_t size, std::int64_t shards,
+                                    std::int64_t index) noexcept {
+  return index * (size / shards) + (index < size % shards ? index : size % shards);
+}
+
 }  // namespace kiln

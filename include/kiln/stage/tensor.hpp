@@ -251,6 +251,26 @@ Tensor gather(const Tensor& x, const Tensor& indices, std::int64_t axis,
 /// Rows of \p table picked by \p ids: gather along axis 0.
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc where = Loc::current());
 
+// ---- between devices (one tensor per device: the shards of one value) -------------------
+
+/// Every device gets the sum of the shards (one per device, same shape and dtype).
+std::vector<Tensor> allreduce_sum(const std::vector<Tensor>& shards, Loc where = Loc::current());
+/// Every device gets the shards joined along \p axis (shards may differ in size there).
+std::vector<Tensor> allgather(const std::vector<Tensor>& shards, std::int64_t axis,
+                              Loc where = Loc::current());
+/// Device i gets shard i along \p axis of the sum of the shards (sizes as `shard_size`).
+std::vector<Tensor> reduce_scatter_sum(const std::vector<Tensor>& shards, std::int64_t axis,
+                                       Loc where = Loc::current());
+/// Device i gets piece i (along \p split_axis, which must split evenly) of every shard,
+/// joined along \p concat_axis: how a value sharded on one axis becomes sharded on another.
+std::vector<Tensor> all_to_all(const std::vector<Tensor>& shards, std::int64_t split_axis,
+                               std::int64_t concat_axis, Loc where = Loc::current());
+/// \p x on \p device (itself if it is there already).
+Tensor transfer_to(const Tensor& x, Device device, Loc where = Loc::current());
+/// \p x on each of \p devices.
+std::vector<Tensor> broadcast(const Tensor& x, const std::vector<Device>& devices,
+                              Loc where = Loc::current());
+
 // ---- creation (while staging) --------------------------------------------------------
 
 /// start, start + step, ... below stop, as \p dtype.

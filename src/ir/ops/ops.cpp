@@ -7,6 +7,19 @@ namespace kiln::ir::detail {
 void register_builtin_ops(OpRegistry& registry) {
   register_elementwise_ops(registry);
   register_structural_ops(registry);
+  register_collective_ops(registry);
+}
+
+OpDef make_op(std::string name, std::string summary, int min_operands, int max_operands,
+              InferFn infer, std::vector<AttrSpec> attributes) {
+  OpDef def;
+  def.name = std::move(name);
+  def.summary = std::move(summary);
+  def.min_operands = min_operands;
+  def.max_operands = max_operands;
+  def.infer = infer;
+  def.attributes = std::move(attributes);
+  return def;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {

@@ -18,6 +18,11 @@ using kiln::detail::join;
 void register_builtin_ops(OpRegistry& registry);
 void register_elementwise_ops(OpRegistry& registry);
 void register_structural_ops(OpRegistry& registry);
+void register_collective_ops(OpRegistry& registry);
+
+/// An op definition with inferred result types.
+OpDef make_op(std::string name, std::string summary, int min_operands, int max_operands,
+              InferFn infer, std::vector<AttrSpec> attributes = {});
 
 /// NumPy broadcasting of two shapes: trailing dims align; equal dims (same size or same
 /// symbol) stay, a 1 stretches. \throws UserError naming both shapes and the axis.

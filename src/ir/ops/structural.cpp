@@ -15,18 +15,6 @@ namespace {
 
 using Kind = Attribute::Kind;
 
-OpDef op(std::string name, std::string summary, int min_operands, int max_operands, InferFn infer,
-         std::vector<AttrSpec> attributes = {}) {
-  OpDef def;
-  def.name = std::move(name);
-  def.summary = std::move(summary);
-  def.min_operands = min_operands;
-  def.max_operands = max_operands;
-  def.infer = infer;
-  def.attributes = std::move(attributes);
-  return def;
-}
-
 std::vector<TensorType> infer_matmul(const InferContext& ctx) {
   const DType dtype = common_dtype(ctx);
   if (dtype == DType::bool_) throw UserError("matmul is not defined for bool tensors");
@@ -276,49 +264,51 @@ void verify_constant(const InferContext& ctx, std::span<const TensorType> result
 }  // namespace
 
 void register_structural_ops(OpRegistry& r) {
-  r.add(op("kiln.slice", "elements start:stop:step along every axis (stop clamps)", 1, 1,
-           infer_slice, {{"starts", Kind::array}, {"stops", Kind::array}, {"steps", Kind::array}}));
-  r.add(op("kiln.gather", "x indexed along an axis by an integer tensor (embedding lookup)", 2, 2,
-           infer_gather, {{"axis", Kind::integer}}));
-  r.add(op("kiln.layer_norm", "(x - mean) / sqrt(var + eps) * gamma + beta over the last axis", 3,
-           3, infer_norm, {{"eps", Kind::floating}}));
-  r.add(op("kiln.rms_norm", "x / sqrt(mean(x^2) + eps) * gamma over the last axis", 2, 2,
-           infer_norm, {{"eps", Kind::floating}}));
-  r.add(op("kiln.matmul", "matrix product; batch dims broadcast, rank-1 operands as vectors", 2, 2,
-           infer_matmul));
-  r.add(op("kiln.reshape", "same elements, new shape", 1, 1, infer_reshape,
-           {{"shape", Kind::shape}}));
-  r.add(op("kiln.transpose", "permutes the axes", 1, 1, infer_transpose, {{"perm", Kind::array}}));
-  r.add(op("kiln.broadcast_to", "stretches size-1 and missing dims", 1, 1, infer_broadcast_to,
-           {{"shape", Kind::shape}}));
-  r.add(op("kiln.concat", "joins tensors along an axis", 1, -1, infer_concat,
-           {{"axis", Kind::integer}}));
-  r.add(op("kiln.split", "splits a tensor along an axis into pieces of the given sizes", 1, 1,
-           infer_split, {{"axis", Kind::integer}, {"sizes", Kind::array}}));
+  r.add(make_op("kiln.slice", "elements start:stop:step along every axis (stop clamps)", 1, 1,
+                infer_slice,
+                {{"starts", Kind::array}, {"stops", Kind::array}, {"steps", Kind::array}}));
+  r.add(make_op("kiln.gather", "x indexed along an axis by an integer tensor (embedding lookup)", 2,
+                2, infer_gather, {{"axis", Kind::integer}}));
+  r.add(make_op("kiln.layer_norm", "(x - mean) / sqrt(var + eps) * gamma + beta over the last axis",
+                3, 3, infer_norm, {{"eps", Kind::floating}}));
+  r.add(make_op("kiln.rms_norm", "x / sqrt(mean(x^2) + eps) * gamma over the last axis", 2, 2,
+                infer_norm, {{"eps", Kind::floating}}));
+  r.add(make_op("kiln.matmul", "matrix product; batch dims broadcast, rank-1 operands as vectors",
+                2, 2, infer_matmul));
+  r.add(make_op("kiln.reshape", "same elements, new shape", 1, 1, infer_reshape,
+                {{"shape", Kind::shape}}));
+  r.add(make_op("kiln.transpose", "permutes the axes", 1, 1, infer_transpose,
+                {{"perm", Kind::array}}));
+  r.add(make_op("kiln.broadcast_to", "stretches size-1 and missing dims", 1, 1, infer_broadcast_to,
+                {{"shape", Kind::shape}}));
+  r.add(make_op("kiln.concat", "joins tensors along an axis", 1, -1, infer_concat,
+                {{"axis", Kind::integer}}));
+  r.add(make_op("kiln.split", "splits a tensor along an axis into pieces of the given sizes", 1, 1,
+                infer_split, {{"axis", Kind::integer}, {"sizes", Kind::array}}));
   for (const char* name : {"sum", "mean", "max", "min"})
-    r.add(op(cat("kiln.reduce_", name), cat(name, " over axes"), 1, 1, infer_reduce,
-             {{"axes", Kind::array}, {"keepdim", Kind::boolean, false}}));
-  r.add(op("kiln.argmax", "index of the largest element along an axis (i64)", 1, 1, infer_argmax,
-           {{"axis", Kind::integer}, {"keepdim", Kind::boolean, false}}));
+    r.add(make_op(cat("kiln.reduce_", name), cat(name, " over axes"), 1, 1, infer_reduce,
+                  {{"axes", Kind::array}, {"keepdim", Kind::boolean, false}}));
+  r.add(make_op("kiln.argmax", "index of the largest element along an axis (i64)", 1, 1,
+                infer_argmax, {{"axis", Kind::integer}, {"keepdim", Kind::boolean, false}}));
   for (const char* name : {"softmax", "log_softmax"})
-    r.add(op(cat("kiln.", name), cat(name, " along an axis"), 1, 1, infer_softmax,
-             {{"axis", Kind::integer}}));
+    r.add(make_op(cat("kiln.", name), cat(name, " along an axis"), 1, 1, infer_softmax,
+                  {{"axis", Kind::integer}}));
 
-  OpDef weight = op("kiln.weight", "a named external tensor; its result type says what", 0, 0,
-                    nullptr, {{"name", Kind::string}});
+  OpDef weight = make_op("kiln.weight", "a named external tensor; its result type says what", 0, 0,
+                         nullptr, {{"name", Kind::string}});
   weight.verify = verify_weight;
   r.add(std::move(weight));
-  OpDef constant = op("kiln.constant", "a tensor embedded in the graph", 0, 0, nullptr,
-                      {{"value", Kind::dense}});
+  OpDef constant = make_op("kiln.constant", "a tensor embedded in the graph", 0, 0, nullptr,
+                           {{"value", Kind::dense}});
   constant.verify = verify_constant;
   r.add(std::move(constant));
   // Elementwise ops fused into one kernel: the body is a graph of the module; operands
   // broadcast to the result like the body's ops do. Checked like a call by the verifier.
-  r.add(op("kiln.fused", "elementwise ops fused into one kernel; callee is their body", 1, -1,
-           nullptr, {{"callee", Kind::symbol}}));
+  r.add(make_op("kiln.fused", "elementwise ops fused into one kernel; callee is their body", 1, -1,
+                nullptr, {{"callee", Kind::symbol}}));
   // Calls are checked against their callee by the verifier (it sees the module).
-  r.add(op("func.call", "calls a subgraph; kiln.prefix prefixes its weight names", 0, -1, nullptr,
-           {{"callee", Kind::symbol}, {"kiln.prefix", Kind::string, false}}));
+  r.add(make_op("func.call", "calls a subgraph; kiln.prefix prefixes its weight names", 0, -1,
+                nullptr, {{"callee", Kind::symbol}, {"kiln.prefix", Kind::string, false}}));
 }
 
 }  // namespace kiln::ir::detail
