@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# kiln against PyTorch (eager, torch.compile), JAX (jax.jit) and ONNX Runtime on the same
-# GPT-style transformer, weights and inputs (4 layers, d_model 512, 8 heads, seq 128), at
-# batch 1 and 16, on every core and on one. Installs the peers from PyPI into
-# build/peers-venv (network needed; torch alone is ≈ 3 GB), writes build/peers/*.json.
-# See bench/peers/README.md.
+# kiln against PyTorch (eager, torch.compile), JAX (jax.jit), ONNX Runtime and MAX on the
+# same GPT-style transformer, weights and inputs (4 layers, d_model 512, 8 heads, seq 128),
+# at batch 1 and 16, on every core and on one. Installs the peers from PyPI into
+# build/peers-venv (network needed; torch alone is ≈ 3 GB) and MAX into a venv of its own,
+# build/max-venv; then kernels against PyTorch's and compile time against JAX,
+# torch.compile and MAX. Writes build/peers/*.json. See bench/peers/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,11 +12,14 @@ if ! python3 -m venv --help >/dev/null 2>&1; then
   apt-get install -y -qq python3-venv >/dev/null
 fi
 cmake --preset release >/dev/null
-cmake --build --preset release --target kiln_cli >/dev/null
+cmake --build --preset release --target kiln_cli bench_kernels bench_stage >/dev/null
 venv=build/peers-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # torch from PyPI is the CUDA build (≈ 3 GB with its NVIDIA libraries); it runs on the CPU.
 "$venv/bin/pip" install -q --disable-pip-version-check numpy safetensors jax onnx onnxruntime torch
+max_venv=build/max-venv
+[ -x "$max_venv/bin/python" ] || python3 -m venv "$max_venv"
+"$max_venv/bin/pip" install -q --disable-pip-version-check max numpy safetensors
 mkdir -p build/peers
 kiln=build/release/bin/kiln
 echo "kiln bench-peers: writing the model and its weights (kiln demo --emit-mlir)" >&2
@@ -26,8 +30,20 @@ for threads in "$cores" 1; do
   for batch in 1 16; do
     taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/transformer_peers.py \
       --kiln "$kiln" --prefix build/peers/transformer --layers 4 --dim 512 --heads 8 \
-      --batch "$batch" --seq 128 --threads "$threads" \
+      --batch "$batch" --seq 128 --threads "$threads" --max-python "$max_venv/bin/python" \
       --json "build/peers/transformer_t${threads}_b${batch}.json"
     echo
   done
 done
+# Kernels (GELU, SiLU, softmax, matmul) against PyTorch's, at each thread count.
+for threads in "$cores" 1; do
+  taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/kernels_peers.py \
+    --bench-kernels build/release/bench/bench_kernels --threads "$threads" \
+    --json "build/peers/kernels_t${threads}.json"
+  echo
+done
+# Compile time against JAX, torch.compile and MAX (KILN_COMPILE_BLOCKS=1,8,32,128 adds the
+# 128-block stack: about 15 more minutes on two cores).
+taskset -c 0 "$venv/bin/python" bench/peers/compile_peers.py --threads 1 \
+  --blocks "${KILN_COMPILE_BLOCKS:-1,8,32}" --max-python "$max_venv/bin/python" \
+  --json build/peers/compile_t1.json

@@ -6,9 +6,9 @@ that venv's python and read what it writes.
 
 The graph takes the token ids [batch, seq] (int64) as its input; the weights are graph
 weights (max.graph.Weight), bound at session.load through weights_registry rather than
-baked into the graph as constants. compile_ms is the graph build plus session.load (which
-compiles); call_ms the median of timed calls after one warm-up, each call including the
-copy of the logits out to numpy.
+baked into the graph as constants. compile_ms is the graph build (build_ms) plus
+session.load, which compiles (load_ms); call_ms the median of timed calls after one
+warm-up, each call including the copy of the logits out to numpy.
 
 Threads: InferenceSession(num_threads=N) aborts the process in max 26.7.0 and the
 MODULAR_RUNTIME_NUM_THREADS setting does not change the worker count, but MAX's worker
@@ -35,25 +35,16 @@ import json
 import os
 import sys
 import time
+import types
 
 import numpy as np
 
-from transformer_peers import load_weights, random_weights, time_calls, transformer
+from transformer_peers import load_weights, pin_threads, random_weights, time_calls, transformer
 
 THREADS_NOTE = ("InferenceSession(num_threads=N) aborts in max 26.7.0 ('AsyncRT::"
                 "getOrCreateCPUDevice called requesting different options') and "
                 "MODULAR_RUNTIME_NUM_THREADS leaves the worker count as it is; MAX sizes its "
                 "worker pool by the CPU affinity, so this process is pinned to N CPUs")
-
-
-def pin_threads(threads):
-    """Restricts this process to the first `threads` CPUs of its affinity; call before
-    importing max, whose worker pool takes its size from the affinity."""
-    cpus = sorted(os.sched_getaffinity(0))
-    if threads > len(cpus):
-        raise SystemExit(f"max_peer.py: --threads {threads}, but only {len(cpus)} CPU(s) "
-                         "allowed (taskset)")
-    os.sched_setaffinity(0, cpus[:threads])
 
 
 def max_threads():
@@ -70,7 +61,6 @@ def max_threads():
 
 def max_ops():
     from max.graph import ops
-    import types
 
     return types.SimpleNamespace(
         embed=lambda table, ids: ops.gather(table, ids, axis=0),
@@ -83,7 +73,7 @@ def max_ops():
 
 def compile_model(session, weights, args):
     """Builds the graph (weights as max.graph.Weight, ids as the input) and loads it into
-    session; returns the model and the milliseconds both took."""
+    session; returns the model and the milliseconds of each step and of both."""
     from max.dtype import DType
     from max.graph import DeviceRef, Graph, TensorType, Weight
 
@@ -94,8 +84,15 @@ def compile_model(session, weights, args):
     ids_type = TensorType(DType.int64, (args.batch, args.seq), device)
     with Graph("kiln_transformer", input_types=[ids_type]) as graph:
         graph.output(transformer(graph_weights, args, max_ops())(graph.inputs[0].tensor))
+    built = time.perf_counter()
     model = session.load(graph, weights_registry=weights)
-    return model, (time.perf_counter() - start) * 1e3
+    end = time.perf_counter()
+    return model, {"compile_ms": (end - start) * 1e3, "build_ms": (built - start) * 1e3,
+                   "load_ms": (end - built) * 1e3}
+
+
+def version():
+    return "max " + importlib.metadata.version("max")
 
 
 def new_session():
@@ -115,14 +112,14 @@ def run_peer(args):
         raise SystemExit(f"max_peer.py: {args.ids} has shape {ids.shape}, expected "
                          f"({args.batch}, {args.seq})")
     session = new_session()
-    model, compile_ms = compile_model(session, weights, args)
+    model, times = compile_model(session, weights, args)
     ids_buffer = Buffer.from_numpy(ids)
 
     def call():
         return model.execute(ids_buffer)[0].to_numpy()
 
     np.save(args.out, call())
-    return {"compile_ms": compile_ms, "call_ms": time_calls(call, args.iterations),
+    return {**times, "call_ms": time_calls(call, args.iterations),
             "weights": "graph weights (max.graph.Weight) bound at load (weights_registry)"}
 
 
@@ -132,10 +129,10 @@ def compile_only(args):
     session = new_session()
     result = {}
     for measure in ("cold", "warm"):
-        _, compile_ms = compile_model(session, weights, args)
-        result[measure] = {"compile_ms": compile_ms}
-        print("MEASURE " + json.dumps({"measure": measure, "compile_ms": compile_ms}),
-              flush=True)
+        _, times = compile_model(session, weights, args)
+        result[measure] = {**times, "version": version(),
+                           "cache_dir": os.environ.get("MODULAR_CACHE_DIR")}
+        print("MEASURE " + json.dumps({"measure": measure, **result[measure]}), flush=True)
     return result
 
 
@@ -155,11 +152,11 @@ def main():
     if not args.compile_only and not (args.prefix and args.ids and args.out):
         parser.error("--prefix, --ids and --out are required without --compile-only")
 
-    pin_threads(args.threads)
+    pin_threads(args.threads)  # before max is imported: its worker pool follows the affinity
     if args.cache_dir:
         os.environ["MODULAR_CACHE_DIR"] = args.cache_dir
     result = compile_only(args) if args.compile_only else run_peer(args)
-    result.update({"version": "max " + importlib.metadata.version("max"),
+    result.update({"version": version(),
                    "threads": args.threads, "max_threads": max_threads(),
                    "threads_note": THREADS_NOTE})
     if args.json:

@@ -55,6 +55,15 @@ def random_weights(layers, dim, vocab, seed=0):
             for name, shape in shapes.items()}
 
 
+def pin_threads(threads):
+    """Restricts this process, and the processes it starts, to the first `threads` CPUs it
+    may run on, for the libraries that size their thread pools by the CPU affinity."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if threads > len(cpus):
+        raise SystemExit(f"--threads {threads}, but only {len(cpus)} CPU(s) allowed")
+    os.sched_setaffinity(0, cpus[:threads])
+
+
 def median(values):
     values = sorted(values)
     return values[len(values) // 2]
@@ -106,7 +115,8 @@ def transformer(p, args, ops):
     return model
 
 
-def jax_peer(weights, ids, args):
+def jax_ops():
+    """transformer()'s ops in jax.numpy."""
     import jax
     import jax.numpy as jnp
 
@@ -117,12 +127,31 @@ def jax_peer(weights, ids, args):
         mean = mean_last(x)
         return (x - mean) / jnp.sqrt(mean_last((x - mean) ** 2) + eps) * w + b
 
-    ops = types.SimpleNamespace(
-        embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(0, 2, 1, 3), last_two=lambda t: t.swapaxes(-1, -2),
-        softmax=lambda t: jax.nn.softmax(t, axis=-1),
+    return types.SimpleNamespace(
+        embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(0, 2, 1, 3),
+        last_two=lambda t: t.swapaxes(-1, -2), softmax=lambda t: jax.nn.softmax(t, axis=-1),
         gelu_tanh=lambda t: jax.nn.gelu(t, approximate=True), layer_norm=layer_norm,
         mean_last=mean_last, rsqrt=jax.lax.rsqrt)
-    model = transformer({k: jnp.asarray(v) for k, v in weights.items()}, args, ops)
+
+
+def torch_ops():
+    """transformer()'s ops in torch."""
+    import torch
+    import torch.nn.functional as F
+
+    return types.SimpleNamespace(
+        embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(1, 2),
+        last_two=lambda t: t.transpose(-1, -2), softmax=lambda t: torch.softmax(t, dim=-1),
+        gelu_tanh=lambda t: F.gelu(t, approximate="tanh"),
+        layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
+        mean_last=lambda t: t.mean(-1, keepdim=True), rsqrt=torch.rsqrt)
+
+
+def jax_peer(weights, ids, args):
+    import jax
+    import jax.numpy as jnp
+
+    model = transformer({k: jnp.asarray(v) for k, v in weights.items()}, args, jax_ops())
 
     ids_j = jnp.asarray(ids)
     start = time.perf_counter()
@@ -137,16 +166,9 @@ def jax_peer(weights, ids, args):
 def torch_peers(weights, ids, args):
     """PyTorch eager and torch.compile (inductor), the same model in torch ops."""
     import torch
-    import torch.nn.functional as F
 
     torch.set_num_threads(args.threads)
-    ops = types.SimpleNamespace(
-        embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(1, 2), last_two=lambda t: t.transpose(-1, -2),
-        softmax=lambda t: torch.softmax(t, dim=-1),
-        gelu_tanh=lambda t: F.gelu(t, approximate="tanh"),
-        layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
-        mean_last=lambda t: t.mean(-1, keepdim=True), rsqrt=torch.rsqrt)
-    model = transformer({k: torch.from_numpy(v) for k, v in weights.items()}, args, ops)
+    model = transformer({k: torch.from_numpy(v) for k, v in weights.items()}, args, torch_ops())
 
     ids_t = torch.from_numpy(ids)
     results = {}
