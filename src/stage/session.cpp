@@ -1,6 +1,8 @@
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -119,6 +121,26 @@ StagedGraph StagedGraph::from_module(ir::Module module) {
   TreeDef in_tree = tensors(in_layouts.size()), out_tree = tensors(out_layouts.size());
   return StagedGraph(std::move(module), std::move(in_layouts), std::move(in_tree),
                      std::move(out_layouts), std::move(out_tree));
+}
+
+std::vector<int> StagedGraph::signal_device_ids() const {
+  static constexpr std::string_view kCollectives[] = {"kiln.allreduce_sum", "kiln.allgather",
+                                                      "kiln.reduce_scatter_sum", "kiln.all_to_all",
+                                                      "kiln.transfer"};
+  std::set<int> ids;
+  for (std::size_t g = 0; g < module_.num_graphs(); ++g) {
+    const ir::Graph& graph = module_.graph(g);
+    for (std::size_t i = 0; i < graph.num_ops(); ++i) {
+      const ir::OpView op = graph.op(i);
+      if (std::find(std::begin(kCollectives), std::end(kCollectives), op.name()) ==
+          std::end(kCollectives))
+        continue;
+      for (ir::Value v : op.operands()) ids.insert(graph.type(v).device.index());
+      for (std::size_t r = 0; r < op.num_results(); ++r)
+        ids.insert(graph.type(op.result(r)).device.index());
+    }
+  }
+  return {ids.begin(), ids.end()};
 }
 
 std::ostream& operator<<(std::ostream& os, const StagedGraph& staged) {

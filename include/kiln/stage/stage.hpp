@@ -62,6 +62,10 @@ class StagedGraph {
   const TreeDef& out_tree() const noexcept { return out_tree_; }
   /// The MLIR text of the module.
   std::string str() const { return module_.str(); }
+  /// The devices (indices of `cpu:N`) whose values take part in a collective or transfer,
+  /// ascending: the devices that need signal buffers. On the CPU, a compiled callable
+  /// owns them (one cache line per device and communicator), so they are not inputs.
+  std::vector<int> signal_device_ids() const;
 
  private:
   ir::Module module_;
