@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev  # safetensors headers, JSON output of the kiln command
   libcli11-dev  # the kiln command's option parsing
   libdnnl-dev  # oneDNN: f32 matmul
+  libopenmpi-dev openmpi-bin  # collectives across processes (kiln_mpi; ctest label mpi)
 )
 
 missing=()

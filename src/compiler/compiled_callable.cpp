@@ -202,9 +202,12 @@ struct CompiledCallable::Impl {
   std::shared_ptr<DeviceContext> ctx;  // the first device's
   // The devices the module computes on (cpu:0 and up; one: whatever `ctx` is), a context
   // and a launcher for each, and a communicator for each group of devices in a collective.
+  // With a cluster, devices other processes drive have no context (null): their launches
+  // are planned (so that every process makes the same communicators) but never run here.
   std::vector<Device> devices;
   std::vector<std::shared_ptr<DeviceContext>> contexts;
-  std::vector<DeviceFunction<void (*)(const Launch*, Kernel)>> launch_fns;
+  std::vector<std::unique_ptr<DeviceFunction<void (*)(const Launch*, Kernel)>>> launch_fns;
+  std::shared_ptr<Cluster> cluster;
   std::map<std::vector<std::size_t>, std::shared_ptr<Communicator>> communicators;
   std::map<const ir::Graph*, Program> programs;
   std::map<std::string, std::unique_ptr<Plan>> plans;
@@ -222,6 +225,7 @@ struct CompiledCallable::Impl {
         input_paths(s.in_tree().leaf_paths()),
         module(passes::run_passes(s.graph(), options.passes)),
         weights(std::move(w)),
+        cluster(options.cluster ? options.cluster : Cluster::local()),
         replay_graph(options.replay_graph),
         fuse_epilogues(options.fuse_epilogues) {
     open_devices(options.context);
@@ -253,20 +257,30 @@ struct CompiledCallable::Impl {
       }
     }
     for (const auto& [index, d] : used) devices.push_back(d);
-    if (devices.size() <= 1) {
+    if (devices.size() <= 1 && cluster->owns(devices.empty() ? Device::cpu() : devices[0])) {
       ctx = given ? given : std::make_shared<DeviceContext>();
       devices = {devices.empty() ? ctx->device() : devices[0]};
       contexts = {ctx};
     } else {
-      for (const Device& d : devices)
-        contexts.push_back(given && given->device() == d ? given
-                                                         : std::make_shared<DeviceContext>(d));
-      ctx = contexts[0];
+      for (const Device& d : devices) {
+        if (!cluster->owns(d)) {
+          contexts.push_back(nullptr);
+        } else {
+          contexts.push_back(given && given->device() == d ? given
+                                                           : std::make_shared<DeviceContext>(d));
+          if (!ctx) ctx = contexts.back();
+        }
+      }
+      if (!ctx)
+        throw UserError(cat("CompiledCallable: this process (", cluster->str(),
+                            ") drives none of the module's devices"));
     }
     for (const auto& c : contexts)
       launch_fns.push_back(
-          c->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
-                              {.name = "kiln_kernel", .form = KernelForm::per_block}));
+          c ? std::make_unique<DeviceFunction<void (*)(const Launch*, Kernel)>>(
+                  c->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
+                                      {.name = "kiln_kernel", .form = KernelForm::per_block}))
+            : nullptr);
   }
 
   /// The slot of \p d in `devices` (single-device modules: 0).
@@ -278,9 +292,11 @@ struct CompiledCallable::Impl {
   /// The communicator of the devices in \p slots (in that rank order), made on first use.
   const std::shared_ptr<Communicator>& communicator(const std::vector<std::size_t>& slots) {
     auto it = communicators.find(slots);
-    if (it == communicators.end())
-      it = communicators.emplace(slots, Communicator::create_local(static_cast<int>(slots.size())))
-               .first;
+    if (it == communicators.end()) {
+      std::vector<Device> group;
+      for (std::size_t s : slots) group.push_back(devices[s]);
+      it = communicators.emplace(slots, cluster->communicator(group)).first;
+    }
     return it->second;
   }
 
@@ -687,15 +703,17 @@ struct CompiledCallable::Impl {
   // whose launches block until every rank has reached them.
   void record(Plan& plan) {
     for (std::size_t i = 0; i < plan.launches.size(); ++i)
-      compiler::prepare(plan.launches[i], contexts[plan.io[i].device]->num_threads());
+      if (contexts[plan.io[i].device])
+        compiler::prepare(plan.launches[i], contexts[plan.io[i].device]->num_threads());
     plan.graphs.resize(devices.size());
     for (std::size_t d = 0; d < devices.size(); ++d) {
+      if (!contexts[d]) continue;  // another process's device
       const auto runs_here = [&](std::size_t i) {
         return plan.io[i].device == d && !plan.absorbed[i];
       };
       bool any = false;
       for (std::size_t i = 0; i < plan.launches.size() && !any; ++i) any = runs_here(i);
-      if (!any && d > 0) continue;  // the first device always has a graph (maybe empty)
+      if (!any && contexts[d] != ctx) continue;  // the first device has a graph (maybe empty)
       plan.graphs[d] = DeviceGraph::create(*contexts[d], [&](DeviceGraphBuilder& b) {
         bool first = true;
         for (std::size_t i = 0; i < plan.launches.size(); ++i) {
@@ -704,7 +722,7 @@ struct CompiledCallable::Impl {
               first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
           first = false;
           const DeviceGraphNode node =
-              b.add_function(launch_fns[d], LaunchConfig{plan.launches[i].blocks, 1}, after,
+              b.add_function(*launch_fns[d], LaunchConfig{plan.launches[i].blocks, 1}, after,
                              &plan.launches[i], plan.io[i].kernel);
           b.set_label(node, plan.labels[i]);
         }
@@ -758,6 +776,10 @@ struct CompiledCallable::Impl {
     for (std::size_t s : plan.outputs) {
       const Storage& st = plan.storage[s];
       std::vector<Dim> dims(st.shape.begin(), st.shape.end());
+      if (!contexts[st.device]) {  // another process computed it: no data here
+        out.emplace_back(TensorLayout(st.dtype, Shape(std::move(dims)), devices[st.device]));
+        continue;
+      }
       out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), devices[st.device],
                                        plan.address(s), st.bytes));
     }
@@ -776,7 +798,8 @@ struct CompiledCallable::Impl {
       if (outputs[i].size() != st.bytes)
         throw UserError(cat("CompiledCallable::execute_into: output ", i, " is ", st.bytes,
                             " bytes but its buffer has ", outputs[i].size()));
-      std::memcpy(outputs[i].data(), plan.address(plan.outputs[i]), st.bytes);
+      if (contexts[st.device])
+        std::memcpy(outputs[i].data(), plan.address(plan.outputs[i]), st.bytes);
     }
   }
 
@@ -799,8 +822,8 @@ struct CompiledCallable::Impl {
         if (g) g->replay();
     } else {
       for (std::size_t i = 0; i < plan.launches.size(); ++i)
-        if (!plan.absorbed[i])
-          contexts[plan.io[i].device]->enqueue_function(launch_fns[plan.io[i].device],
+        if (!plan.absorbed[i] && contexts[plan.io[i].device])
+          contexts[plan.io[i].device]->enqueue_function(*launch_fns[plan.io[i].device],
                                                         LaunchConfig{plan.launches[i].blocks, 1},
                                                         &plan.launches[i], plan.io[i].kernel);
     }
@@ -808,6 +831,7 @@ struct CompiledCallable::Impl {
     // when the call returns; the first failure is rethrown.
     std::exception_ptr failure;
     for (const auto& c : contexts) {
+      if (!c) continue;
       try {
         c->synchronize();
       } catch (...) {

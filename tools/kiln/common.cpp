@@ -68,6 +68,12 @@ ir::Module load_module(const std::string& path) {
   return module;
 }
 
+/// \p t with its data on \p device (CPU devices share memory: the bytes are copied as is).
+Tensor on_device(const Tensor& t, Device device) {
+  if (t.device() == device || device.is_cuda()) return t;
+  return Tensor::from_bytes(t.dtype(), t.shape(), device, t.bytes().data(), t.bytes().size());
+}
+
 std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& options,
                                 bool generate, std::vector<bool>* generated) {
   const ir::Graph& entry = module.entry();
@@ -104,7 +110,8 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
       throw UsageError(
           str("--input '", spec, "': arg", index, " is already given by '", files[index], "'"));
     files[index] = file;
-    inputs[index] = load_npy(file);
+    // Files have no device: the data goes where the argument lives.
+    inputs[index] = on_device(load_npy(file), entry.type(entry.arguments()[index]).device);
   }
 
   // Check what the files hold against the arguments; learn symbolic sizes.
@@ -174,10 +181,12 @@ std::map<std::string, Tensor> load_weights(const ir::Module& module, const Model
   std::map<std::string, Tensor> weights;
   if (!options.weights.empty()) weights = SafetensorsFile::open(options.weights).tensors();
   const std::map<std::string, ir::TensorType> needed = module_weights(module);
+  for (auto& [name, t] : weights)  // safetensors have no device: each goes where it is read
+    if (auto it = needed.find(name); it != needed.end()) t = on_device(t, it->second.device);
   if (fill_missing) {
     for (const auto& [name, type] : needed)
       if (weights.count(name) == 0)
-        weights.emplace(name, Tensor::zeros(TensorLayout(type.dtype, type.shape)));
+        weights.emplace(name, Tensor::zeros(TensorLayout(type.dtype, type.shape, type.device)));
   } else if (options.weights.empty() && !needed.empty()) {
     throw UserError(str(options.model, ": the model reads ", needed.size(), " weight",
                         needed.size() == 1 ? "" : "s", " (first: '", needed.begin()->first,
@@ -191,6 +200,8 @@ CompileOptions compile_options(const ModelOptions& options) {
   out.context = std::make_shared<DeviceContext>(
       Device::parse(options.device), DeviceContextOptions{.num_threads = options.threads});
   if (options.passes) out.passes = *options.passes;
+  // Started by mpirun: each process runs the work of its own device (cpu:<rank>).
+  if (launched_by_mpi()) out.cluster = mpi_cluster();
   return out;
 }
 

@@ -46,7 +46,11 @@ int run_command(const RunOptions& options) {
 
   if (options.output_dir.empty()) {
     for (std::size_t i = 0; i < outputs.size(); ++i)
-      std::cout << "output" << i << ": " << describe_values(outputs[i]) << "\n";
+      std::cout << "output" << i << ": "
+                << (outputs[i].is_constant()
+                        ? describe_values(outputs[i])
+                        : to_string(outputs[i].layout()) + " (another process)")
+                << "\n";
     return 0;
   }
   std::error_code error;
@@ -55,6 +59,10 @@ int run_command(const RunOptions& options) {
     throw UserError(options.output_dir + ": cannot create the output directory (" +
                     error.message() + ")");
   for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].is_constant()) {  // on a device another MPI process drives: it writes it
+      std::cout << "output" << i << ": " << outputs[i].layout() << " (written by its process)\n";
+      continue;
+    }
     const std::string path =
         (std::filesystem::path(options.output_dir) / ("output" + std::to_string(i) + ".npy"))
             .string();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kiln/compiler/safetensors.hpp"
+#include "kiln/runtime/collectives.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/stage/stage.hpp"
 
@@ -39,6 +40,11 @@ struct CompileOptions {
   /// result, and comes right after it, inside the matmul, on each output tile as soon as it
   /// is computed: bias, scale, activation and residual add cost no extra pass over memory.
   bool fuse_epilogues = true;
+  /// Where the devices of a multi-device module run (see `kiln::Cluster`): empty, every
+  /// device in this process. With `mpi_cluster()`, each process runs the work of the
+  /// devices it owns; outputs on other processes' devices come back without data, and
+  /// `execute_into` leaves their buffers alone.
+  std::shared_ptr<Cluster> cluster{};
 };
 
 /// Every weight \p module reads, by full name (call prefixes applied), with its type: what

@@ -110,6 +110,39 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void check(int rank, const Collective& c) const;
 };
 
+/// Where the devices of a multi-device program run: which of them this process drives,
+/// and how the ranks of a collective over several devices meet. The local cluster drives
+/// every device and joins them through signal buffers; the MPI cluster (`mpi_cluster`)
+/// spreads devices over processes, one each.
+class Cluster {
+ public:
+  virtual ~Cluster() = default;
+  /// True when this process runs \p device's work.
+  virtual bool owns(Device device) const = 0;
+  /// A communicator over \p devices (rank i is devices[i]). Every process asks for every
+  /// group of the program in the same order (cross-process clusters create them with a
+  /// collective call), including groups it has no device in.
+  /// \throws UserError if a device belongs to no process.
+  virtual std::shared_ptr<Communicator> communicator(const std::vector<Device>& devices) = 0;
+  virtual std::string str() const = 0;  ///< for messages: `local`, `MPI rank 1 of 2`
+
+  /// Every device in this process; local communicators.
+  static std::shared_ptr<Cluster> local();
+};
+
+/// True when this process was started by an MPI launcher (mpirun sets
+/// OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK).
+bool launched_by_mpi();
+/// The MPI cluster: process p of P drives `cpu:p`; collectives between processes go
+/// through MPI (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter, MPI_Bcast,
+/// MPI_Alltoall) on sub-communicators split from MPI_COMM_WORLD. MPI is loaded on first
+/// use from the plugin libkiln_mpi.so (`KILN_MPI_PLUGIN`, else beside the program or in
+/// its ../lib, else the loader's search path), so programs that never call this do not
+/// need MPI at run time. Initialises MPI once (MPI_THREAD_SERIALIZED) and finalises it at
+/// exit, and exposes at least as many CPU devices as there are processes.
+/// \throws UserError naming what is missing (the plugin, MPI).
+std::shared_ptr<Cluster> mpi_cluster();
+
 /// Elements of the output of \p c on a communicator of \p size ranks, for rank \p rank.
 std::size_t collective_output_count(const Collective& c, int size, int rank);
 /// Elements of the input of \p c on a communicator of \p size ranks, for rank \p rank.

@@ -1,0 +1,179 @@
+// Clusters: the local one (signal buffers) and the MPI one (the libkiln_mpi.so plugin,
+// loaded on first use).
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/runtime/collectives.hpp"
+#include "mpi/kiln_mpi_plugin.h"
+
+namespace kiln {
+namespace {
+
+using detail::cat;
+
+class LocalCluster final : public Cluster {
+ public:
+  bool owns(Device) const override { return true; }
+  std::shared_ptr<Communicator> communicator(const std::vector<Device>& devices) override {
+    return Communicator::create_local(static_cast<int>(devices.size()));
+  }
+  std::string str() const override { return "local"; }
+};
+
+/// The plugin's functions.
+struct MpiPlugin {
+  decltype(&kiln_mpi_init) init = nullptr;
+  decltype(&kiln_mpi_split) split = nullptr;
+  decltype(&kiln_mpi_collective) collective = nullptr;
+  decltype(&kiln_mpi_error_string) error_string = nullptr;
+  int rank = 0, size = 1;
+
+  void check(int code, const std::string& what) const {
+    if (code != 0) throw DeviceError(cat("MPI: ", what, " failed: ", error_string(code)));
+  }
+};
+
+std::string directory_of_program() {
+  std::string path(4096, '\0');
+  const ssize_t n = readlink("/proc/self/exe", path.data(), path.size() - 1);
+  if (n <= 0) return ".";
+  path.resize(static_cast<std::size_t>(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+/// Loads libkiln_mpi.so and initialises MPI, once per process.
+const MpiPlugin& plugin() {
+  static MpiPlugin loaded;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("KILN_MPI_PLUGIN"); env && *env) candidates.push_back(env);
+    const std::string dir = directory_of_program();
+    candidates.push_back(dir + "/libkiln_mpi.so");
+    candidates.push_back(dir + "/../lib/libkiln_mpi.so");
+#ifdef KILN_MPI_PLUGIN_BUILD_PATH
+    candidates.push_back(KILN_MPI_PLUGIN_BUILD_PATH);
+#endif
+    candidates.push_back("libkiln_mpi.so");
+    void* handle = nullptr;
+    std::vector<std::string> tried;
+    for (const std::string& c : candidates) {
+      handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle != nullptr) break;
+      tried.push_back(dlerror());
+    }
+    if (handle == nullptr)
+      throw UserError(cat("mpi_cluster: cannot load the MPI plugin libkiln_mpi.so (",
+                          detail::join(tried, "; "),
+                          "); build kiln with Open MPI installed (scripts/setup.sh installs "
+                          "libopenmpi-dev) or point KILN_MPI_PLUGIN at the plugin"));
+    const auto symbol = [&](const char* name) {
+      void* s = dlsym(handle, name);
+      if (s == nullptr)
+        throw UserError(cat("mpi_cluster: the MPI plugin lacks ", name, " (a stale build?)"));
+      return s;
+    };
+    loaded.init = reinterpret_cast<decltype(&kiln_mpi_init)>(symbol("kiln_mpi_init"));
+    loaded.split = reinterpret_cast<decltype(&kiln_mpi_split)>(symbol("kiln_mpi_split"));
+    loaded.collective =
+        reinterpret_cast<decltype(&kiln_mpi_collective)>(symbol("kiln_mpi_collective"));
+    loaded.error_string =
+        reinterpret_cast<decltype(&kiln_mpi_error_string)>(symbol("kiln_mpi_error_string"));
+    loaded.check(loaded.init(&loaded.rank, &loaded.size), "MPI_Init_thread");
+  });
+  return loaded;
+}
+
+int mpi_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return KILN_MPI_F32;
+    case DType::f64:
+      return KILN_MPI_F64;
+    case DType::i32:
+      return KILN_MPI_I32;
+    case DType::i64:
+      return KILN_MPI_I64;
+    default:
+      throw UserError(cat("MPI collectives take f32, f64, i32 or i64 elements, not ", name(dtype),
+                          "; cast before the collective"));
+  }
+}
+
+/// The ranks of one device group, one per process: this process's rank is `position`.
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(int size, int position, void* comm)
+      : size_(size), position_(position), comm_(comm) {}
+  int size() const noexcept override { return size_; }
+
+  void run(int rank, const Collective& c) override {
+    check(rank, c);
+    if (comm_ == nullptr || rank != position_)
+      throw InternalError(cat("MpiCommunicator: rank ", rank, " runs here, but this process is ",
+                              position_ < 0 ? "not in the group" : cat("rank ", position_)));
+    const MpiPlugin& p = plugin();
+    p.check(p.collective(comm_, static_cast<int>(c.kind), mpi_dtype(c.dtype), c.in, c.out,
+                         c.counts.data(), static_cast<int>(c.counts.size()), c.root),
+            to_string(c.kind));
+  }
+
+ private:
+  int size_, position_;
+  void* comm_;  // MPI_Comm*, null when this process is not in the group (never freed: MPI
+                // communicators live until MPI_Finalize)
+};
+
+class MpiCluster final : public Cluster {
+ public:
+  bool owns(Device device) const override { return device.index() == plugin().rank; }
+
+  std::shared_ptr<Communicator> communicator(const std::vector<Device>& devices) override {
+    const MpiPlugin& p = plugin();
+    int position = -1;
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].index() >= p.size)
+        throw UserError(cat("mpi_cluster: ", devices[i], " has no process: ", p.size,
+                            " processes drive cpu:0 to cpu:", p.size - 1, "; run with mpirun -np ",
+                            devices[i].index() + 1, " or more"));
+      if (owns(devices[i])) position = static_cast<int>(i);
+    }
+    void* comm = nullptr;
+    p.check(p.split(next_color_++, position >= 0 ? 1 : 0, position, &comm), "MPI_Comm_split");
+    return std::make_shared<MpiCommunicator>(static_cast<int>(devices.size()), position, comm);
+  }
+
+  std::string str() const override {
+    return cat("MPI rank ", plugin().rank, " of ", plugin().size);
+  }
+
+ private:
+  int next_color_ = 0;  // every process splits every group in the same order
+};
+
+}  // namespace
+
+std::shared_ptr<Cluster> Cluster::local() { return std::make_shared<LocalCluster>(); }
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (const char* v = std::getenv(var); v && *v) return true;
+  return false;
+}
+
+std::shared_ptr<Cluster> mpi_cluster() {
+  const MpiPlugin& p = plugin();  // load and initialise now, so that errors surface here
+  // Process p drives cpu:p, so it needs that many CPU devices to open a context on it.
+  if (cpu_device_count() < p.size) set_cpu_device_count(p.size);
+  return std::make_shared<MpiCluster>();
+}
+
+}  // namespace kiln
