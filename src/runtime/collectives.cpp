@@ -26,17 +26,17 @@ std::size_t offset_of(const std::vector<std::size_t>& counts, int rank) {
   return std::accumulate(counts.begin(), counts.begin() + rank, std::size_t{0});
 }
 
-/// dst[i] = Σ srcs[q][i] for i < n, in the dtype's own arithmetic (f16/bf16 via double,
-/// rounded once).
+/// dst[i] = Σ srcs[q][i] for i < n (dst is none of the sources), in the dtype's own
+/// arithmetic (f16/bf16 via double, rounded once).
 void reduce_sum(DType dtype, std::byte* dst, const std::byte* const* srcs, int n_src,
                 std::size_t n) {
-  const auto typed = [&](auto zero) {
+  const auto typed = [&](auto zero) {  // one vectorisable pass per source, in rank order
     using T = decltype(zero);
     auto* d = reinterpret_cast<T*>(dst);
-    for (std::size_t i = 0; i < n; ++i) {
-      T sum = zero;
-      for (int q = 0; q < n_src; ++q) sum += reinterpret_cast<const T*>(srcs[q])[i];
-      d[i] = sum;
+    std::memcpy(d, srcs[0], n * sizeof(T));
+    for (int q = 1; q < n_src; ++q) {
+      const auto* s = reinterpret_cast<const T*>(srcs[q]);
+      for (std::size_t i = 0; i < n; ++i) d[i] += s[i];
     }
   };
   switch (dtype) {
