@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "core/str.hpp"
@@ -388,6 +389,44 @@ ShardedTensor matmul(const ShardedTensor& x0, const ShardedTensor& w0, Loc where
   std::vector<Tensor> shards;
   for (std::size_t i = 0; i < x.shards().size(); ++i)
     shards.push_back(matmul(x.shards()[i], w.shards()[i], where));
+  return ShardedTensor(std::move(shards), layout);
+}
+
+ShardedTensor reshape(const ShardedTensor& x0, Shape shape, Loc where) {
+  const std::vector<std::int64_t> in = sizes_of(x0.layout().shape());
+  if (!std::all_of(shape.dims().begin(), shape.dims().end(),
+                   [](const Dim& d) { return d.is_static(); }))
+    throw UserError(cat("sharded reshape to ", shape, ": sharded shapes are static"));
+  const std::vector<std::int64_t> out = sizes_of(shape);
+  const auto before = [](const std::vector<std::int64_t>& dims, std::size_t axis) {
+    return std::accumulate(dims.begin(), dims.begin() + static_cast<long>(axis), std::int64_t{1},
+                           std::multiplies<>());
+  };
+  // Where each sharded axis goes, if it survives the reshape whole.
+  ShardedTensor x = x0;
+  std::vector<Placement> placements;
+  for (std::size_t m = 0; m < x0.layout().placements().size(); ++m) {
+    const Placement& p = x0.layout().placements()[m];
+    if (!is_sharded(p)) {
+      placements.push_back(p);
+      continue;
+    }
+    const auto a = static_cast<std::size_t>(sharded_axis(p));
+    std::optional<std::size_t> to;
+    for (std::size_t b = 0; b < out.size() && !to; ++b)
+      if (out[b] == in[a] && before(out, b) == before(in, a)) to = b;
+    if (to) {
+      placements.emplace_back(Sharded{static_cast<std::int64_t>(*to)});
+    } else {
+      x = change_axis(x, m, Replicated{}, where);
+      placements.emplace_back(Replicated{});
+    }
+  }
+  const ShardedLayout layout(x.layout().dtype(), shape, x.layout().mesh(), placements);
+  std::vector<Tensor> shards;
+  for (int i = 0; i < layout.mesh().size(); ++i)
+    shards.push_back(
+        reshape(x.shards()[static_cast<std::size_t>(i)], layout.shard(i).shape, where));
   return ShardedTensor(std::move(shards), layout);
 }
 

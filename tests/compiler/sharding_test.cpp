@@ -164,6 +164,24 @@ TEST(Sharding, EveryPlacementChangeRoundTrips) {
     }
 }
 
+TEST(Sharding, ReshapeKeepsAShardedAxisThatSurvivesAndGathersOneThatDoesNot) {
+  const Mesh2x2 m;
+  const ShardedLayout in(DType::f32, {6, 4, 5}, m.mesh, {Sharded{0}, Sharded{2}});
+  const Tensor global = Tensor::random(TensorLayout(DType::f32, {6, 4, 5}), 8);
+  const auto f = [&](std::vector<Tensor> xs) {
+    // [6, 4, 5] -> [6, 20]: axis 0 survives (still sharded), axis 2 merges (gathered).
+    const ShardedTensor y = reshape(ShardedTensor(xs, in), Shape{6, 20});
+    EXPECT_EQ(y.layout().placements()[0], Placement{Sharded{0}});
+    EXPECT_EQ(y.layout().placements()[1], Placement{Replicated{}});
+    return y.shards();
+  };
+  CompiledCallable c(stage(f)(in.shards()), {});
+  const ShardedLayout out(DType::f32, {6, 20}, m.mesh, {Sharded{0}, Replicated{}});
+  const Tensor want = Tensor::from_bytes(DType::f32, {6, 20}, Device::cpu(), global.bytes().data(),
+                                         global.bytes().size());
+  expect_near(unshard(c.run(shard_tensor(global, in)), out), want, "reshape");
+}
+
 TEST(Sharding, MismatchedShardsAreNamed) {
   const testing::CpuDevices devices(2);
   const ShardedLayout l(DType::f32, {4, 4}, DeviceMesh({{"tp", 2}}), {Sharded{0}});

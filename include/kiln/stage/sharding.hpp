@@ -153,6 +153,9 @@ ShardedTensor gelu(const ShardedTensor& x, Loc where = Loc::current());
 /// (row-parallel); x sharded on a batch or row axis with w Replicated keeps it. Other
 /// combinations are redistributed to one of these first (w gathered).
 ShardedTensor matmul(const ShardedTensor& x, const ShardedTensor& w, Loc where = Loc::current());
+/// \p x with a new global \p shape: a sharded axis that keeps its size and the number of
+/// elements before it moves to its new position; any other sharded axis is gathered first.
+ShardedTensor reshape(const ShardedTensor& x, Shape shape, Loc where = Loc::current());
 /// Sum over \p axis (dropped): a summed Sharded axis becomes Partial.
 ShardedTensor sum(const ShardedTensor& x, std::int64_t axis, Loc where = Loc::current());
 
