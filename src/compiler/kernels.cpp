@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -85,6 +86,25 @@ std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, std::int64_t a
   return {std::min(begin, n), std::min(end, n)};
 }
 
+/// Scratch of up to N elements on the stack, on the heap beyond: the kernels' working
+/// buffers, so that a call allocates nothing whichever thread runs it (up to N).
+template <class T, std::size_t N>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t n) {
+    if (n > N) heap_.resize(n);
+  }
+  T* data() noexcept { return heap_.empty() ? stack_.data() : heap_.data(); }
+  T& operator[](std::size_t i) noexcept { return data()[i]; }
+
+ private:
+  std::array<T, N> stack_;
+  std::vector<T> heap_;
+};
+
+/// Index scratch: ranks up to 16 stay on the stack.
+using IndexScratch = Scratch<std::int64_t, 16>;
+
 // ---- element-wise --------------------------------------------------------------------------
 
 double add(double a, double b, bool) { return a + b; }
@@ -160,8 +180,8 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
     const std::size_t es = size_of(o.dtype), rank = o.shape.size();
     const std::int64_t inner = o.shape.back(), step = strides.back();
     const std::int64_t rows = elements(o.shape) / inner;
-    thread_local Index idx;  // grows once per thread: a call allocates nothing
-    idx.assign(rank, 0);
+    IndexScratch idx(rank);
+    std::fill(idx.data(), idx.data() + rank, 0);
     std::byte* dst = o.data;
     for (std::int64_t r = 0; r < rows; ++r) {
       std::int64_t offset = base;
@@ -519,13 +539,6 @@ void argmax(const Launch& l) {
         });
 }
 
-/// A per-thread row buffer (grows once, then reused: no allocation per call).
-std::vector<float>& row_scratch(std::size_t n) {
-  thread_local std::vector<float> row;
-  if (row.size() < n) row.resize(n);
-  return row;
-}
-
 /// True when \p l reads and writes f32 and works on rows of the last axis.
 bool f32_last_axis_rows(const Launch& l, std::size_t axis) {
   const View &x = l.in[0], &o = l.out[0];
@@ -544,7 +557,7 @@ void softmax_f32(const Launch& l) {
     const float mx = vmath::max(x, count);
     vmath::binary(vmath::Binary::sub, x, 1, &mx, 0, y, count);
     if (Log) {
-      std::vector<float>& e = row_scratch(count);
+      Scratch<float, 4096> e(count);  // rows of up to 4096 on the stack
       vmath::unary(vmath::Unary::exp, y, e.data(), count);
       const auto log_sum = static_cast<float>(std::log(vmath::sum(e.data(), count)));
       vmath::binary(vmath::Binary::sub, y, 1, &log_sum, 0, y, count);
@@ -770,10 +783,10 @@ constexpr std::int64_t kTile = 512;  // elements per array op: every live tile s
 /// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
 /// run of the innermost dimension at a time.
 void gather_f32(const View& in, const Index& strides, const Index& out, std::int64_t at,
-                std::int64_t len, float* dst, Index& idx) {
+                std::int64_t len, float* dst) {
   const auto* src = reinterpret_cast<const float*>(in.data);
   const std::size_t rank = out.size();
-  idx.resize(rank);
+  IndexScratch idx(rank);
   for (std::size_t d = rank, rest = static_cast<std::size_t>(at); d-- > 0;) {
     idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
     rest /= static_cast<std::size_t>(out[d]);
@@ -806,14 +819,13 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
                         std::int64_t row_len, std::int64_t row_stride) {
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
-  // Per-thread buffers: they grow on a thread's first calls, then a call allocates nothing.
-  thread_local std::vector<float> scratch;
-  thread_local std::vector<const float*> value;
-  thread_local std::vector<std::size_t> stride;
-  thread_local Index idx;
-  scratch.resize(static_cast<std::size_t>(p.num_values * kTile));
-  value.assign(p.num_values, nullptr);
-  stride.assign(p.num_values, 1);
+  // Bodies of up to kStackValues values run on stack buffers: no allocation, on any thread.
+  constexpr std::size_t kStackValues = 32;
+  Scratch<float, kStackValues * kTile> scratch(p.num_values * static_cast<std::size_t>(kTile));
+  Scratch<const float*, kStackValues> value(p.num_values);
+  Scratch<std::size_t, kStackValues> stride(p.num_values);
+  std::fill(value.data(), value.data() + p.num_values, nullptr);
+  std::fill(stride.data(), stride.data() + p.num_values, std::size_t{1});
   const auto slot = [&](std::uint32_t v) { return scratch.data() + v * kTile; };
   for (std::size_t k = 0; k < l.in.size(); ++k)
     if (l.in[k].shape != o.shape && elements(l.in[k].shape) == 1) {  // a scalar: stride 0
@@ -830,7 +842,7 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
         if (l.in[k].shape == o.shape) {
           value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (stride[v] != 0) {
-          gather_f32(l.in[k], l.read_strides[k], o.shape, at, len, slot(v), idx);
+          gather_f32(l.in[k], l.read_strides[k], o.shape, at, len, slot(v));
           value[v] = slot(v);
         }
       }
