@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "compiler/fused_program.hpp"
 #include "compiler/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -642,15 +643,6 @@ double round_to(DType d, double x) {  // what storing in d and loading back give
   return load(v, 0);
 }
 
-struct Scalar {
-  double (*binary)(double, double, bool) = nullptr;
-  double (*unary)(double) = nullptr;
-  bool select = false;  // where
-  bool is_float = true;
-  std::uint32_t a = 0, b = 0, c = 0, result = 0;
-  DType dtype = DType::f32;
-};
-
 const std::unordered_map<std::string_view, double (*)(double, double, bool)>& binary_scalars() {
   static const std::unordered_map<std::string_view, double (*)(double, double, bool)> t = {
       {"kiln.add", add},  {"kiln.sub", sub},      {"kiln.mul", mul},      {"kiln.div", div},
@@ -670,25 +662,6 @@ const std::unordered_map<std::string_view, double (*)(double)>& unary_scalars() 
 }
 
 }  // namespace
-
-/// One op of a fused body in the f32 tile program.
-struct VectorOp {
-  bool is_binary = false;
-  vmath::Unary unary = vmath::Unary::copy;
-  vmath::Binary binary = vmath::Binary::add;
-  std::uint32_t a = 0, b = 0, result = 0;
-};
-
-struct FusedProgram {
-  std::uint32_t num_values = 0;
-  std::vector<std::uint32_t> args;
-  std::vector<Scalar> ops;
-  std::uint32_t result = 0;
-  // When every value of the body is f32 and every op has an f32 array form: the body as
-  // array ops over tiles (run_fused_f32), else the per-element interpreter.
-  bool f32 = false;
-  std::vector<VectorOp> vector_ops;
-};
 
 namespace {
 /// The f32 array form of \p op, if it has one.

@@ -1,0 +1,42 @@
+#pragma once
+// Internal: a compiled elementwise body (`kiln.fused` or one elementwise op), as the CPU
+// kernels run it and the CUDA code generator writes it out.
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/vector_math.hpp"
+#include "kiln/core/dtype.hpp"
+
+namespace kiln::compiler {
+
+/// One op of a body in the per-element interpreter (any dtype, computed in double).
+struct Scalar {
+  double (*binary)(double, double, bool) = nullptr;
+  double (*unary)(double) = nullptr;
+  bool select = false;  // where
+  bool is_float = true;
+  std::uint32_t a = 0, b = 0, c = 0, result = 0;
+  DType dtype = DType::f32;
+};
+
+/// One op of a fused body in the f32 tile program.
+struct VectorOp {
+  bool is_binary = false;
+  vmath::Unary unary = vmath::Unary::copy;
+  vmath::Binary binary = vmath::Binary::add;
+  std::uint32_t a = 0, b = 0, result = 0;
+};
+
+struct FusedProgram {
+  std::uint32_t num_values = 0;
+  std::vector<std::uint32_t> args;
+  std::vector<Scalar> ops;
+  std::uint32_t result = 0;
+  // When every value of the body is f32 and every op has an f32 array form: the body as
+  // array ops over tiles (run_fused_f32), else the per-element interpreter.
+  bool f32 = false;
+  std::vector<VectorOp> vector_ops;
+};
+
+}  // namespace kiln::compiler
