@@ -1,11 +1,11 @@
 // Clusters: the local one (signal buffers) and the MPI one (the libkiln_mpi.so plugin,
 // loaded on first use).
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <mutex>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -13,6 +13,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/collectives.hpp"
 #include "mpi/kiln_mpi_plugin.h"
+#include "runtime/dynamic_library.hpp"
 
 namespace kiln {
 namespace {
@@ -63,30 +64,22 @@ const MpiPlugin& plugin() {
     candidates.push_back(KILN_MPI_PLUGIN_BUILD_PATH);
 #endif
     candidates.push_back("libkiln_mpi.so");
-    void* handle = nullptr;
     std::vector<std::string> tried;
-    for (const std::string& c : candidates) {
-      handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle != nullptr) break;
-      tried.push_back(dlerror());
-    }
+    void* handle = detail::open_first_library(candidates, tried);
     if (handle == nullptr)
       throw UserError(cat("mpi_cluster: cannot load the MPI plugin libkiln_mpi.so (",
                           detail::join(tried, "; "),
                           "); build kiln with Open MPI installed (scripts/setup.sh installs "
                           "libopenmpi-dev) or point KILN_MPI_PLUGIN at the plugin"));
-    const auto symbol = [&](const char* name) {
-      void* s = dlsym(handle, name);
-      if (s == nullptr)
+    const auto load = [&](auto& fn, const char* name) {
+      fn = detail::library_symbol<std::remove_reference_t<decltype(fn)>>(handle, name);
+      if (fn == nullptr)
         throw UserError(cat("mpi_cluster: the MPI plugin lacks ", name, " (a stale build?)"));
-      return s;
     };
-    loaded.init = reinterpret_cast<decltype(&kiln_mpi_init)>(symbol("kiln_mpi_init"));
-    loaded.split = reinterpret_cast<decltype(&kiln_mpi_split)>(symbol("kiln_mpi_split"));
-    loaded.collective =
-        reinterpret_cast<decltype(&kiln_mpi_collective)>(symbol("kiln_mpi_collective"));
-    loaded.error_string =
-        reinterpret_cast<decltype(&kiln_mpi_error_string)>(symbol("kiln_mpi_error_string"));
+    load(loaded.init, "kiln_mpi_init");
+    load(loaded.split, "kiln_mpi_split");
+    load(loaded.collective, "kiln_mpi_collective");
+    load(loaded.error_string, "kiln_mpi_error_string");
     loaded.check(loaded.init(&loaded.rank, &loaded.size), "MPI_Init_thread");
   });
   return loaded;

@@ -1,17 +1,18 @@
 #include "runtime/cuda/nvrtc.hpp"
 
-#include <dlfcn.h>
 #include <nvrtc.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <type_traits>
 #include <sstream>
 #include <vector>
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "runtime/dynamic_library.hpp"
 
 namespace kiln::detail {
 
@@ -38,17 +39,13 @@ Nvrtc& Nvrtc::instance() {
     candidates.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/libnvrtc.so");
 #endif
     candidates.insert(candidates.end(), {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"});
-    void* handle = nullptr;
     std::vector<std::string> tried;
-    for (const std::string& c : candidates) {
-      if ((handle = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-      tried.push_back(dlerror());
-    }
+    void* handle = open_first_library(candidates, tried);
     if (handle == nullptr)
       throw UserError(cat("NVRTC is not available (", join(tried, "; "),
                           "); install the CUDA toolkit or set KILN_NVRTC_LIBRARY"));
     const auto load = [&](auto& fn, const char* symbol) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, symbol));
+      fn = library_symbol<std::remove_reference_t<decltype(fn)>>(handle, symbol);
       if (fn == nullptr) throw UserError(cat("NVRTC lacks ", symbol));
     };
     load(api.version, "nvrtcVersion");
