@@ -13,6 +13,9 @@
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "runtime/checks.hpp"
+#ifdef KILN_CUDA_PATHS
+#include "runtime/cuda/driver.hpp"
+#endif
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
@@ -124,10 +127,21 @@ std::ostream& operator<<(std::ostream& os, const Dim3& d) {
 DeviceContext::DeviceContext() : DeviceContext(Device::cpu()) {}
 
 DeviceContext::DeviceContext(Device device, Options options) {
-  if (device.is_cuda())
-    throw UserError(detail::cat("DeviceContext: ", device,
-                                " is not available: this build of kiln has no CUDA backend; "
-                                "use a CPU device such as cpu:0"));
+  if (device.is_cuda()) {
+    // The CUDA stream backend is not built yet; with the CUDA code paths built, say also
+    // whether this machine could run it.
+    std::string why = "this build of kiln has no CUDA stream backend yet";
+#ifdef KILN_CUDA_PATHS
+    try {
+      (void)detail::CudaDriver::instance();
+      why += " (the CUDA driver and a GPU are present)";
+    } catch (const UserError& e) {
+      why += detail::cat(", and ", e.what());
+    }
+#endif
+    throw UserError(detail::cat("DeviceContext: ", device, " is not available: ", why,
+                                "; use a CPU device such as cpu:0"));
+  }
   if (device.index() >= cpu_device_count())
     throw UserError(detail::cat("DeviceContext: ", device, " is not available: this process has ",
                                 cpu_device_count(), " CPU device",

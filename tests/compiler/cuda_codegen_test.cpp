@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "../error_matchers.hpp"
+#include "../fused_cuda_case.hpp"
 #include "compiler/fused_program.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/passes.hpp"
@@ -157,50 +158,13 @@ std::vector<float> run_on_host(const std::string& source, const std::string& nam
 }
 
 TEST(CudaCodegen, AGeneratedKernelComputesWhatTheCpuKernelComputes) {
-  // x [2, 3, 4] * w [4] (broadcast) + b (scalar), then tanh-GELU, then * 0.5 + x.
-  const auto f = [](Tensor x, Tensor w, Tensor b) { return gelu(x * w + b, "tanh") * 0.5 + x; };
-  const StagedGraph staged = stage(f)(f32({2, 3, 4}), f32({4}), f32({}));
-  const ir::Module fused = passes::run_passes(staged.graph(), {"fuse"});
-  const ir::Graph& entry = fused.entry();
-  const ir::OpView call = entry.op(entry.num_ops() - 1);
-  const auto program = compiler::compile_fused(*fused.find(call.find("callee")->as_symbol().name));
-  const std::vector<Tensor> in = {Tensor::random(f32({2, 3, 4}), 1, -2, 2),
-                                  Tensor::random(f32({4}), 2, -2, 2), Tensor::scalar(0.25)};
-  // The body's inputs in call order, with strides broadcast to [2, 3, 4].
-  std::vector<std::vector<float>> values;
-  std::vector<std::vector<long long>> strides;
-  CudaKernelShape shape{3, {}};
-  for (ir::Value v : call.operands()) {
-    const Shape& s = entry.type(v).shape;
-    std::vector<float> data;
-    if (s.rank() == 3) {
-      data = in[0].to_vector<float>();
-      strides.push_back({12, 4, 1});
-      shape.inputs.push_back(InputAccess::same_shape);
-    } else if (s.rank() == 1) {
-      data = in[1].to_vector<float>();
-      strides.push_back({0, 0, 1});
-      shape.inputs.push_back(InputAccess::broadcast);
-    } else {  // a scalar: b, or the constant 0.5 the staging made
-      const std::int64_t at = entry.producer(v);
-      const bool constant =
-          at >= 0 && entry.op(static_cast<std::size_t>(at)).name() == "kiln.constant";
-      data = {0.25f};
-      if (constant) {
-        const ir::DenseData& d = entry.op(static_cast<std::size_t>(at)).find("value")->as_dense();
-        data = {static_cast<float>(load_as_double(d.dtype, d.bytes.data()))};
-      }
-      strides.push_back({0, 0, 0});
-      shape.inputs.push_back(InputAccess::scalar);
-    }
-    values.push_back(data);
-  }
-  const std::string source = compiler::cuda_fused_source(*program, shape, "kiln_host");
-  const std::vector<float> got = run_on_host(source, "kiln_host", values, strides, {2, 3, 4}, 24);
+  const testing::FusedCudaCase c = testing::fused_cuda_case(3, 8);
+  const std::string source = compiler::cuda_fused_source(*c.program, c.shape, "kiln_host");
+  const std::vector<float> got =
+      run_on_host(source, "kiln_host", c.values, c.strides, c.out_shape, 24);
   ASSERT_FALSE(got.empty());
-  const std::vector<double> want = CompiledCallable(staged, {}).run(in)[0].to_doubles();
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  ASSERT_EQ(got.size(), c.expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], c.expected[i], 1e-5) << i;
 }
 
 TEST(CudaCodegen, OtherDtypesAreRefused) {

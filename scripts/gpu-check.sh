@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The GPU checks of the CUDA work (issue 10), as one command for a machine with an NVIDIA
+# GPU (the `device` tool's H200): builds the CUDA code paths, runs the tests labelled cuda
+# and the NVRTC code-generation tests, then the launch benchmark (stream launches against
+# CUDA-graph replay). Every step prints what ran and what skipped; about 5 minutes on a
+# fresh 16-core machine (the build dominates).
+#
+#   scripts/gpu-check.sh [build-dir]     (default build/gpu)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir="${1:-build/gpu}"
+# Packages: install what is missing when a package registry is reachable; a machine
+# without network must already have them.
+scripts/setup.sh || echo "gpu-check: could not install packages (offline?); building with what is here" >&2
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+start=$SECONDS
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKILN_BUILD_EXAMPLES=OFF \
+  >/dev/null
+cmake --build "$dir" --target kiln_cuda_tests kiln_compiler_tests bench_cuda_launch
+echo "gpu-check: built in $((SECONDS - start)) s"
+echo "=== CUDA tests (ctest -L cuda) ==="
+ctest --test-dir "$dir" -L cuda --output-on-failure
+echo "=== NVRTC code generation ==="
+"$dir/tests/kiln_compiler_tests" --gtest_filter='CudaCodegen*:PtxCache*' --gtest_brief=1
+echo "=== stream launches vs CUDA-graph replay ==="
+"$dir/bench/bench_cuda_launch" --chains 10,100,1000 --reps 50
+echo "gpu-check: done in $((SECONDS - start)) s"

@@ -1,0 +1,34 @@
+#pragma once
+// Internal: the CUDA driver API, loaded with dlopen on first use (libcuda.so.1 comes with
+// the NVIDIA driver, not the toolkit: a machine without a GPU has none, and kiln must
+// still start there). Only the entry points kiln uses, under the names the toolkit's
+// cuda.h maps them to (cuMemAlloc is cuMemAlloc_v2, ...).
+
+#include <cuda.h>
+
+#include <string>
+
+namespace kiln::detail {
+
+struct CudaDriver {
+#define KILN_CUDA_ENTRY(name) decltype(&::name) name = nullptr;
+#define KILN_CUDA_ENTRIES(X)                                                                     \
+  X(cuInit)                                                                                      \
+  X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                      \
+      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
+          X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuModuleLoadData)         \
+              X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamSynchronize)  \
+                  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)  \
+                      X(cuGraphCreate) X(cuGraphAddKernelNode) X(cuGraphInstantiate)             \
+                          X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+  KILN_CUDA_ENTRIES(KILN_CUDA_ENTRY)
+#undef KILN_CUDA_ENTRY
+
+  /// The driver, initialised (cuInit). \throws UserError saying why it cannot be used
+  /// (no libcuda.so.1: no NVIDIA driver on this machine; cuInit failing: no usable GPU).
+  static const CudaDriver& instance();
+  /// Throws DeviceError naming \p what and the driver's message unless \p r succeeded.
+  void check(CUresult r, const std::string& what) const;
+};
+
+}  // namespace kiln::detail
