@@ -27,23 +27,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-template <class F>
-double median_seconds(int reps, F&& f) {
-  f();  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    f();
-    t.push_back(seconds_since(start));
-  }
-  return kiln::bench::median(t);
-}
+using kiln::bench::median_seconds;
 
 void local(const std::vector<int>& ranks_list, const std::vector<int>& mibs, int reps,
            std::ostringstream& json) {

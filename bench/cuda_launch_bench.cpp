@@ -18,7 +18,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 const char* kSource =
     "extern \"C\" __global__ void kiln_add_one(float* x) { x[threadIdx.x] += 1.0f; }\n";
 
@@ -81,17 +80,11 @@ int main(int argc, char** argv) {
       }
       CUgraphExec exec = nullptr;
       cu.check(cu.cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
-      const auto time = [&](auto&& run) {
-        run();
-        cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
-        std::vector<double> t;
-        for (int r = 0; r < reps; ++r) {
-          const auto start = Clock::now();
-          run();
-          cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
-          t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / n);
-        }
-        return kiln::bench::median(t);
+      const auto time = [&](auto&& run) {  // microseconds per kernel
+        return 1e6 / n * kiln::bench::median_seconds(reps, [&] {
+                 run();
+                 cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
+               });
       };
       const double launches = time([&] {
         for (int k = 0; k < n; ++k)
