@@ -66,12 +66,6 @@ void move_pieces(const CollectiveLaunch::Pieces& p, const std::byte* src, std::b
   }
 }
 
-std::vector<std::int64_t> even_pieces(std::int64_t size, int shards) {
-  std::vector<std::int64_t> out;
-  for (int q = 0; q < shards; ++q) out.push_back(shard_size(size, shards, q));
-  return out;
-}
-
 std::size_t axis_attr(const ir::OpView& op, const char* name, std::size_t rank) {
   const std::int64_t a = op.find(name)->as_int();
   return static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
@@ -126,7 +120,7 @@ void prepare_collective(Launch& l) {
     c.collective = Collective::allgather(in.data, to, std::move(counts), dtype);
   } else if (name == "kiln.reduce_scatter_sum") {
     const std::size_t axis = axis_attr(op, "axis", in.shape.size());
-    c.pack = pieces_of(in.shape, axis, dtype, even_pieces(in.shape[axis], n));
+    c.pack = pieces_of(in.shape, axis, dtype, shard_sizes(in.shape[axis], n));
     std::vector<std::size_t> counts;
     for (std::int64_t s : c.pack.sizes)
       counts.push_back(elements_of(in.shape) / static_cast<std::size_t>(in.shape[axis]) *
@@ -140,7 +134,7 @@ void prepare_collective(Launch& l) {
   } else if (name == "kiln.all_to_all") {
     const std::size_t split = axis_attr(op, "split_axis", in.shape.size());
     const std::size_t join = axis_attr(op, "concat_axis", in.shape.size());
-    c.pack = pieces_of(in.shape, split, dtype, even_pieces(in.shape[split], n));
+    c.pack = pieces_of(in.shape, split, dtype, shard_sizes(in.shape[split], n));
     Index piece = in.shape;
     piece[split] /= n;
     c.unpack = pieces_of(out.shape, join, dtype,

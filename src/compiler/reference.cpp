@@ -315,15 +315,6 @@ Array sum_arrays(const std::vector<const Array*>& parts, DType dtype) {
   return rounded(std::move(out));
 }
 
-/// \p size split over \p shards as kiln shards split (see kiln::shard_size).
-Index even_split(std::int64_t size, std::size_t shards) {
-  Index sizes;
-  for (std::size_t i = 0; i < shards; ++i)
-    sizes.push_back(
-        shard_size(size, static_cast<std::int64_t>(shards), static_cast<std::int64_t>(i)));
-  return sizes;
-}
-
 const std::unordered_map<std::string, Evaluator>& table() {
   static const std::unordered_map<std::string, Evaluator> evaluators = [] {
     std::unordered_map<std::string, Evaluator> m;
@@ -446,7 +437,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
     m["kiln.reduce_scatter_sum"] = [](const OpArgs& a) {
       const std::size_t axis = axis_of(a.attr("axis").as_int(), a.in[0]->shape.size());
       return split_array(sum_arrays(a.in, a.out_dtype()), axis,
-                         even_split(a.in[0]->shape[axis], a.in.size()));
+                         shard_sizes(a.in[0]->shape[axis], static_cast<std::int64_t>(a.in.size())));
     };
     m["kiln.all_to_all"] = [](const OpArgs& a) {
       const std::size_t rank = a.in[0]->shape.size();
@@ -454,7 +445,8 @@ const std::unordered_map<std::string, Evaluator>& table() {
       const std::size_t join = axis_of(a.attr("concat_axis").as_int(), rank);
       std::vector<std::vector<Array>> pieces;  // [operand][piece]
       for (const Array* x : a.in)
-        pieces.push_back(split_array(*x, split, even_split(x->shape[split], a.in.size())));
+        pieces.push_back(split_array(
+            *x, split, shard_sizes(x->shape[split], static_cast<std::int64_t>(a.in.size()))));
       std::vector<Array> out;
       for (std::size_t i = 0; i < a.in.size(); ++i) {
         std::vector<const Array*> parts;

@@ -11,8 +11,13 @@ extern "C" {
 #endif
 
 /* Collective kinds and element types, as kiln numbers them. */
-enum { KILN_MPI_ALLREDUCE_SUM, KILN_MPI_ALLGATHER, KILN_MPI_REDUCE_SCATTER_SUM,
-       KILN_MPI_BROADCAST, KILN_MPI_ALL_TO_ALL };
+enum {
+  KILN_MPI_ALLREDUCE_SUM,
+  KILN_MPI_ALLGATHER,
+  KILN_MPI_REDUCE_SCATTER_SUM,
+  KILN_MPI_BROADCAST,
+  KILN_MPI_ALL_TO_ALL
+};
 enum { KILN_MPI_F32, KILN_MPI_F64, KILN_MPI_I32, KILN_MPI_I64 };
 
 /* MPI_Init_thread(MPI_THREAD_SERIALIZED) unless MPI is initialised; finalises at exit.

@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 #include <mutex>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/str.hpp"

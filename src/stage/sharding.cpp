@@ -42,7 +42,7 @@ std::vector<Tensor> per_group(const ShardedTensor& x, std::size_t axis, F&& f) {
   for (const std::vector<int>& g : groups(x.layout().mesh(), axis)) {
     std::vector<Tensor> in;
     for (int i : g) in.push_back(x.shards()[static_cast<std::size_t>(i)]);
-    std::vector<Tensor> result = f(in, g);
+    std::vector<Tensor> result = f(in);
     for (std::size_t k = 0; k < g.size(); ++k)
       out[static_cast<std::size_t>(g[k])] = std::move(result[k]);
   }
@@ -57,15 +57,13 @@ ShardedTensor change_axis(const ShardedTensor& x, std::size_t m, const Placement
   const int n = x.layout().mesh().axes()[m].second;
   std::vector<Tensor> shards;
   if (is_partial(from) && std::holds_alternative<Replicated>(to)) {
-    shards = per_group(x, m, [&](const std::vector<Tensor>& g, const std::vector<int>&) {
-      return allreduce_sum(g, where);
-    });
+    shards = per_group(x, m, [&](const std::vector<Tensor>& g) { return allreduce_sum(g, where); });
   } else if (is_sharded(from) && std::holds_alternative<Replicated>(to)) {
-    shards = per_group(x, m, [&](const std::vector<Tensor>& g, const std::vector<int>&) {
+    shards = per_group(x, m, [&](const std::vector<Tensor>& g) {
       return allgather(g, sharded_axis(from), where);
     });
   } else if (is_partial(from) && is_sharded(to)) {
-    shards = per_group(x, m, [&](const std::vector<Tensor>& g, const std::vector<int>&) {
+    shards = per_group(x, m, [&](const std::vector<Tensor>& g) {
       return reduce_scatter_sum(g, sharded_axis(to), where);
     });
   } else if (std::holds_alternative<Replicated>(from) && is_sharded(to)) {
@@ -81,7 +79,7 @@ ShardedTensor change_axis(const ShardedTensor& x, std::size_t m, const Placement
           slice(x.shards()[static_cast<std::size_t>(i)], a, at, at + size, 1, where);
     }
   } else if (std::holds_alternative<Replicated>(from) && is_partial(to)) {
-    shards = per_group(x, m, [&](const std::vector<Tensor>& g, const std::vector<int>&) {
+    shards = per_group(x, m, [&](const std::vector<Tensor>& g) {
       std::vector<Tensor> out{g[0]};
       for (std::size_t k = 1; k < g.size(); ++k) out.push_back(g[k] * 0.0);
       return out;
@@ -93,9 +91,8 @@ ShardedTensor change_axis(const ShardedTensor& x, std::size_t m, const Placement
                       x.shards()[0].shape().dims()[static_cast<std::size_t>(b)].size() % n == 0;
     if (!even)  // all_to_all needs equal pieces: gather, then slice
       return change_axis(change_axis(x, m, Replicated{}, where), m, to, where);
-    shards = per_group(x, m, [&](const std::vector<Tensor>& g, const std::vector<int>&) {
-      return all_to_all(g, b, a, where);
-    });
+    shards =
+        per_group(x, m, [&](const std::vector<Tensor>& g) { return all_to_all(g, b, a, where); });
   } else {  // Sharded -> Partial: through Replicated
     return change_axis(change_axis(x, m, Replicated{}, where), m, to, where);
   }

@@ -69,7 +69,7 @@ ir::Module load_module(const std::string& path) {
 }
 
 /// \p t with its data on \p device (CPU devices share memory: the bytes are copied as is).
-Tensor on_device(const Tensor& t, Device device) {
+static Tensor on_device(const Tensor& t, Device device) {
   if (t.device() == device || device.is_cuda()) return t;
   return Tensor::from_bytes(t.dtype(), t.shape(), device, t.bytes().data(), t.bytes().size());
 }

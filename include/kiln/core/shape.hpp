@@ -78,6 +78,12 @@ constexpr std::int64_t shard_size(std::int64_t size, std::int64_t shards,
                                   std::int64_t index) noexcept {
   return size / shards + (index < size % shards ? 1 : 0);
 }
+/// The size of every shard of that split, in order.
+inline std::vector<std::int64_t> shard_sizes(std::int64_t size, std::int64_t shards) {
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < shards; ++i) out.push_back(shard_size(size, shards, i));
+  return out;
+}
 /// Elements before shard \p index in that split.
 constexpr std::int64_t shard_offset(std::int64_t size, std::int64_t shards,
                                     std::int64_t index) noexcept {

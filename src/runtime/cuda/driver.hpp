@@ -12,15 +12,16 @@ namespace kiln::detail {
 
 struct CudaDriver {
 #define KILN_CUDA_ENTRY(name) decltype(&::name) name = nullptr;
-#define KILN_CUDA_ENTRIES(X)                                                                     \
-  X(cuInit)                                                                                      \
-  X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)                      \
-      X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
-          X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuModuleLoadData)         \
-              X(cuModuleGetFunction) X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamSynchronize)  \
-                  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)  \
-                      X(cuGraphCreate) X(cuGraphAddKernelNode) X(cuGraphInstantiate)             \
-                          X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+#define KILN_CUDA_ENTRIES(X)                                                                      \
+  X(cuInit)                                                                                       \
+  X(cuGetErrorString)                                                                             \
+  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute)                   \
+      X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)            \
+          X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuModuleLoadData) X(cuModuleGetFunction) \
+              X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate)         \
+                  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGraphCreate)   \
+                      X(cuGraphAddKernelNode) X(cuGraphInstantiate) X(cuGraphLaunch)              \
+                          X(cuGraphExecDestroy) X(cuGraphDestroy)
   KILN_CUDA_ENTRIES(KILN_CUDA_ENTRY)
 #undef KILN_CUDA_ENTRY
 

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
-#include <type_traits>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "core/str.hpp"
