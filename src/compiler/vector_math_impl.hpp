@@ -1,10 +1,16 @@
 // The array loops, compiled once per instruction set (vector_math_{avx512,avx2,base}.cpp
 // include this file with KILN_VMATH_TARGET set); vector_math.cpp picks one at start-up.
 // Helpers are force-inlined so that each copy vectorises them for its own target.
+//
+// Multiply-adds are written as std::fma, one rounding each: the AVX2 and AVX-512 copies
+// run them as FMA instructions and the baseline copy as libm's correctly rounded fmaf, so
+// that every copy computes the same bits (the compiler contracts nothing else:
+// -ffp-contract=off).
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "compiler/vector_math.hpp"
 
@@ -13,12 +19,19 @@
 namespace kiln::compiler::vmath::KILN_VMATH_TARGET {
 namespace {
 
+KILN_INLINE float fmadd(float a, float b, float c) { return std::fma(a, b, c); }
+
 /// c[0] x^(N-1) + ... + c[N-1], by Horner's rule (coefficients from the highest power).
+/// (Unrolled by a fold expression: a loop left in the body would keep the caller's loop
+/// from vectorising.)
 template <std::size_t N>
 KILN_INLINE float horner(float x, const float (&c)[N]) {
-  float p = c[0];
-  for (std::size_t i = 1; i < N; ++i) p = p * x + c[i];
-  return p;
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    float p = c[0];
+    ((p = fmadd(p, x, c[I + 1])), ...);
+    return p;
+  }
+  (std::make_index_sequence<N - 1>{});
 }
 
 KILN_INLINE float round_to_int(float x) {  // nearest integer, as a float (|x| < 2^22)
@@ -37,11 +50,11 @@ KILN_INLINE float exp_f(float x) {
   float c = x > 89.0f ? 89.0f : x;  // e^89 overflows to inf, as it should
   c = c < -87.33654f ? -87.33654f : c;
   const float k = round_to_int(c * 1.44269504088896341f);
-  float r = c - k * 0.693359375f;
-  r = r - k * -2.12194440e-4f;
+  float r = fmadd(k, -0.693359375f, c);
+  r = fmadd(k, 2.12194440e-4f, r);
   const float p = horner(r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
                              1.6666665459e-1f, 5.0000001201e-1f});
-  const float e = (p * r * r + r + 1.0f) * 2.0f * pow2_minus1(k);
+  const float e = (fmadd(p, r * r, r) + 1.0f) * 2.0f * pow2_minus1(k);
   return x != x ? x : e;
 }
 
@@ -58,8 +71,8 @@ KILN_INLINE float log_f(float x) {
   e = high ? e + 1.0f : e;
   const float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
   const float p = horner(s2, {1.0f / 11.0f, 1.0f / 9.0f, 1.0f / 7.0f, 1.0f / 5.0f, 1.0f / 3.0f});
-  const float log_m = 2.0f * s + 2.0f * s * (s2 * p);
-  const float y = e * 0.693359375f + (e * -2.12194440e-4f + log_m);
+  const float log_m = fmadd(2.0f * s, s2 * p, 2.0f * s);
+  const float y = fmadd(e, 0.693359375f, fmadd(e, -2.12194440e-4f, log_m));
   const float special = x == 0.0f ? -INFINITY : x == INFINITY ? INFINITY : NAN;
   return x > 0.0f && x < INFINITY ? y : (x != x ? x : special);
 }
@@ -71,29 +84,24 @@ KILN_INLINE float tanh_f(float x) {
   const float p =
       horner(x2, {-929569.0f / 638512875.0f, 21844.0f / 6081075.0f, -1382.0f / 155925.0f,
                   62.0f / 2835.0f, -17.0f / 315.0f, 2.0f / 15.0f, -1.0f / 3.0f});
-  const float small = x + x * (x2 * p);
+  const float small = fmadd(x, x2 * p, x);
   const float ac = a > 10.0f ? 10.0f : a;  // tanh(10) rounds to 1
   const float big = 1.0f - 2.0f / (exp_f(2.0f * ac) + 1.0f);
   const float signed_big = x < 0.0f ? -big : big;
   return a < 0.55f ? small : (x != x ? x : signed_big);
 }
 
-// 1 + erf(x): Taylor series of erf below 0.5; above, Abramowitz & Stegun 7.1.26
-// (absolute error 1.5e-7), where 1 + erf(x) for negative x is erfc(|x|) computed directly
+// 1 + erf(x) by Abramowitz & Stegun 7.1.26 (absolute error 1.5e-7: what GELU's
+// 0.5 x (1 + erf) needs), where 1 + erf(x) for negative x is erfc(|x|) computed directly
 // rather than by cancellation.
 KILN_INLINE float one_plus_erf(float x) {
-  const float a = std::fabs(x);
-  const float x2 = x * x;
-  const float p = horner(x2, {-1.0f / 75600.0f, 1.0f / 9360.0f, -1.0f / 1320.0f, 1.0f / 216.0f,
-                              -1.0f / 42.0f, 1.0f / 10.0f, -1.0f / 3.0f});
-  const float small = 1.0f + 1.12837917f * (x + x * (x2 * p));
-  const float ac = a > 10.0f ? 10.0f : a;
-  const float t = 1.0f / (1.0f + 0.3275911f * ac);
+  const float a = std::fabs(x);  // a = inf: t = 0 and e^-a² = 0, so erfc = 0
+  const float t = 1.0f / fmadd(0.3275911f, a, 1.0f);
   const float q =
       horner(t, {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f});
-  const float erfc = q * t * exp_f(-ac * ac);
-  const float big = x < 0.0f ? erfc : 2.0f - erfc;
-  return a < 0.5f ? small : (x != x ? x : big);
+  const float erfc = q * t * exp_f(-a * a);
+  const float y = x < 0.0f ? erfc : 2.0f - erfc;
+  return x != x ? x : y;
 }
 
 KILN_INLINE float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
