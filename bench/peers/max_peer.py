@@ -18,7 +18,7 @@ first N CPUs it may run on before max is imported. The JSON reports the threads 
 more after a cold compile, all on the N CPUs.
 
     max_peer.py --prefix P --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --threads 2
-        --ids P.ids_b1.npy --out out.npy --json max.json [--iterations 20]
+        --ids P.ids_b1.npy --out out.npy --json max.json [--iterations 20 | --serve]
     max_peer.py --compile-only --layers 32 --dim 512 --heads 8 --seq 128 --batch 1
         --vocab 1000 --threads 1 [--cache-dir DIR] [--json max.json]
 
@@ -39,7 +39,8 @@ import types
 
 import numpy as np
 
-from transformer_peers import load_weights, pin_threads, random_weights, time_calls, transformer
+from transformer_peers import (load_weights, median, pin_threads, random_weights, time_calls,
+                               time_each, transformer)
 
 THREADS_NOTE = ("InferenceSession(num_threads=N) aborts in max 26.7.0 ('AsyncRT::"
                 "getOrCreateCPUDevice called requesting different options') and "
@@ -119,8 +120,24 @@ def run_peer(args):
         return model.execute(ids_buffer)[0].to_numpy()
 
     np.save(args.out, call())
-    return {**times, "call_ms": time_calls(call, args.iterations),
+    if args.serve:
+        call_ms = median(serve(call))
+    else:
+        call_ms = time_calls(call, args.iterations)
+    return {**times, "call_ms": call_ms,
             "weights": "graph weights (max.graph.Weight) bound at load (weights_registry)"}
+
+
+def serve(call):
+    """--serve: prints "ready", then answers each line N on stdin with "times" and the
+    milliseconds of N calls, until end of input (as `kiln bench --serve`). Returns them all."""
+    print("ready", flush=True)
+    all_times = []
+    for line in sys.stdin:
+        times = time_each(call, int(line))
+        all_times += times
+        print("times " + " ".join(f"{t:.6f}" for t in times), flush=True)
+    return all_times
 
 
 def compile_only(args):
@@ -147,6 +164,8 @@ def main():
     parser.add_argument("--vocab", type=int, default=1000, help="with --compile-only")
     parser.add_argument("--cache-dir", help="with --compile-only: MAX's compile cache")
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--serve", action="store_true",
+                        help="time calls on request instead of --iterations (see serve())")
     parser.add_argument("--json")
     args = parser.parse_args()
     if not args.compile_only and not (args.prefix and args.ids and args.out):

@@ -2,6 +2,13 @@
 """kiln against the systems a user would pick instead, on the same transformer, weights
 and inputs, at the same thread count (the caller pins the process with taskset).
 
+The calls are timed interleaved, in rounds (each round times a few calls of every system,
+in an order that rotates), so that every system sees the same machine load: kiln runs as
+`kiln bench --serve` and MAX as `max_peer.py --serve`, child processes that time calls on
+request; the others run in this process. A system's turn starts after a short pause (so
+that the previous system's spinning worker threads have gone to sleep) with one untimed
+call (its weights back in cache). Each system's time is the median of its timed calls.
+
 The model is the one `kiln demo --emit-mlir PREFIX.mlir` writes (a GPT-style stack of
 kiln::nn.TransformerBlock: pre-norm LayerNorm, multi-head attention without a mask,
 tanh-GELU MLP, a final RMSNorm and a bias-free LM head), rebuilt here in each peer from
@@ -10,8 +17,8 @@ installed or fails is reported with its error, not skipped silently. MAX runs in
 venv (--max-python) through max_peer.py.
 
     transformer_peers.py --kiln build/release/bin/kiln --prefix /tmp/m --layers 4 --dim 512
-        --heads 8 --batch 1 --seq 128 --threads 2 [--iterations 20] [--json out.json]
-        [--max-python build/max-venv/bin/python]
+        --heads 8 --batch 1 --seq 128 --threads 2 [--iterations 20] [--rounds 10]
+        [--json out.json] [--max-python build/max-venv/bin/python]
 """
 
 import argparse
@@ -69,14 +76,78 @@ def median(values):
     return values[len(values) // 2]
 
 
-def time_calls(fn, iterations):
-    fn()  # warm up
+def time_each(fn, iterations):
+    """Milliseconds of each of `iterations` calls of fn."""
     times = []
     for _ in range(iterations):
         start = time.perf_counter()
         fn()
         times.append((time.perf_counter() - start) * 1e3)
-    return median(times)
+    return times
+
+
+def time_calls(fn, iterations):
+    """The median of `iterations` timed calls of fn, after one to warm up."""
+    fn()
+    return median(time_each(fn, iterations))
+
+
+class ServedTimer:
+    """A child process that times calls on request (`kiln bench --serve`, `max_peer.py
+    --serve`): it prints "ready" once set up; each line N written to it is answered with one
+    line "times t1 ... tN" (milliseconds)."""
+
+    def __init__(self, command, what):
+        self.what = what
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=self.stderr, text=True, bufsize=1)
+        while (line := self.process.stdout.readline()) != "ready\n":
+            if not line:
+                self.fail()
+
+    def fail(self):
+        code = self.process.wait()
+        self.stderr.seek(0)
+        tail = "\n".join(self.stderr.read().strip().splitlines()[-5:])
+        raise RuntimeError(f"{self.what} exited with {code}:\n{tail}")
+
+    def __call__(self, n):
+        self.process.stdin.write(f"{n}\n")
+        words = self.process.stdout.readline().split()
+        if not words or words[0] != "times":
+            self.fail()
+        return [float(w) for w in words[1:]]
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.stdout.read()
+        if self.process.wait() != 0:
+            self.fail()
+
+
+SETTLE_S = 0.05  # longer than the worker threads of the peers spin before they sleep
+
+
+def interleave(timers, iterations, rounds):
+    """Times `iterations` calls of every system in timers ({name: fn(n) -> n times in ms}),
+    spread over `rounds` rounds; the order of the systems rotates from round to round, and
+    each turn starts with a pause and an untimed call. A system that fails is dropped with
+    its error. Returns {name: [ms, ...]} and {name: error}."""
+    per_round = max(1, -(-iterations // rounds))
+    times, errors = {name: [] for name in timers}, {}
+    names = list(timers)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            if name in errors or len(times[name]) >= iterations:
+                continue
+            time.sleep(SETTLE_S)
+            try:
+                timers[name](1)
+                times[name] += timers[name](min(per_round, iterations - len(times[name])))
+            except Exception as e:  # noqa: BLE001 - reported, not hidden
+                errors[name] = f"{type(e).__name__}: {e}"
+    return times, errors
 
 
 # ---- the model, once, over a small set of array operations --------------------------
@@ -158,9 +229,8 @@ def jax_peer(weights, ids, args):
     compiled = jax.jit(model).lower(ids_j).compile()
     compile_ms = (time.perf_counter() - start) * 1e3
     out = np.asarray(compiled(ids_j))
-    call_ms = time_calls(lambda: compiled(ids_j).block_until_ready(), args.iterations)
-    return {"compile_ms": compile_ms, "call_ms": call_ms, "output": out,
-            "version": "jax " + jax.__version__}
+    return {"compile_ms": compile_ms, "output": out, "version": "jax " + jax.__version__,
+            "timer": lambda n: time_each(lambda: compiled(ids_j).block_until_ready(), n)}
 
 
 def torch_peers(weights, ids, args):
@@ -171,20 +241,25 @@ def torch_peers(weights, ids, args):
     model = transformer({k: torch.from_numpy(v) for k, v in weights.items()}, args, torch_ops())
 
     ids_t = torch.from_numpy(ids)
+    def timer(fn):
+        def time_n(n):
+            with torch.inference_mode():
+                return time_each(fn, n)
+        return time_n
+
     results = {}
     with torch.inference_mode():
         out = model(ids_t).numpy()
-        results["torch eager"] = {
-            "compile_ms": 0.0, "call_ms": time_calls(lambda: model(ids_t), args.iterations),
-            "output": out, "version": f"torch {torch.__version__} eager"}
+        results["torch eager"] = {"compile_ms": 0.0, "output": out, "timer": timer(
+            lambda: model(ids_t)), "version": f"torch {torch.__version__} eager"}
         try:
             compiled = torch.compile(model)
             start = time.perf_counter()
             out = compiled(ids_t).numpy()  # the first call compiles
             compile_ms = (time.perf_counter() - start) * 1e3
+            compiled(ids_t)  # and a second one, to warm up
             results["torch.compile"] = {
-                "compile_ms": compile_ms,
-                "call_ms": time_calls(lambda: compiled(ids_t), args.iterations), "output": out,
+                "compile_ms": compile_ms, "output": out, "timer": timer(lambda: compiled(ids_t)),
                 "version": f"torch {torch.__version__} compile"}
         except Exception as e:  # noqa: BLE001 - reported, not hidden
             results["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
@@ -267,9 +342,8 @@ def onnxruntime_peer(weights, ids, args):
                                    providers=["CPUExecutionProvider"])
     compile_ms = (time.perf_counter() - start) * 1e3
     out = session.run(None, {"ids": ids})[0]
-    call_ms = time_calls(lambda: session.run(None, {"ids": ids}), args.iterations)
-    return {"compile_ms": compile_ms, "call_ms": call_ms, "output": out,
-            "version": "onnxruntime " + ort.__version__}
+    return {"compile_ms": compile_ms, "output": out, "version": "onnxruntime " + ort.__version__,
+            "timer": lambda n: time_each(lambda: session.run(None, {"ids": ids}), n)}
 
 
 def max_peer(ids_path, args):
@@ -278,37 +352,48 @@ def max_peer(ids_path, args):
     if not args.max_python or not os.path.exists(args.max_python):
         raise FileNotFoundError(f"no MAX venv python at {args.max_python or DEFAULT_MAX_PYTHON}"
                                 " (scripts/bench-peers.sh installs it; or pass --max-python)")
-    with tempfile.TemporaryDirectory() as tmp:
-        out, result = os.path.join(tmp, "output.npy"), os.path.join(tmp, "max.json")
-        command = [args.max_python, os.path.join(os.path.dirname(__file__), "max_peer.py"),
-                   "--prefix", args.prefix, "--ids", ids_path, "--out", out, "--json", result,
-                   "--iterations", str(args.iterations)]
-        for flag in ("layers", "dim", "heads", "seq", "batch", "threads"):
-            command += [f"--{flag}", str(getattr(args, flag))]
-        run = subprocess.run(command, capture_output=True, text=True)
-        if run.returncode != 0:
-            tail = "\n".join(run.stderr.strip().splitlines()[-5:])
-            raise RuntimeError(f"max_peer.py exited with {run.returncode}:\n{tail}")
-        with open(result) as f:
-            r = json.load(f)
-        r["output"] = np.load(out)
-    return r
+    tmp = tempfile.TemporaryDirectory()
+    out, result = os.path.join(tmp.name, "output.npy"), os.path.join(tmp.name, "max.json")
+    command = [args.max_python, os.path.join(os.path.dirname(__file__), "max_peer.py"),
+               "--prefix", args.prefix, "--ids", ids_path, "--out", out, "--json", result,
+               "--serve"]
+    for flag in ("layers", "dim", "heads", "seq", "batch", "threads"):
+        command += [f"--{flag}", str(getattr(args, flag))]
+    timer = ServedTimer(command, "max_peer.py")
+
+    def finish():
+        with tmp:
+            timer.close()
+            with open(result) as f:
+                r = json.load(f)
+            r["output"] = np.load(out)
+            r.pop("call_ms", None)  # this script's own median, of the calls it kept
+        return r
+
+    return {"timer": timer, "finish": finish}
 
 
 def kiln_result(args, ids_path):
+    """kiln bench --serve (timed calls on request), and kiln run for the output."""
     out = args.prefix + ".bench.json"
     command = [args.kiln, "bench", args.prefix + ".mlir", "--weights", args.prefix + ".safetensors",
-               "--input", "arg0=" + ids_path, "--threads", str(args.threads), "-n",
-               str(args.iterations), "--reference-iterations", "0", "--json", out]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    with open(out) as f:
-        bench = json.load(f)
-    outdir = args.prefix + ".kiln_out"
-    subprocess.run([args.kiln, "run", args.prefix + ".mlir", "--weights",
-                    args.prefix + ".safetensors", "--input", "arg0=" + ids_path, "--threads",
-                    str(args.threads), "--output", outdir], check=True, stdout=subprocess.DEVNULL)
-    return {"compile_ms": bench["compile_ms"], "call_ms": bench["calls"]["median_ms"],
-            "output": np.load(os.path.join(outdir, "output0.npy")), "version": "kiln"}
+               "--input", "arg0=" + ids_path, "--threads", str(args.threads),
+               "--reference-iterations", "0", "--json", out, "--serve"]
+    timer = ServedTimer(command, "kiln bench --serve")
+
+    def finish():
+        timer.close()
+        with open(out) as f:
+            bench = json.load(f)
+        outdir = args.prefix + ".kiln_out"
+        subprocess.run([args.kiln, "run", args.prefix + ".mlir", "--weights",
+                        args.prefix + ".safetensors", "--input", "arg0=" + ids_path, "--threads",
+                        str(args.threads), "--output", outdir], check=True,
+                       stdout=subprocess.DEVNULL)
+        return {"compile_ms": bench["compile_ms"], "version": "kiln",
+                "output": np.load(os.path.join(outdir, "output0.npy"))}
+
+    return {"timer": timer, "finish": finish}
 
 
 def main():
@@ -317,7 +402,9 @@ def main():
                        ("--heads", int), ("--batch", int), ("--seq", int), ("--threads", int),
                        ("--vocab", int)):
         parser.add_argument(flag, type=kind, required=flag not in ("--vocab",))
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=20, help="timed calls per system")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="the timed calls are spread over this many interleaved rounds")
     parser.add_argument("--json")
     parser.add_argument("--max-python", help="python of the venv with MAX (default "
                         f"{DEFAULT_MAX_PYTHON} if it exists)",
@@ -330,24 +417,42 @@ def main():
     ids_path = f"{args.prefix}.ids_b{args.batch}.npy"
     np.save(ids_path, ids)
 
-    results = {"kiln": kiln_result(args, ids_path)}
+    entries = {"kiln": kiln_result(args, ids_path)}
     for peer, fn in (("jax.jit", jax_peer), ("onnxruntime", onnxruntime_peer)):
         try:
-            results[peer] = fn(weights, ids, args)
+            entries[peer] = fn(weights, ids, args)
         except Exception as e:  # noqa: BLE001 - every failure is reported
-            results[peer] = {"error": f"{type(e).__name__}: {e}"}
+            entries[peer] = {"error": f"{type(e).__name__}: {e}"}
     try:
-        results.update(torch_peers(weights, ids, args))
+        entries.update(torch_peers(weights, ids, args))
     except Exception as e:  # noqa: BLE001 - every failure is reported
-        results["torch"] = {"error": f"{type(e).__name__}: {e}"}
+        entries["torch"] = {"error": f"{type(e).__name__}: {e}"}
     try:
-        results["max"] = max_peer(ids_path, args)
+        entries["max"] = max_peer(ids_path, args)
     except Exception as e:  # noqa: BLE001 - every failure is reported
-        results["max"] = {"error": f"{type(e).__name__}: {e}"}
+        entries["max"] = {"error": f"{type(e).__name__}: {e}"}
+
+    times, errors = interleave({name: e["timer"] for name, e in entries.items() if "timer" in e},
+                               args.iterations, args.rounds)
+    results = {}
+    for name, e in entries.items():
+        r = {k: v for k, v in e.items() if k not in ("timer", "finish")}
+        try:
+            r.update(e["finish"]() if "finish" in e else {})
+        except Exception as ex:  # noqa: BLE001 - every failure is reported
+            errors.setdefault(name, f"{type(ex).__name__}: {ex}")
+        if name in errors:
+            r = {"error": errors[name]}
+        elif "error" not in r:
+            r["call_ms"], r["calls"] = median(times[name]), len(times[name])
+        results[name] = r
+    if "error" in results["kiln"]:
+        raise SystemExit("kiln failed: " + results["kiln"]["error"])
 
     kiln = results["kiln"]
     print(f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
-          f"batch {args.batch} x seq {args.seq}, {args.threads} thread(s)")
+          f"batch {args.batch} x seq {args.seq}, {args.threads} thread(s); "
+          f"{args.iterations} calls each, interleaved in {args.rounds} rounds")
     print(f"  {'system':<30} {'compile':>10} {'median call':>12} {'kiln speed-up':>14}"
           f" {'max |diff| vs kiln':>19}")
     table = []
@@ -367,6 +472,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"layers": args.layers, "dim": args.dim, "heads": args.heads,
                        "batch": args.batch, "seq": args.seq, "threads": args.threads,
+                       "iterations": args.iterations, "rounds": args.rounds,
                        "results": table}, f, indent=2)
     bad = [t for t in table if "max_abs_diff" in t and t["max_abs_diff"] > 1e-3]
     return 1 if bad else 0

@@ -173,6 +173,33 @@ TEST_F(Cli, BenchReportsOrderStatisticsAsJson) {
   EXPECT_NE(generated.out.find("2 zero-filled"), std::string::npos) << generated.out;
 }
 
+TEST_F(Cli, BenchServeTimesCallsOnRequest) {
+  write_inputs(2);
+  write("requests.txt", "2\n3\n");
+  const Result r = kiln(
+      "bench m.mlir -w w.safetensors -i x.npy -i s.npy --warmup 1 --reference-iterations 0 "
+      "--serve --json b.json < requests.txt");
+  EXPECT_EXIT_CODE(r, 0);
+  // "ready", then one "times" line per request with that many positive times.
+  std::istringstream out(r.out.substr(r.out.find("ready\n") + 6));
+  for (const int want : {2, 3}) {
+    std::string line;
+    ASSERT_TRUE(std::getline(out, line)) << r.out;
+    std::istringstream words(line);
+    std::string head;
+    words >> head;
+    EXPECT_EQ(head, "times") << line;
+    int count = 0;
+    for (double ms; words >> ms; ++count) EXPECT_GT(ms, 0.0) << line;
+    EXPECT_EQ(count, want) << line;
+  }
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "b.json")).at("calls").at("samples"), 5);
+  write("bad.txt", "2\nmany\n");
+  const Result bad = kiln("bench m.mlir -w w.safetensors -i x.npy -i s.npy --serve < bad.txt");
+  EXPECT_EXIT_CODE(bad, 1);
+  EXPECT_NE(bad.err.find("not 'many'"), std::string::npos) << bad.err;
+}
+
 TEST_F(Cli, DotDrawsTheIrGraphAndTheCompiledPlan) {
   const Result ir = kiln("dot m.mlir");
   EXPECT_EXIT_CODE(ir, 0);

@@ -1,7 +1,10 @@
 // kiln bench: compile once, warm up, time many calls; compare with the reference.
 
+#include <charconv>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
@@ -15,6 +18,31 @@ namespace {
 nlohmann::json to_json(const Timing& t) {
   return {{"samples", t.samples}, {"min_ms", t.min}, {"median_ms", t.median},
           {"p90_ms", t.p90},      {"p99_ms", t.p99}, {"mean_ms", t.mean}};
+}
+
+/// `--serve`: times calls of \p call on request from standard input (see the option's help)
+/// and appends each time to \p calls.
+void serve_calls(const std::function<void()>& call, std::vector<double>& calls) {
+  std::printf("ready\n");
+  std::fflush(stdout);
+  for (std::string line; std::getline(std::cin, line);) {
+    int n = 0;
+    const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), n);
+    if (error != std::errc{} || end != line.data() + line.size() || n < 1)
+      throw UsageError(
+          "--serve: each input line is a number of calls to time (at least 1), "
+          "not '" +
+          line + "'");
+    std::string reply = "times";
+    for (int i = 0; i < n; ++i) {
+      calls.push_back(time_ms(call));
+      char ms[32];
+      std::snprintf(ms, sizeof ms, " %.6f", calls.back());
+      reply += ms;
+    }
+    std::printf("%s\n", reply.c_str());
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace
@@ -61,7 +89,9 @@ int bench_command(const BenchOptions& options) {
     compiled->context()->set_profiler(profiler);
   }
   std::vector<double> calls;
-  {
+  if (options.serve) {
+    serve_calls([&] { (void)compiled->run(inputs); }, calls);
+  } else {
     Progress progress("timing " + std::to_string(options.iterations) + " calls");
     for (int i = 0; i < options.iterations; ++i)
       calls.push_back(time_ms([&] { (void)compiled->run(inputs); }));
@@ -78,11 +108,13 @@ int bench_command(const BenchOptions& options) {
   std::printf("  %-22s %s\n", "compile", format_ms(compile_ms).c_str());
   std::printf("  %-22s %s  (plans memory, records the device graph)\n", "first call",
               format_ms(first_ms).c_str());
-  std::printf("  %-22s median %s  p90 %s  p99 %s  min %s\n",
-              ("calls (" + std::to_string(call.samples) + ")").c_str(),
-              format_ms(call.median).c_str(), format_ms(call.p90).c_str(),
-              format_ms(call.p99).c_str(), format_ms(call.min).c_str());
-  if (ref.samples > 0) {
+  if (call.samples > 0) {
+    std::printf("  %-22s median %s  p90 %s  p99 %s  min %s\n",
+                ("calls (" + std::to_string(call.samples) + ")").c_str(),
+                format_ms(call.median).c_str(), format_ms(call.p90).c_str(),
+                format_ms(call.p99).c_str(), format_ms(call.min).c_str());
+  }
+  if (ref.samples > 0 && call.samples > 0) {
     std::printf("  %-22s median %s\n", ("reference (" + std::to_string(ref.samples) + ")").c_str(),
                 format_ms(ref.median).c_str());
     std::printf("  %-22s %.1fx faster than the reference interpreter\n", "compiled",
@@ -99,7 +131,7 @@ int bench_command(const BenchOptions& options) {
     nlohmann::json j = {{"model", options.model.model}, {"device", options.model.device},
                         {"threads", threads},           {"compile_ms", compile_ms},
                         {"first_call_ms", first_ms},    {"calls", to_json(call)}};
-    if (ref.samples > 0) {
+    if (ref.samples > 0 && call.samples > 0) {
       j["reference"] = to_json(ref);
       j["speedup_over_reference"] = ref.median / call.median;
     }

@@ -47,6 +47,8 @@ struct BenchOptions {
   int reference_iterations = 1;  ///< 0: skip the reference
   std::string json;              ///< write the results here as JSON
   std::string profile;
+  /// Time calls on request instead of `iterations` at once (see `kiln bench --help`).
+  bool serve = false;
 };
 int bench_command(const BenchOptions& options);
 

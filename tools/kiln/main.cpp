@@ -93,6 +93,12 @@ int run(int argc, char** argv) {
       ->add_option("--profile", bench.profile,
                    "Write a Chrome trace of the timed calls: one slice per kernel per call")
       ->type_name("TRACE.json");
+  bench_cmd->add_flag(
+      "--serve", bench.serve,
+      "For a harness that interleaves kiln with other systems: after the warm-up print "
+      "'ready', then for each line N read from standard input time N calls and print "
+      "'times' and their milliseconds on one line; end of input ends, and the calls timed "
+      "so far are summarized as usual (-n is not used)");
 
   PrintOptions print;
   CLI::App* print_cmd = app.add_subcommand(
