@@ -555,17 +555,15 @@ void softmax_f32(const Launch& l) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
     const auto count = static_cast<std::size_t>(n);
-    const float mx = vmath::max(x, count);
-    vmath::binary(vmath::Binary::sub, x, 1, &mx, 0, y, count);
     if (Log) {
+      const float mx = vmath::max(x, count);
+      vmath::binary(vmath::Binary::sub, x, 1, &mx, 0, y, count);
       Scratch<float, 4096> e(count);  // rows of up to 4096 on the stack
       vmath::unary(vmath::Unary::exp, y, e.data(), count);
       const auto log_sum = static_cast<float>(std::log(vmath::sum(e.data(), count)));
       vmath::binary(vmath::Binary::sub, y, 1, &log_sum, 0, y, count);
     } else {
-      vmath::unary(vmath::Unary::exp, y, y, count);
-      const auto total = static_cast<float>(vmath::sum(y, count));
-      vmath::binary(vmath::Binary::div, y, 1, &total, 0, y, count);
+      vmath::softmax_row(x, y, count);
     }
   }
 }
@@ -603,8 +601,7 @@ void norm_f32(const Launch& l, double eps) {
     const double mean = Rms ? 0.0 : vmath::sum(x, count) / static_cast<double>(n);
     const double var = vmath::sum_squares(x, count, mean);
     const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
-    for (std::int64_t i = 0; i < n; ++i)
-      y[i] = static_cast<float>((x[i] - mean) * scale * gamma[i] + (Rms ? 0.0 : beta[i]));
+    vmath::normalize_row(x, mean, scale, gamma, beta, y, count);
   }
 }
 

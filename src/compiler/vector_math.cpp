@@ -14,10 +14,16 @@ struct Table {
   double (*sum)(const float*, std::size_t);
   double (*sum_squares)(const float*, std::size_t, double);
   float (*max)(const float*, std::size_t);
+  void (*softmax_row)(const float*, float*, std::size_t);
+  void (*normalize_row)(const float*, double, double, const float*, const float*, float*,
+                        std::size_t);
 };
 
-#define KILN_TABLE(target) \
-  Table { #target, target::unary, target::binary, target::sum, target::sum_squares, target::max }
+#define KILN_TABLE(target)                                                                 \
+  Table {                                                                                  \
+#target, target::unary, target::binary, target::sum, target::sum_squares, target::max, \
+        target::softmax_row, target::normalize_row                                         \
+  }
 
 const Table& table() {
   static const Table t = [] {
@@ -50,5 +56,12 @@ double sum_squares(const float* x, std::size_t n, double center) {
 }
 
 float max(const float* x, std::size_t n) { return table().max(x, n); }
+
+void softmax_row(const float* x, float* y, std::size_t n) { table().softmax_row(x, y, n); }
+
+void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
+                   float* y, std::size_t n) {
+  table().normalize_row(x, mean, scale, gamma, beta, y, n);
+}
 
 }  // namespace kiln::compiler::vmath

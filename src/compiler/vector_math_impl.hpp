@@ -253,4 +253,22 @@ float max(const float* x, std::size_t n) {
   return best;
 }
 
+void softmax_row(const float* x, float* y, std::size_t n) {
+  const float mx = max(x, n);
+  for (std::size_t i = 0; i < n; ++i) y[i] = exp_f(x[i] - mx);
+  const auto total = static_cast<float>(sum(y, n));
+  for (std::size_t i = 0; i < n; ++i) y[i] = y[i] / total;
+}
+
+void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
+                   float* y, std::size_t n) {
+  if (beta == nullptr) {
+    for (std::size_t i = 0; i < n; ++i)
+      y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale * gamma[i] + 0.0);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale * gamma[i] + beta[i]);
+}
+
 }  // namespace kiln::compiler::vmath::KILN_VMATH_TARGET

@@ -4,14 +4,17 @@
 
 #include "compiler/vector_math.hpp"
 
-#define KILN_VMATH_DECLARE_TARGET(target)                                     \
-  namespace kiln::compiler::vmath::target {                                   \
-  void unary(Unary f, const float* x, float* y, std::size_t n);               \
-  void binary(Binary f, const float* a, std::size_t a_stride, const float* b, \
-              std::size_t b_stride, float* y, std::size_t n);                 \
-  double sum(const float* x, std::size_t n);                                  \
-  double sum_squares(const float* x, std::size_t n, double center);           \
-  float max(const float* x, std::size_t n);                                   \
+#define KILN_VMATH_DECLARE_TARGET(target)                                           \
+  namespace kiln::compiler::vmath::target {                                         \
+  void unary(Unary f, const float* x, float* y, std::size_t n);                     \
+  void binary(Binary f, const float* a, std::size_t a_stride, const float* b,       \
+              std::size_t b_stride, float* y, std::size_t n);                       \
+  double sum(const float* x, std::size_t n);                                        \
+  double sum_squares(const float* x, std::size_t n, double center);                 \
+  float max(const float* x, std::size_t n);                                         \
+  void softmax_row(const float* x, float* y, std::size_t n);                        \
+  void normalize_row(const float* x, double mean, double scale, const float* gamma, \
+                     const float* beta, float* y, std::size_t n);                   \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)

@@ -140,6 +140,22 @@ TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
     EXPECT_EQ(copy ? avx512::sum_squares(x.data(), n, 0.25) : avx2::sum_squares(x.data(), n, 0.25),
               base::sum_squares(x.data(), n, 0.25));
     EXPECT_EQ(copy ? avx512::max(x.data(), n) : avx2::max(x.data(), n), base::max(x.data(), n));
+    // The row functions.
+    std::vector<float> gamma(n), beta(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      gamma[i] = x[(i * 7) % n];
+      beta[i] = x[(i * 13) % n];
+    }
+    for (const float* b :
+         {static_cast<const float*>(beta.data()), static_cast<const float*>(nullptr)}) {
+      base::normalize_row(x.data(), 0.125, 0.75, gamma.data(), b, want.data(), n);
+      (copy ? avx512::normalize_row : avx2::normalize_row)(x.data(), 0.125, 0.75, gamma.data(), b,
+                                                           got.data(), n);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "normalize_row at " << i;
+    }
+    base::softmax_row(x.data(), want.data(), n);
+    (copy ? avx512::softmax_row : avx2::softmax_row)(x.data(), got.data(), n);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "softmax_row at " << i;
   }
   EXPECT_NE(std::string(instruction_set()), "");
 }
