@@ -217,6 +217,7 @@ struct CompiledCallable::Impl {
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> symbol_first_use;
   bool replay_graph;
   bool fuse_epilogues;
+  bool prepack_weights;
   Stats stats;
   std::mutex mutex;
 
@@ -227,7 +228,8 @@ struct CompiledCallable::Impl {
         weights(std::move(w)),
         cluster(options.cluster ? options.cluster : Cluster::local()),
         replay_graph(options.replay_graph),
-        fuse_epilogues(options.fuse_epilogues) {
+        fuse_epilogues(options.fuse_epilogues),
+        prepack_weights(options.prepack_weights) {
     open_devices(options.context);
     std::map<std::string, std::pair<std::size_t, std::size_t>> first;
     for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
@@ -692,6 +694,10 @@ struct CompiledCallable::Impl {
       for (std::size_t s : io.out)
         l.out.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape,
                          plan.storage[s].strides});
+      // A weight or constant: the same bytes for the plan's life.
+      l.pack_rhs = prepack_weights && io.in.size() == 2 &&
+                   plan.storage[plan.root(io.in[1])].arena_offset < 0 &&
+                   plan.storage[plan.root(io.in[1])].fixed != nullptr;
     }
   }
 
@@ -748,6 +754,12 @@ struct CompiledCallable::Impl {
       stats.launches = plan->launches.size() - plan->epilogues - plan->views;
       stats.epilogues = plan->epilogues;
       stats.views = plan->views;
+      stats.packed_matmuls = static_cast<std::size_t>(
+          std::count_if(plan->launches.begin(), plan->launches.end(),
+                        [](const Launch& l) { return compiler::packed(l); }));
+      stats.epilogues_in_gemm = static_cast<std::size_t>(
+          std::count_if(plan->launches.begin(), plan->launches.end(),
+                        [](const Launch& l) { return compiler::epilogue_in_gemm(l); }));
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
       last_plan = it->second.get();

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "compiler/fused_program.hpp"
+#include "compiler/packed_matmul.hpp"
 #include "compiler/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -331,6 +332,7 @@ struct MatmulLayout {
   Matrices a, b;
   Index batch;
   std::int64_t m = 0, k = 0, n = 0;
+  std::shared_ptr<const PackedMatmul> packed;  // b packed once, for a plain 2-D GEMM
 };
 
 namespace {
@@ -405,12 +407,29 @@ std::optional<MatmulLayout> matmul_layout(const Launch& l) {
     // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
     // the weights are packed once rather than once per batch entry.
     const Index rows{elements(abatch) * m, k};
-    return MatmulLayout{matrices(a, rows, {}), matrices(b, b.shape, {}), {}, rows[0], k, n};
+    return MatmulLayout{matrices(a, rows, {}), matrices(b, b.shape, {}), {}, rows[0], k, n, {}};
   }
-  return MatmulLayout{matrices(a, a.shape, batch), matrices(b, b.shape, batch), batch, m, k, n};
+  return MatmulLayout{matrices(a, a.shape, batch), matrices(b, b.shape, batch), batch, m, k, n, {}};
+}
+
+/// A GEMM with its right operand packed: one tile (row band) per block; the epilogue
+/// runs inside it (post-ops) or on each tile after it.
+void packed_matmul(const PackedMatmul& packed, std::int64_t n, const Launch* epilogue) {
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // as in matmul_f32
+  const auto [first, last] = block_range(packed.tiles());
+  for (std::int64_t t = first; t < last; ++t) {
+    packed.run(t);
+    const std::int64_t r0 = packed.first_row(t);
+    if (epilogue != nullptr && !packed.fuses_epilogue())
+      run_fused_f32_rows(*epilogue, r0 * n, packed.first_row(t + 1) - r0, n, n);
+  }
 }
 
 void matmul(const Launch& l) {
+  if (l.matmul != nullptr && l.matmul->packed != nullptr) {
+    packed_matmul(*l.matmul->packed, l.matmul->n, l.epilogue);
+    return;
+  }
   if (l.matmul != nullptr) {
     const MatmulLayout& p = *l.matmul;
     matmul_f32(p.a, p.b, reinterpret_cast<float*>(l.out[0].data), p.batch, p.m, p.k, p.n,
@@ -929,11 +948,35 @@ void prepare(Launch& launch, int threads) {
   } else if (name == "kiln.transpose" || name == "kiln.broadcast_to") {
     launch.read_strides.push_back(read_strides_of(launch));
   } else if (name == "kiln.matmul") {
-    if (std::optional<MatmulLayout> layout = matmul_layout(launch))
+    if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
+      if (launch.pack_rhs && layout->batch.empty() &&
+          PackedMatmul::worth_packing(layout->m, layout->k, layout->n)) {
+        // One row band per block, each at least 8 rows (as the sgemm tiles).
+        const std::int64_t tiles =
+            std::clamp<std::int64_t>(launch.blocks, 1, std::max<std::int64_t>(1, layout->m / 8));
+        try {
+          layout->packed = std::make_shared<const PackedMatmul>(
+              MatrixRef{layout->a.data, layout->a.row, layout->a.col},
+              MatrixRef{layout->b.data, layout->b.row, layout->b.col},
+              reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n, tiles,
+              launch.epilogue);
+        } catch (const DeviceError&) {
+          // No primitive for it on this CPU: the sgemm tiles compute it.
+        }
+      }
       launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
+    }
   } else if (launch.collective) {
     prepare_collective(launch);
   }
+}
+
+bool packed(const Launch& launch) {
+  return launch.matmul != nullptr && launch.matmul->packed != nullptr;
+}
+
+bool epilogue_in_gemm(const Launch& launch) {
+  return packed(launch) && launch.matmul->packed->fuses_epilogue();
 }
 
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {

@@ -55,6 +55,9 @@ struct Launch {
   // each tile of the output as soon as it is computed (while it is in cache); the plan does
   // not launch it separately.
   const Launch* epilogue = nullptr;
+  // matmul launches, set by the planner: in[1] stays the same for the plan's life (a
+  // weight or a constant), so prepare may pack it once for oneDNN (see PackedMatmul).
+  bool pack_rhs = false;
   ir::OpView view() const { return graph->op(op); }
 };
 
@@ -77,9 +80,14 @@ Kernel find_kernel(std::string_view op);
 
 /// Readies a launch whose views are bound, once per plan, so that running it computes no
 /// layout: its grid (how many blocks it splits its work into on \p threads workers; 1 for
-/// kernels that do not split or work too small to be worth waking a worker for) and, for
-/// fused launches, the broadcast strides of its inputs.
+/// kernels that do not split or work too small to be worth waking a worker for), for
+/// fused launches the broadcast strides of its inputs, for matmuls their layout and, with
+/// `pack_rhs`, the right operand packed for oneDNN.
 void prepare(Launch& launch, int threads);
+/// True when prepare packed the matmul launch \p launch's right operand.
+bool packed(const Launch& launch);
+/// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).
+bool epilogue_in_gemm(const Launch& launch);
 
 /// Compiles the body of a `kiln.fused` op into scalar ops evaluated once per output
 /// element. \throws UserError if the body holds an op that is not elementwise.

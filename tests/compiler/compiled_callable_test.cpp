@@ -393,6 +393,45 @@ TEST(CompiledCallable, ElementwiseOpsAfterAMatmulRunAsItsEpilogue) {
   }
 }
 
+TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
+  // Weights packed once per plan for oneDNN; epilogues that are chains of post-ops (a bias
+  // row, a residual, a column, scalars, activations) run inside the GEMM, others after
+  // each tile. 25 rows: three uneven row bands on three threads.
+  const auto model = [](Tensor x, Tensor r, Tensor col) {
+    const TensorLayout square = f32({320, 320});
+    const Tensor w = weight("w", square), bias = weight("bias", f32({320}));
+    const Tensor residual = gelu(matmul(x, w) + bias, "tanh") + r;
+    const Tensor gated = silu(matmul(x, transpose(weight("wt", square))) * col);
+    const Tensor reversed = relu(bias - matmul(x, weight("w2", square)));  // not post-ops
+    const Tensor scaled = matmul(x, weight("w3", square)) * 0.5 - 1.0;
+    return std::make_tuple(residual, gated, reversed, scaled);
+  };
+  const StagedGraph staged =
+      stage(model)(f32({"b", 25, 320}), f32({"b", 25, 320}), f32({"b", 25, 1}));
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 40;
+  for (const char* name : {"w", "wt", "w2", "w3"})
+    weights[name] = Tensor::random(f32({320, 320}), ++seed, -0.1, 0.1);
+  weights["bias"] = Tensor::random(f32({320}), ++seed);
+  for (std::int64_t b : {1, 4}) {
+    const std::vector<Tensor> in = inputs_for(staged, 13, {{"b", b}});
+    const std::vector<Tensor> want = reference_run(staged.graph(), in, weights);
+    for (int threads : {1, 3}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
+      CompiledCallable packed(staged, weights, {.context = ctx});
+      for (int call = 0; call < 2; ++call) expect_close(packed.run(in), want, what);
+      EXPECT_EQ(packed.stats().packed_matmuls, 4u) << what;
+      EXPECT_EQ(packed.stats().epilogues, 4u) << what;
+      EXPECT_EQ(packed.stats().epilogues_in_gemm, 3u) << what;
+      CompiledCallable plain(staged, weights, {.context = ctx, .prepack_weights = false});
+      expect_close(plain.run(in), want, what + ", not packed");
+      EXPECT_EQ(plain.stats().packed_matmuls, 0u) << what;
+      EXPECT_EQ(plain.stats().epilogues_in_gemm, 0u) << what;
+    }
+  }
+}
+
 TEST(CompiledCallable, ReshapesAndTransposesIntoMatmulsCopyNothing) {
   // Attention's head split: reshape, then transposes read by matmuls (plain, transposed,
   // and through a second transpose); the merge reshapes a transposed tensor, which needs

@@ -40,6 +40,14 @@ struct CompileOptions {
   /// result, and comes right after it, inside the matmul, on each output tile as soon as it
   /// is computed: bias, scale, activation and residual add cost no extra pass over memory.
   bool fuse_epilogues = true;
+  /// Run each big enough f32 matmul that reads a weight or constant (a Linear layer) as
+  /// oneDNN's matmul primitive with that operand packed once per plan into the blocked
+  /// layout its kernels read, and with an epilogue that is a chain of bias, scalar and
+  /// residual adds or multiplies and activations applied inside the GEMM (post-ops; see
+  /// `Stats::epilogues_in_gemm`). Costs a copy of those weights per plan (per distinct
+  /// input shape) and the primitives' creation on a plan's first call; false: oneDNN
+  /// sgemm, which packs the weights again on every call.
+  bool prepack_weights = true;
   /// Where the devices of a multi-device module run (see `kiln::Cluster`): empty, every
   /// device in this process. With `mpi_cluster()`, each process runs the work of the
   /// devices it owns; outputs on other processes' devices come back without data, and
@@ -79,9 +87,10 @@ class CompiledCallable {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
   /// Calls without checks, for hot loops whose inputs are known to fit.
   std::vector<Tensor> execute_raw(const std::vector<Tensor>& inputs);
-  /// Calls without checks and without allocating (once a call with these shapes has
-  /// planned): output leaf i is written to \p outputs[i], which must be exactly its size
-  /// in bytes (row-major, the output's dtype; `output_bytes` says how many).
+  /// Calls without checks and without allocating in kiln's code (once a call with these
+  /// shapes has planned; oneDNN's matmuls allocate scratch inside, see docs/api.md):
+  /// output leaf i is written to \p outputs[i], which must be exactly its size in bytes
+  /// (row-major, the output's dtype; `output_bytes` says how many).
   /// \throws UserError if the number or sizes of the buffers differ.
   void execute_into(const std::vector<Tensor>& inputs,
                     std::span<const std::span<std::byte>> outputs);
@@ -108,7 +117,9 @@ class CompiledCallable {
     std::size_t peak_arena_bytes = 0;  ///< largest plan's arena
     std::size_t launches = 0;          ///< kernel launches per call, newest plan
     std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
-    std::size_t views = 0;  ///< reshapes and transposes that copy nothing (read in place)
+    std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)
+    std::size_t packed_matmuls = 0;  ///< matmuls with prepacked weights, newest plan
+    std::size_t epilogues_in_gemm = 0;  ///< of the epilogues, those oneDNN runs as post-ops
   };
   Stats stats() const;
 

@@ -1,0 +1,308 @@
+#include "compiler/packed_matmul.hpp"
+
+#include <omp.h>
+
+#include <dnnl.hpp>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "compiler/fused_program.hpp"
+#include "compiler/kernels.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::compiler {
+namespace {
+
+using kiln::detail::cat;
+using Desc = dnnl::memory::desc;
+using DataType = dnnl::memory::data_type;
+using Tag = dnnl::memory::format_tag;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// Runs the enclosing scope with one OpenMP thread on this thread: oneDNN sizes a
+/// primitive's blocking for the threads it may use, and a tile runs on one.
+class OneOpenMpThread {
+ public:
+  OneOpenMpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneOpenMpThread() { omp_set_num_threads(saved_); }
+  OneOpenMpThread(const OneOpenMpThread&) = delete;
+  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+/// One post-op: an activation, or a binary op whose other operand is read at
+/// `data[row * row_stride + col * col_stride]` (a stride of 0 broadcasts).
+struct PostOp {
+  bool binary = false;
+  dnnl::algorithm algorithm = dnnl::algorithm::undef;
+  float alpha = 0, beta = 0;
+  const float* data = nullptr;
+  std::int64_t row_stride = 0, col_stride = 0;
+};
+
+/// \p f as a oneDNN activation, or nullopt when it has none.
+std::optional<PostOp> activation(vmath::Unary f) {
+  using A = dnnl::algorithm;
+  switch (f) {
+    case vmath::Unary::relu:
+      return PostOp{false, A::eltwise_relu, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::gelu_tanh:
+      return PostOp{false, A::eltwise_gelu_tanh, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::gelu_erf:
+      return PostOp{false, A::eltwise_gelu_erf, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::tanh:
+      return PostOp{false, A::eltwise_tanh, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::sigmoid:
+      return PostOp{false, A::eltwise_logistic, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::silu:  // x sigmoid(alpha x)
+      return PostOp{false, A::eltwise_swish, 1, 0, nullptr, 0, 0};
+    case vmath::Unary::exp:
+      return PostOp{false, A::eltwise_exp, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::neg:  // alpha x + beta
+      return PostOp{false, A::eltwise_linear, -1, 0, nullptr, 0, 0};
+    case vmath::Unary::abs:
+      return PostOp{false, A::eltwise_abs, 0, 0, nullptr, 0, 0};
+    case vmath::Unary::sqrt:
+      return PostOp{false, A::eltwise_sqrt, 0, 0, nullptr, 0, 0};
+    default:
+      return std::nullopt;
+  }
+}
+
+/// How an epilogue input of shape \p in, broadcast to the output \p out (rows: all dims
+/// but the last), is read as rows and columns: {row stride, column stride}, or nullopt when
+/// no such pair describes it.
+std::optional<std::pair<std::int64_t, std::int64_t>> row_col_strides(const Index& in,
+                                                                     const Index& out) {
+  if (out.empty() || in.size() > out.size()) return std::nullopt;
+  const std::size_t r = out.size(), lead = r - in.size();
+  Index st(r, 0);  // the input's strides over the output's dims (0: broadcast)
+  std::int64_t step = 1;
+  for (std::size_t d = r; d-- > lead;) {
+    const std::int64_t size = in[d - lead];
+    if (size != 1 && size != out[d]) return std::nullopt;
+    st[d] = size == 1 ? 0 : step;
+    step *= size;
+  }
+  const std::int64_t col = st[r - 1];
+  for (const std::int64_t row : {std::int64_t{0}, col == 1 ? out[r - 1] : std::int64_t{1}}) {
+    bool fits = true;
+    std::int64_t rows_inside = 1;  // rows spanned by one step of dim d
+    for (std::size_t d = r - 1; d-- > 0;) {
+      if (out[d] > 1 && st[d] != row * rows_inside) fits = false;
+      rows_inside *= out[d];
+    }
+    if (fits) return std::pair{row, col};
+  }
+  return std::nullopt;
+}
+
+/// The epilogue \p e of a matmul writing \p c as post-ops, or nullopt when it is not a
+/// chain of them: each op reads the previous result (first the matmul's) and, for binary
+/// ops, one input of the epilogue that is a row, a column, a scalar or a whole tensor.
+std::optional<std::vector<PostOp>> post_ops_of(const Launch& e, const float* c) {
+  if (!e.fused || !e.fused->f32 || e.out.size() != 1 || e.out[0].dtype != DType::f32 ||
+      !e.out[0].strides.empty())
+    return std::nullopt;
+  const FusedProgram& p = *e.fused;
+  std::optional<std::uint32_t> current;
+  for (std::size_t k = 0; k < e.in.size(); ++k)
+    if (reinterpret_cast<const float*>(e.in[k].data) == c) {
+      if (current || e.in[k].shape != e.out[0].shape) return std::nullopt;
+      current = p.args[k];
+    }
+  if (!current) return std::nullopt;
+  std::vector<PostOp> ops;
+  for (const VectorOp& op : p.vector_ops) {
+    if (!op.is_binary) {
+      if (op.a != *current) return std::nullopt;
+      if (op.unary != vmath::Unary::copy) {
+        const std::optional<PostOp> post = activation(op.unary);
+        if (!post) return std::nullopt;
+        ops.push_back(*post);
+      }
+      current = op.result;
+      continue;
+    }
+    const bool commutes = op.binary == vmath::Binary::add || op.binary == vmath::Binary::mul;
+    std::uint32_t other = 0;
+    if (op.a == *current && op.b != *current) {
+      other = op.b;
+    } else if (op.b == *current && op.a != *current && commutes) {
+      other = op.a;
+    } else {
+      return std::nullopt;
+    }
+    PostOp post{true, dnnl::algorithm::undef, 0, 0, nullptr, 0, 0};
+    switch (op.binary) {
+      case vmath::Binary::add:
+        post.algorithm = dnnl::algorithm::binary_add;
+        break;
+      case vmath::Binary::sub:
+        post.algorithm = dnnl::algorithm::binary_sub;
+        break;
+      case vmath::Binary::mul:
+        post.algorithm = dnnl::algorithm::binary_mul;
+        break;
+      case vmath::Binary::div:
+        post.algorithm = dnnl::algorithm::binary_div;
+        break;
+      default:
+        return std::nullopt;
+    }
+    const View* input = nullptr;
+    for (std::size_t k = 0; k < e.in.size(); ++k)
+      if (p.args[k] == other && reinterpret_cast<const float*>(e.in[k].data) != c) input = &e.in[k];
+    if (input == nullptr || input->dtype != DType::f32 || !input->strides.empty())
+      return std::nullopt;  // `other` is computed in the body, or a strided view
+    const auto strides = row_col_strides(input->shape, e.out[0].shape);
+    if (!strides) return std::nullopt;
+    post.data = reinterpret_cast<const float*>(input->data);
+    std::tie(post.row_stride, post.col_stride) = *strides;
+    ops.push_back(post);
+    current = op.result;
+  }
+  if (*current != p.result) return std::nullopt;
+  return ops;
+}
+
+}  // namespace
+
+struct PackedMatmul::Impl {
+  /// The primitive for tiles of `rows` rows, and B packed the way it reads it.
+  struct Kind {
+    std::int64_t rows = 0;
+    dnnl::matmul primitive;
+    Desc scratchpad;
+    dnnl::memory packed_b;
+  };
+  struct Tile {
+    const Kind* kind = nullptr;
+    dnnl::stream stream;
+    std::vector<dnnl::memory> memory;  // a, c, scratchpad, post-op operands
+    std::vector<dnnl_exec_arg_t> args;
+  };
+  std::vector<Kind> kinds;  // at most two: the row bands differ by at most one row
+  std::vector<Tile> tiles;
+
+  /// Builds the kinds and tiles for C = A B (then \p post) into \p dst.
+  void build(MatrixRef a, MatrixRef b, float* dst, std::int64_t m, std::int64_t k, std::int64_t n,
+             std::int64_t count, const std::vector<PostOp>& post);
+};
+
+void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_t m, std::int64_t k,
+                               std::int64_t n, std::int64_t count,
+                               const std::vector<PostOp>& post) {
+  dnnl::engine& engine = cpu_engine();
+  dnnl::stream stream(engine);
+  const auto operand_desc = [&](const PostOp& op, std::int64_t rows) {
+    // Row-major in every case: [rows, n], [1, n] (a row), [rows, 1] (a column), [1, 1].
+    return Desc({op.row_stride != 0 ? rows : 1, op.col_stride != 0 ? n : 1}, DataType::f32,
+                Tag::ab);
+  };
+  const Desc b_given({k, n}, DataType::f32, {b.row, b.col});
+  dnnl::memory b_memory(b_given, engine, const_cast<float*>(b.data));  // read only
+  const auto kind_for = [&](std::int64_t rows) -> const Kind& {
+    for (const Kind& kind : kinds)
+      if (kind.rows == rows) return kind;
+    dnnl::post_ops ops;
+    for (const PostOp& op : post) {
+      if (op.binary) {
+        ops.append_binary(op.algorithm, operand_desc(op, rows));
+      } else {
+        ops.append_eltwise(1.0f, op.algorithm, op.alpha, op.beta);
+      }
+    }
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    attr.set_post_ops(ops);
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(Desc({rows, k}, DataType::f32, {a.row, a.col}),
+                           Desc({k, n}, DataType::f32, Tag::any),
+                           Desc({rows, n}, DataType::f32, {n, 1})),
+        attr, engine);
+    Kind kind{rows, dnnl::matmul(pd), pd.scratchpad_desc(), {}};
+    for (const Kind& other : kinds)
+      if (other.packed_b.get_desc() == pd.weights_desc()) kind.packed_b = other.packed_b;
+    if (!kind.packed_b) {
+      kind.packed_b = dnnl::memory(pd.weights_desc(), engine);
+      dnnl::reorder(b_memory, kind.packed_b).execute(stream, b_memory, kind.packed_b);
+      stream.wait();
+    }
+    return kinds.emplace_back(std::move(kind));
+  };
+  kinds.clear();
+  kinds.reserve(2);
+  tiles.assign(static_cast<std::size_t>(count), Tile{});
+  for (std::int64_t t = 0; t < count; ++t) {
+    const std::int64_t r0 = m * t / count, rows = m * (t + 1) / count - r0;
+    Tile& tile = tiles[static_cast<std::size_t>(t)];
+    tile.kind = &kind_for(rows);
+    tile.stream = dnnl::stream(engine);
+    const auto add = [&](int arg, dnnl::memory memory) {
+      tile.memory.push_back(std::move(memory));
+      tile.args.push_back({arg, tile.memory.back().get()});
+    };
+    tile.memory.reserve(3 + post.size());
+    add(DNNL_ARG_SRC, dnnl::memory(Desc({rows, k}, DataType::f32, {a.row, a.col}), engine,
+                                   const_cast<float*>(a.data + r0 * a.row)));
+    add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, DataType::f32, {n, 1}), engine, dst + r0 * n));
+    tile.args.push_back({DNNL_ARG_WEIGHTS, tile.kind->packed_b.get()});
+    if (tile.kind->scratchpad.get_size() > 0)
+      add(DNNL_ARG_SCRATCHPAD, dnnl::memory(tile.kind->scratchpad, engine));
+    for (std::size_t i = 0; i < post.size(); ++i)
+      if (post[i].binary)
+        add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+            dnnl::memory(operand_desc(post[i], rows), engine,
+                         const_cast<float*>(post[i].data + r0 * post[i].row_stride)));
+  }
+}
+
+bool PackedMatmul::worth_packing(std::int64_t m, std::int64_t k, std::int64_t n) {
+  return k >= 16 && n >= 16 && m * k * n >= (std::int64_t{1} << 20);
+}
+
+PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k,
+                           std::int64_t n, std::int64_t tiles, const Launch* epilogue)
+    : impl_(std::make_unique<Impl>()), m_(m), tiles_(std::max<std::int64_t>(1, tiles)) {
+  const OneOpenMpThread one_thread;
+  const std::optional<std::vector<PostOp>> post =
+      epilogue ? post_ops_of(*epilogue, c) : std::nullopt;
+  if (post) {
+    try {
+      impl_->build(a, b, reinterpret_cast<float*>(epilogue->out[0].data), m, k, n, tiles_, *post);
+      fuses_epilogue_ = true;
+      return;
+    } catch (const dnnl::error&) {
+      // No primitive with these post-ops: the epilogue runs after each tile instead.
+    }
+  }
+  try {
+    impl_->build(a, b, c, m, k, n, tiles_, {});
+  } catch (const dnnl::error& e) {
+    throw DeviceError(
+        cat("oneDNN has no packed matmul for [", m, ", ", k, "] x [", k, ", ", n, "]: ", e.what()));
+  }
+}
+
+PackedMatmul::~PackedMatmul() = default;
+
+void PackedMatmul::run(std::int64_t t) const {
+  const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
+  if (dnnl_primitive_execute(tile.kind->primitive.get(), tile.stream.get(),
+                             static_cast<int>(tile.args.size()),
+                             tile.args.data()) != dnnl_success ||
+      dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+    throw DeviceError(
+        cat("oneDNN matmul failed on rows [", first_row(t), ", ", first_row(t + 1), ") of ", m_));
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,61 @@
+#pragma once
+// Internal: an f32 GEMM whose right operand stays the same for the life of a plan (a
+// weight or a constant), through oneDNN's matmul primitive with that operand reordered
+// once, when the plan is prepared, into the blocked layout oneDNN's kernels read
+// ("prepacked"), so that no call packs it again. The output is cut into row bands
+// (tiles); each tile is a single-threaded primitive run by the worker that runs its block,
+// as the sgemm tiles are: one thread budget, the context's.
+//
+// When the matmul has an epilogue (see `Launch::epilogue`) that is a chain of oneDNN
+// post-ops (activations, and adds or multiplies by a bias row, a scalar or a tensor of the
+// output's shape: bias, GELU, residual add), the primitive applies it to each block of the
+// output while it is in registers and writes the epilogue's output directly.
+
+#include <cstdint>
+#include <memory>
+
+namespace kiln::compiler {
+
+struct Launch;
+
+/// One f32 operand matrix: element (i, j) at `data[i * row + j * col]`.
+struct MatrixRef {
+  const float* data = nullptr;
+  std::int64_t row = 0, col = 0;
+};
+
+class PackedMatmul {
+ public:
+  /// C = A B with A \p m x \p k, B \p k x \p n and C \p m x \p n row-major at \p c, cut
+  /// into \p tiles row bands. Packs B now: B must not change while this object lives.
+  /// With an \p epilogue (a bound f32 elementwise launch over C, C's only reader) that
+  /// has the form of post-ops, the primitive computes the epilogue's output instead of C
+  /// (`fuses_epilogue()`).
+  /// \throws DeviceError when oneDNN has no primitive for it (the caller falls back).
+  PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
+               std::int64_t tiles, const Launch* epilogue = nullptr);
+  ~PackedMatmul();
+  PackedMatmul(const PackedMatmul&) = delete;
+  PackedMatmul& operator=(const PackedMatmul&) = delete;
+
+  std::int64_t tiles() const noexcept { return tiles_; }
+  /// True when the epilogue runs inside the GEMM (as post-ops): the caller skips it.
+  bool fuses_epilogue() const noexcept { return fuses_epilogue_; }
+  /// The first row of tile \p t (of `tiles() + 1`: the last is m).
+  std::int64_t first_row(std::int64_t t) const noexcept { return m_ * t / tiles_; }
+  /// Computes tile \p t on the calling thread. Allocates nothing; tiles may run at once on
+  /// different threads.
+  void run(std::int64_t t) const;
+
+  /// Whether a GEMM of this size is worth a primitive of its own: packing costs a
+  /// primitive's creation (code generation, once per shape) and a copy of B.
+  static bool worth_packing(std::int64_t m, std::int64_t k, std::int64_t n);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::int64_t m_ = 0, tiles_ = 1;
+  bool fuses_epilogue_ = false;
+};
+
+}  // namespace kiln::compiler
