@@ -333,6 +333,11 @@ struct MatmulLayout {
   Index batch;
   std::int64_t m = 0, k = 0, n = 0;
   std::shared_ptr<const PackedMatmul> packed;  // b packed once, for a plain 2-D GEMM
+  // An epilogue that only multiplies by a scalar (attention's 1/sqrt(d)): sgemm's alpha,
+  // read from `scale` on each call, the product written straight to `scaled`, the
+  // epilogue's output.
+  const float* scale = nullptr;
+  float* scaled = nullptr;
 };
 
 namespace {
@@ -342,7 +347,7 @@ namespace {
 /// on the worker that runs its block: one thread budget, the context's. An \p epilogue
 /// runs on each tile right after its GEMM, while the tile is in this core's cache.
 void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& batch, std::int64_t m,
-                std::int64_t k, std::int64_t n, const Launch* epilogue) {
+                std::int64_t k, std::int64_t n, const Launch* epilogue, float alpha = 1.0f) {
   // This thread's OpenMP regions (oneDNN's) use this thread only: the blocks are the
   // parallelism. Checked per call, since the calling thread may be anyone's.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
@@ -377,7 +382,7 @@ void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& bat
     } else {
       const float* ap = a.data + batch_offset(bi, batch, a.batch_strides) + r0 * a.row;
       const float* bp = b.data + batch_offset(bi, batch, b.batch_strides) + c0 * b.col;
-      if (dnnl_sgemm(a.trans(), b.trans(), r1 - r0, c1 - c0, k, 1.0f, ap, a.lead(), bp, b.lead(),
+      if (dnnl_sgemm(a.trans(), b.trans(), r1 - r0, c1 - c0, k, alpha, ap, a.lead(), bp, b.lead(),
                      0.0f, c, n) != dnnl_success)
         throw DeviceError(cat("oneDNN sgemm failed for a [", r1 - r0, ", ", k, "] x [", k, ", ",
                               c1 - c0, "] tile"));
@@ -428,6 +433,11 @@ void packed_matmul(const PackedMatmul& packed, std::int64_t n, const Launch* epi
 void matmul(const Launch& l) {
   if (l.matmul != nullptr && l.matmul->packed != nullptr) {
     packed_matmul(*l.matmul->packed, l.matmul->n, l.epilogue);
+    return;
+  }
+  if (l.matmul != nullptr && l.matmul->scale != nullptr) {
+    const MatmulLayout& p = *l.matmul;
+    matmul_f32(p.a, p.b, p.scaled, p.batch, p.m, p.k, p.n, nullptr, *p.scale);
     return;
   }
   if (l.matmul != nullptr) {
@@ -901,6 +911,23 @@ void run_fused(const Launch& l) {
 
 namespace {
 
+/// When epilogue \p e only multiplies the matmul result (at \p c) by a scalar: where that
+/// scalar is, with \p out set to the epilogue's output; else nullptr.
+const float* scale_of(const Launch& e, const std::byte* c, float** out) {
+  if (!e.fused || !e.fused->f32 || e.fused->vector_ops.size() != 1 || e.in.size() != 2 ||
+      e.out[0].dtype != DType::f32 || !e.out[0].strides.empty())
+    return nullptr;
+  const VectorOp& op = e.fused->vector_ops[0];
+  const std::size_t result = e.in[0].data == c ? 0 : 1;
+  const View& scalar = e.in[1 - result];
+  if (!op.is_binary || op.binary != vmath::Binary::mul || e.in[result].data != c ||
+      scalar.data == c || scalar.dtype != DType::f32 || elements(scalar.shape) != 1 ||
+      op.result != e.fused->result)
+    return nullptr;
+  *out = reinterpret_cast<float*>(e.out[0].data);
+  return reinterpret_cast<const float*>(scalar.data);
+}
+
 std::uint32_t blocks_for(const Launch& l, int threads) {
   if (threads <= 1 || l.out.empty()) return 1;
   const std::string& name = l.view().name();
@@ -964,6 +991,8 @@ void prepare(Launch& launch, int threads) {
           // No primitive for it on this CPU: the sgemm tiles compute it.
         }
       }
+      if (!layout->packed && launch.epilogue != nullptr)
+        layout->scale = scale_of(*launch.epilogue, launch.out[0].data, &layout->scaled);
       launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
     }
   } else if (launch.collective) {
@@ -976,7 +1005,9 @@ bool packed(const Launch& launch) {
 }
 
 bool epilogue_in_gemm(const Launch& launch) {
-  return packed(launch) && launch.matmul->packed->fuses_epilogue();
+  return launch.matmul != nullptr &&
+         (launch.matmul->scale != nullptr ||
+          (launch.matmul->packed != nullptr && launch.matmul->packed->fuses_epilogue()));
 }
 
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {

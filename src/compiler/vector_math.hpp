@@ -49,8 +49,8 @@ float max(const float* x, std::size_t n);
 
 // Whole rows, in one call (a row of a few hundred elements costs little more than the
 // calls and loop set-ups of doing it op by op).
-/// Softmax of a row (n >= 1): t = exp(x - max x), y = t / Σ t (the sum as `sum`). y may
-/// equal x.
+/// Softmax of a row (n >= 1): t = exp(x - max x), y = t · (1 / Σ t) (the sum as `sum`). y
+/// may equal x.
 void softmax_row(const float* x, float* y, std::size_t n);
 /// y[i] = (x[i] - mean) · scale · gamma[i] + beta[i] in double, rounded once to f32;
 /// beta nullptr adds 0.

@@ -256,8 +256,8 @@ float max(const float* x, std::size_t n) {
 void softmax_row(const float* x, float* y, std::size_t n) {
   const float mx = max(x, n);
   for (std::size_t i = 0; i < n; ++i) y[i] = exp_f(x[i] - mx);
-  const auto total = static_cast<float>(sum(y, n));
-  for (std::size_t i = 0; i < n; ++i) y[i] = y[i] / total;
+  const float inverse = 1.0f / static_cast<float>(sum(y, n));  // a multiply is cheaper
+  for (std::size_t i = 0; i < n; ++i) y[i] = y[i] * inverse;
 }
 
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,

@@ -383,6 +383,7 @@ TEST(CompiledCallable, ElementwiseOpsAfterAMatmulRunAsItsEpilogue) {
       const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
       expect_close(fused.run(in), want, what);
       EXPECT_EQ(fused.stats().epilogues, 2u) << what;
+      EXPECT_EQ(fused.stats().epilogues_in_gemm, 1u) << what;  // the scale: sgemm's alpha
       // tanh, then two matmuls with their epilogues inside them.
       EXPECT_EQ(fused.stats().launches, 3u) << what;
       CompiledCallable separate(staged, {}, {.context = ctx, .fuse_epilogues = false});
