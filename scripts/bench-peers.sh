@@ -30,7 +30,8 @@ for threads in "$cores" 1; do
   for batch in 1 16; do
     taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/transformer_peers.py \
       --kiln "$kiln" --prefix build/peers/transformer --layers 4 --dim 512 --heads 8 \
-      --batch "$batch" --seq 128 --threads "$threads" --max-python "$max_venv/bin/python" \
+      --batch "$batch" --seq 128 --threads "$threads" --iterations 30 --rounds 10 \
+      --max-python "$max_venv/bin/python" \
       --json "build/peers/transformer_t${threads}_b${batch}.json"
     echo
   done
