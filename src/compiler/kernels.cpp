@@ -144,8 +144,9 @@ double gelu_tanh(double x) {
 // ---- data movement -------------------------------------------------------------------------
 
 void copy_all(const Launch& l) {  // reshape: same elements, same order
-  std::memcpy(l.out[0].data, l.in[0].data,
-              static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype));
+  const auto bytes = static_cast<std::int64_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype);
+  const auto [first, last] = block_range(bytes, 64);  // this block's share, in cache lines
+  std::memcpy(l.out[0].data + first, l.in[0].data + first, static_cast<std::size_t>(last - first));
 }
 
 /// dst[i] = src[i * step] for i < n, elements of \p es bytes (typed loops for the usual
@@ -176,16 +177,21 @@ void copy_strided(std::byte* dst, const std::byte* src, std::int64_t n, std::int
 }
 
 /// o[i] = x[base + Σ index·strides]: broadcasts, transposes, slices and splits are all this.
-/// Same dtypes (always, for these ops) copy bytes, a run of the innermost dim at a time.
+/// Same dtypes (always, for these ops) copy bytes, a run of the innermost dim at a time;
+/// the launch's blocks split the runs.
 void strided_read(const View& x, const View& o, const Index& strides, std::int64_t base = 0) {
   if (x.dtype == o.dtype && !o.shape.empty() && elements(o.shape) > 0) {
     const std::size_t es = size_of(o.dtype), rank = o.shape.size();
     const std::int64_t inner = o.shape.back(), step = strides.back();
-    const std::int64_t rows = elements(o.shape) / inner;
-    IndexScratch idx(rank);
+    const auto [first, last] = block_range(elements(o.shape) / inner);
+    IndexScratch idx(rank);  // the index of run `first`
     std::fill(idx.data(), idx.data() + rank, 0);
-    std::byte* dst = o.data;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t rest = first, d = static_cast<std::int64_t>(rank) - 1; d-- > 0;) {
+      idx[static_cast<std::size_t>(d)] = rest % o.shape[static_cast<std::size_t>(d)];
+      rest /= o.shape[static_cast<std::size_t>(d)];
+    }
+    std::byte* dst = o.data + static_cast<std::size_t>(first * inner) * es;
+    for (std::int64_t r = first; r < last; ++r) {
       std::int64_t offset = base;
       for (std::size_t d = 0; d + 1 < rank; ++d) offset += idx[d] * strides[d];
       const std::byte* src = x.data + static_cast<std::size_t>(offset) * es;
@@ -202,6 +208,7 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
     }
     return;
   }
+  if (kiln::block_idx().x != 0) return;  // the general path runs on one block
   for_each_element(o.shape, {strides}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
     store(o, i, load(x, base + off[0]));
   });
@@ -242,6 +249,25 @@ void slice(const Launch& l) {
 void concat(const Launch& l) {
   const View& o = l.out[0];
   const std::size_t axis = axis_of(l.view().find("axis")->as_int(), o.shape.size());
+  bool same_dtype = true;
+  for (const View& x : l.in) same_dtype = same_dtype && x.dtype == o.dtype;
+  if (same_dtype) {  // each input is one contiguous run per index of the dims before axis
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t d = 0; d < axis; ++d) outer *= o.shape[d];
+    for (std::size_t d = axis + 1; d < o.shape.size(); ++d) inner *= o.shape[d];
+    const std::size_t es = size_of(o.dtype);
+    const auto [first, last] = block_range(outer);
+    for (std::int64_t r = first; r < last; ++r) {
+      std::byte* dst = o.data + static_cast<std::size_t>(r * o.shape[axis] * inner) * es;
+      for (const View& x : l.in) {
+        const auto run = static_cast<std::size_t>(x.shape[axis] * inner) * es;
+        std::memcpy(dst, x.data + static_cast<std::size_t>(r) * run, run);
+        dst += run;
+      }
+    }
+    return;
+  }
+  if (kiln::block_idx().x != 0) return;  // the general path runs on one block
   const Index ost = strides_of(o.shape);
   std::int64_t offset = 0;
   for (const View& x : l.in) {
@@ -271,21 +297,22 @@ void gather(const Launch& l) {
   for (std::size_t d = axis + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
   const std::int64_t n = elements(ids.shape), rows = x.shape[axis];
   const std::size_t es = size_of(x.dtype);
-  for (std::int64_t a = 0; a < outer; ++a)
-    for (std::int64_t k = 0; k < n; ++k) {
-      const auto id = static_cast<std::int64_t>(load(ids, k));
-      if (id < 0 || id >= rows)
-        throw UserError(
-            cat("gather (", l.view().describe(), "): index ", id, " is outside [0, ", rows, ")"));
-      if (x.dtype == o.dtype) {  // a row of `inner` elements, as bytes
-        std::memcpy(o.data + static_cast<std::size_t>((a * n + k) * inner) * es,
-                    x.data + static_cast<std::size_t>((a * rows + id) * inner) * es,
-                    static_cast<std::size_t>(inner) * es);
-        continue;
-      }
-      for (std::int64_t j = 0; j < inner; ++j)
-        store(o, (a * n + k) * inner + j, load(x, (a * rows + id) * inner + j));
+  const auto [first, last] = block_range(outer * n);
+  for (std::int64_t item = first; item < last; ++item) {
+    const std::int64_t a = item / n, k = item % n;
+    const auto id = static_cast<std::int64_t>(load(ids, k));
+    if (id < 0 || id >= rows)
+      throw UserError(
+          cat("gather (", l.view().describe(), "): index ", id, " is outside [0, ", rows, ")"));
+    if (x.dtype == o.dtype) {  // a row of `inner` elements, as bytes
+      std::memcpy(o.data + static_cast<std::size_t>((a * n + k) * inner) * es,
+                  x.data + static_cast<std::size_t>((a * rows + id) * inner) * es,
+                  static_cast<std::size_t>(inner) * es);
+      continue;
     }
+    for (std::int64_t j = 0; j < inner; ++j)
+      store(o, (a * n + k) * inner + j, load(x, (a * rows + id) * inner + j));
+  }
 }
 
 // ---- linear algebra, reductions, normalisation ---------------------------------------------
@@ -515,9 +542,101 @@ namespace {
 
 enum class Reduce { sum, mean, max, min };
 
+/// A reduction's input as [outer, reduced, inner] (dims merged; size-1 dims go anywhere),
+/// or nullopt when the reduced axes are not one run of dims.
+struct ReduceShape {
+  std::int64_t outer = 1, reduced = 1, inner = 1;
+};
+std::optional<ReduceShape> reduce_shape(const Launch& l) {
+  const Index& shape = l.in[0].shape;
+  std::uint64_t reduced = 0;  // bit d: axis d is reduced
+  for (std::int64_t a : l.view().find("axes")->as_int_array())
+    reduced |= std::uint64_t{1} << axis_of(a, shape.size());
+  ReduceShape r;
+  int phase = 0;  // 0: before the reduced run, 1: in it, 2: after it
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (reduced >> d & 1) {
+      if (phase == 2) return std::nullopt;
+      phase = 1;
+      r.reduced *= shape[d];
+    } else if (phase == 0) {
+      r.outer *= shape[d];
+    } else {
+      phase = 2;
+      r.inner *= shape[d];
+    }
+  }
+  return r;
+}
+
+/// f32 reductions over [outer, reduced, inner]: sums in double, max/min as std::max/min
+/// (NaN ignored, as the reference does). Rows (inner 1) through the vector math, columns
+/// a chunk of accumulators at a time; the blocks split outer × column chunks.
+template <Reduce R>
+void reduce_f32(const Launch& l, const ReduceShape& s) {
+  const auto* x = reinterpret_cast<const float*>(l.in[0].data);
+  auto* o = reinterpret_cast<float*>(l.out[0].data);
+  const auto finish = [&](double acc) {
+    return static_cast<float>(R == Reduce::mean ? acc / static_cast<double>(s.reduced) : acc);
+  };
+  if (s.inner == 1) {
+    const auto [first, last] = block_range(s.outer);
+    for (std::int64_t r = first; r < last; ++r) {
+      const float* row = x + r * s.reduced;
+      const auto n = static_cast<std::size_t>(s.reduced);
+      if constexpr (R == Reduce::max) {
+        o[r] = vmath::max(row, n);
+      } else if constexpr (R == Reduce::min) {
+        float m = INFINITY;
+        for (std::size_t i = 0; i < n; ++i) m = row[i] < m ? row[i] : m;
+        o[r] = m;
+      } else {
+        o[r] = finish(vmath::sum(row, n));
+      }
+    }
+    return;
+  }
+  constexpr std::int64_t kChunk = 256;  // columns per unit of work
+  const std::int64_t chunks = (s.inner + kChunk - 1) / kChunk;
+  const auto [first, last] = block_range(s.outer * chunks);
+  for (std::int64_t unit = first; unit < last; ++unit) {
+    const std::int64_t i = unit / chunks, j0 = unit % chunks * kChunk;
+    const std::int64_t width = std::min(kChunk, s.inner - j0);
+    const float* base = x + i * s.reduced * s.inner + j0;
+    float* out = o + i * s.inner + j0;
+    if constexpr (R == Reduce::max || R == Reduce::min) {
+      std::array<float, kChunk> m;
+      std::fill(m.begin(), m.end(), R == Reduce::max ? -INFINITY : INFINITY);
+      for (std::int64_t r = 0; r < s.reduced; ++r)
+        for (std::int64_t j = 0; j < width; ++j) {
+          const float v = base[r * s.inner + j];
+          if constexpr (R == Reduce::max) {
+            m[j] = m[j] < v ? v : m[j];
+          } else {
+            m[j] = v < m[j] ? v : m[j];
+          }
+        }
+      std::copy(m.begin(), m.begin() + width, out);
+    } else {
+      std::array<double, kChunk> acc{};
+      for (std::int64_t r = 0; r < s.reduced; ++r)
+        for (std::int64_t j = 0; j < width; ++j) acc[j] += base[r * s.inner + j];
+      for (std::int64_t j = 0; j < width; ++j) out[j] = finish(acc[j]);
+    }
+  }
+}
+
 template <Reduce R>
 void reduce(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0];
+  if (x.dtype == DType::f32 && o.dtype == DType::f32) {
+    if (const std::optional<ReduceShape> s = reduce_shape(l)) {
+      reduce_f32<R>(l, *s);
+      return;
+    }
+  }
+  if (kiln::block_idx().x != 0) return;  // the general path runs on one block
   std::vector<bool> reduced(x.shape.size(), false);
   for (std::int64_t a : l.view().find("axes")->as_int_array())
     reduced[axis_of(a, x.shape.size())] = true;
@@ -948,6 +1067,16 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
     items = elements(o.shape) * k;  // multiply-adds
     per_block = std::int64_t{1} << 18;
     most = threads;  // one tile per worker: each tile packs its own operands
+  } else if (name == "kiln.reshape" || name == "kiln.transpose" || name == "kiln.broadcast_to" ||
+             name == "kiln.slice" || name == "kiln.split" || name == "kiln.concat" ||
+             name == "kiln.gather") {
+    // Copies: worth a worker from a quarter MiB of f32 on.
+    for (const View& out : l.out) items += elements(out.shape);
+    per_block = 4 * kMinElements;
+  } else if (name.starts_with("kiln.reduce_")) {
+    if (!all_f32()) return 1;
+    items = elements(l.in[0].shape);
+    per_block = kMinElements;
   } else if (name == "kiln.softmax" || name == "kiln.log_softmax" || name == "kiln.layer_norm" ||
              name == "kiln.rms_norm") {
     const bool softmax = name == "kiln.softmax" || name == "kiln.log_softmax";

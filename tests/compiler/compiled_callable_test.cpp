@@ -362,6 +362,41 @@ TEST(CompiledCallable, KernelsSplitOverWorkersComputeWhatTheReferenceDoes) {
   }
 }
 
+TEST(CompiledCallable, ReductionsAndCopiesSplitOverWorkersComputeWhatTheReferenceDoes) {
+  // f32 reductions over one run of axes (rows, columns, a middle run) and over two runs
+  // (the general path), an i32 one; concat, transpose, slice, split and gather, big
+  // enough to split over three workers.
+  const auto model = [](Tensor x, Tensor y, Tensor table, Tensor ids, Tensor xi) {
+    return std::make_tuple(sum(x, {2}), mean(x, {0}), max(x, {1}), min(x, {1, 2}), sum(x, {0, 2}),
+                           mean(x, {0, 1}, true), max(x, {0}), min(x, {2}), sum(xi, {1}),
+                           concat({x, y}, 1), permute(x, {2, 0, 1}), slice(x, 1, 8, 56),
+                           split(x, {20, 44}, 1)[1], gather(table, ids, 0));
+  };
+  const StagedGraph staged =
+      stage(model)(f32({16, 64, 192}), f32({16, 32, 192}), f32({1000, 192}),
+                   TensorLayout(DType::i64, {32, 64}), TensorLayout(DType::i32, {16, 64, 192}));
+  std::vector<Tensor> in = inputs_for(staged, 17);
+  in[3] = Tensor::random(TensorLayout(DType::i64, {32, 64}), 3, 0, 1000);  // valid rows
+  const std::vector<Tensor> want = reference_run(staged.graph(), in, {});
+  for (int threads : {1, 3}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+    CompiledCallable compiled(staged, {}, {.context = ctx});
+    if (threads > 1) {
+      const std::string dot = compiled.plan_dot(in);
+      for (const char* op :
+           {"kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max", "kiln.reduce_min",
+            "kiln.concat", "kiln.transpose", "kiln.gather", "kiln.slice", "kiln.split"}) {
+        bool split_up = false;  // some launch of op has more than one block
+        for (std::size_t at = dot.find(op); at != std::string::npos; at = dot.find(op, at + 1))
+          split_up = split_up || dot.find("grid (1, 1, 1)", at) != dot.find("grid", at);
+        EXPECT_TRUE(split_up) << op << " did not split:\n" << dot;
+      }
+    }
+    for (int call = 0; call < 2; ++call)
+      expect_close(compiled.run(in), want, "threads " + std::to_string(threads));
+  }
+}
+
 TEST(CompiledCallable, ElementwiseOpsAfterAMatmulRunAsItsEpilogue) {
   // Bias, activation and residual after a Linear layer; a scale after a batched matmul; a
   // matmul whose input dies at the matmul (k == n: the arena could place the epilogue's
