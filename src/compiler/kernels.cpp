@@ -549,6 +549,7 @@ struct ReduceShape {
 };
 std::optional<ReduceShape> reduce_shape(const Launch& l) {
   const Index& shape = l.in[0].shape;
+  if (shape.size() > 64) return std::nullopt;
   std::uint64_t reduced = 0;  // bit d: axis d is reduced
   for (std::int64_t a : l.view().find("axes")->as_int_array())
     reduced |= std::uint64_t{1} << axis_of(a, shape.size());
