@@ -1,0 +1,127 @@
+#pragma once
+// Internal: what the CPU kernels (kernels.cpp, data_kernels.cpp, row_kernels.cpp) share —
+// element access in any dtype, index arithmetic, a launch's share of the work and stack
+// scratch — and the kernels the other two files define for kernels.cpp's table.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "compiler/kernels.hpp"
+#include "kiln/runtime/launch.hpp"
+
+namespace kiln::compiler::kernel {
+
+// ---- elements ------------------------------------------------------------------------------
+
+inline double load(const View& v, std::int64_t i) {
+  return load_as_double(v.dtype, v.data + static_cast<std::size_t>(i) * size_of(v.dtype));
+}
+
+inline void store(const View& v, std::int64_t i, double x) {
+  store_from_double(v.dtype, x, v.data + static_cast<std::size_t>(i) * size_of(v.dtype));
+}
+
+// ---- indexing ------------------------------------------------------------------------------
+
+inline std::int64_t elements(const Index& s) {
+  std::int64_t n = 1;
+  for (std::int64_t d : s) n *= d;
+  return n;
+}
+
+inline Index strides_of(const Index& s) {
+  Index st(s.size(), 1);
+  for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+  return st;
+}
+
+/// Strides of \p in when broadcast to \p out (0 on stretched and missing dims).
+inline Index broadcast_strides(const Index& in, const Index& out) {
+  Index st(out.size(), 0);
+  const Index own = strides_of(in);
+  const std::size_t lead = out.size() - in.size();
+  for (std::size_t d = 0; d < in.size(); ++d) st[lead + d] = in[d] == 1 ? 0 : own[d];
+  return st;
+}
+
+/// Calls f(flat_out, offsets...) for every output element, with each input's offset.
+template <class F>
+void for_each_element(const Index& out, const std::vector<Index>& in_strides, F&& f) {
+  const std::int64_t n = elements(out);
+  Index idx(out.size(), 0);
+  std::vector<std::int64_t> off(in_strides.size(), 0);
+  for (std::int64_t flat = 0; flat < n; ++flat) {
+    f(flat, off);
+    for (std::size_t d = out.size(); d-- > 0;) {
+      ++idx[d];
+      for (std::size_t k = 0; k < off.size(); ++k) off[k] += in_strides[k][d];
+      if (idx[d] < out[d]) break;
+      for (std::size_t k = 0; k < off.size(); ++k) off[k] -= in_strides[k][d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+inline std::size_t axis_of(std::int64_t axis, std::size_t rank) {
+  return static_cast<std::size_t>(axis < 0 ? axis + static_cast<std::int64_t>(rank) : axis);
+}
+
+/// The elements [begin, end) of \p n that block `block_idx().x` of `grid_dim().x` owns,
+/// in whole multiples of \p align.
+inline std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, std::int64_t align = 1) {
+  const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
+  const std::int64_t b = kiln::block_idx().x;
+  const std::int64_t units = (n + align - 1) / align;
+  const std::int64_t begin = units * b / blocks * align, end = units * (b + 1) / blocks * align;
+  return {std::min(begin, n), std::min(end, n)};
+}
+
+/// Scratch of up to N elements on the stack, on the heap beyond: the kernels' working
+/// buffers, so that a call allocates nothing whichever thread runs it (up to N).
+template <class T, std::size_t N>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t n) {
+    if (n > N) heap_.resize(n);
+  }
+  T* data() noexcept { return heap_.empty() ? stack_.data() : heap_.data(); }
+  T& operator[](std::size_t i) noexcept { return data()[i]; }
+
+ private:
+  std::array<T, N> stack_;
+  std::vector<T> heap_;
+};
+
+/// Index scratch: ranks up to 16 stay on the stack.
+using IndexScratch = Scratch<std::int64_t, 16>;
+
+// ---- data_kernels.cpp: copies -------------------------------------------------------------
+
+void copy_all(const Launch& l);  // a reshape that is not a view
+void broadcast_to_or_transpose(const Launch& l);
+void slice(const Launch& l);
+void concat(const Launch& l);
+void split(const Launch& l);
+void gather(const Launch& l);
+/// The strides a transpose or broadcast_to launch reads its input with.
+Index read_strides_of(const Launch& l);
+
+// ---- row_kernels.cpp: reductions, softmax, norms -------------------------------------------
+
+void reduce_sum(const Launch& l);
+void reduce_mean(const Launch& l);
+void reduce_max(const Launch& l);
+void reduce_min(const Launch& l);
+void argmax(const Launch& l);
+void softmax(const Launch& l);
+void log_softmax(const Launch& l);
+void layer_norm(const Launch& l);
+void rms_norm(const Launch& l);
+/// True when \p l reads and writes f32 and works on rows of the last axis.
+bool f32_last_axis_rows(const Launch& l, std::size_t axis);
+
+}  // namespace kiln::compiler::kernel
