@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "compiler/fused_program.hpp"
-#include "compiler/kernels.hpp"
+#include "compiler/kernel_support.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
 namespace kiln::compiler {
 namespace {
 
+using kernel::broadcast_strides;
 using kiln::detail::cat;
 using Desc = dnnl::memory::desc;
 using DataType = dnnl::memory::data_type;
@@ -51,27 +52,30 @@ struct PostOp {
 /// \p f as a oneDNN activation, or nullopt when it has none.
 std::optional<PostOp> activation(vmath::Unary f) {
   using A = dnnl::algorithm;
+  const auto eltwise = [](A algorithm, float alpha = 0) {
+    return PostOp{false, algorithm, alpha, 0, nullptr, 0, 0};
+  };
   switch (f) {
     case vmath::Unary::relu:
-      return PostOp{false, A::eltwise_relu, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_relu);
     case vmath::Unary::gelu_tanh:
-      return PostOp{false, A::eltwise_gelu_tanh, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_gelu_tanh);
     case vmath::Unary::gelu_erf:
-      return PostOp{false, A::eltwise_gelu_erf, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_gelu_erf);
     case vmath::Unary::tanh:
-      return PostOp{false, A::eltwise_tanh, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_tanh);
     case vmath::Unary::sigmoid:
-      return PostOp{false, A::eltwise_logistic, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_logistic);
     case vmath::Unary::silu:  // x sigmoid(alpha x)
-      return PostOp{false, A::eltwise_swish, 1, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_swish, 1);
     case vmath::Unary::exp:
-      return PostOp{false, A::eltwise_exp, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_exp);
     case vmath::Unary::neg:  // alpha x + beta
-      return PostOp{false, A::eltwise_linear, -1, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_linear, -1);
     case vmath::Unary::abs:
-      return PostOp{false, A::eltwise_abs, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_abs);
     case vmath::Unary::sqrt:
-      return PostOp{false, A::eltwise_sqrt, 0, 0, nullptr, 0, 0};
+      return eltwise(A::eltwise_sqrt);
     default:
       return std::nullopt;
   }
@@ -83,15 +87,8 @@ std::optional<PostOp> activation(vmath::Unary f) {
 std::optional<std::pair<std::int64_t, std::int64_t>> row_col_strides(const Index& in,
                                                                      const Index& out) {
   if (out.empty() || in.size() > out.size()) return std::nullopt;
-  const std::size_t r = out.size(), lead = r - in.size();
-  Index st(r, 0);  // the input's strides over the output's dims (0: broadcast)
-  std::int64_t step = 1;
-  for (std::size_t d = r; d-- > lead;) {
-    const std::int64_t size = in[d - lead];
-    if (size != 1 && size != out[d]) return std::nullopt;
-    st[d] = size == 1 ? 0 : step;
-    step *= size;
-  }
+  const std::size_t r = out.size();
+  const Index st = broadcast_strides(in, out);
   const std::int64_t col = st[r - 1];
   for (const std::int64_t row : {std::int64_t{0}, col == 1 ? out[r - 1] : std::int64_t{1}}) {
     bool fits = true;

@@ -12,16 +12,19 @@ namespace kiln::detail {
 
 struct CudaDriver {
 #define KILN_CUDA_ENTRY(name) decltype(&::name) name = nullptr;
-#define KILN_CUDA_ENTRIES(X)                                                                      \
-  X(cuInit)                                                                                       \
-  X(cuGetErrorString)                                                                             \
-  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute)                   \
-      X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemAlloc)            \
-          X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuModuleLoadData) X(cuModuleGetFunction) \
-              X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate)         \
-                  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGraphCreate)   \
-                      X(cuGraphAddKernelNode) X(cuGraphInstantiate) X(cuGraphLaunch)              \
-                          X(cuGraphExecDestroy) X(cuGraphDestroy)
+// Grouped by kind, as written (clang-format would staircase the macro list).
+// clang-format off
+#define KILN_CUDA_ENTRIES(X) \
+  X(cuInit) X(cuGetErrorString) \
+  X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
+  X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
+  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) \
+  X(cuStreamCreate) X(cuStreamSynchronize) \
+  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
+  X(cuGraphCreate) X(cuGraphAddKernelNode) X(cuGraphInstantiate) X(cuGraphLaunch) \
+  X(cuGraphExecDestroy) X(cuGraphDestroy)
+  // clang-format on
   KILN_CUDA_ENTRIES(KILN_CUDA_ENTRY)
 #undef KILN_CUDA_ENTRY
 
