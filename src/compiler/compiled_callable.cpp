@@ -757,6 +757,9 @@ struct CompiledCallable::Impl {
       stats.packed_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::packed(l); }));
+      stats.skinny_matmuls = static_cast<std::size_t>(
+          std::count_if(plan->launches.begin(), plan->launches.end(),
+                        [](const Launch& l) { return compiler::skinny(l); }));
       stats.epilogues_in_gemm = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::epilogue_in_gemm(l); }));

@@ -14,6 +14,7 @@
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
 #include "compiler/packed_matmul.hpp"
+#include "compiler/skinny_matmul.hpp"
 #include "compiler/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -106,6 +107,7 @@ struct MatmulLayout {
   Index batch;
   std::int64_t m = 0, k = 0, n = 0;
   std::shared_ptr<const PackedMatmul> packed;  // b packed once, for a plain 2-D GEMM
+  std::shared_ptr<const SkinnyMatmul> skinny;  // a plain 2-D matmul of at most 4 rows
   // An epilogue that only multiplies by a scalar (attention's 1/sqrt(d)): sgemm's alpha,
   // read from `scale` on each call, the product written straight to `scaled`, the
   // epilogue's output.
@@ -164,6 +166,16 @@ void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& bat
   }
 }
 
+MatmulLayout layout_of(Matrices a, Matrices b, Index batch, std::int64_t m, std::int64_t k,
+                       std::int64_t n) {
+  MatmulLayout layout;
+  layout.a = std::move(a);
+  layout.b = std::move(b);
+  layout.batch = std::move(batch);
+  layout.m = m, layout.k = k, layout.n = n;
+  return layout;
+}
+
 /// The layout of launch \p l's f32 matmul, or nullopt when it is not an f32 matmul.
 std::optional<MatmulLayout> matmul_layout(const Launch& l) {
   View a = l.in[0], b = l.in[1];
@@ -185,9 +197,9 @@ std::optional<MatmulLayout> matmul_layout(const Launch& l) {
     // x [..., m, k] @ w [k, n] (a Linear layer): one [Π..·m, k] x [k, n] GEMM, so that
     // the weights are packed once rather than once per batch entry.
     const Index rows{elements(abatch) * m, k};
-    return MatmulLayout{matrices(a, rows, {}), matrices(b, b.shape, {}), {}, rows[0], k, n, {}};
+    return layout_of(matrices(a, rows, {}), matrices(b, b.shape, {}), {}, rows[0], k, n);
   }
-  return MatmulLayout{matrices(a, a.shape, batch), matrices(b, b.shape, batch), batch, m, k, n, {}};
+  return layout_of(matrices(a, a.shape, batch), matrices(b, b.shape, batch), batch, m, k, n);
 }
 
 /// A GEMM with its right operand packed: one tile (row band) per block; the epilogue
@@ -203,7 +215,21 @@ void packed_matmul(const PackedMatmul& packed, std::int64_t n, const Launch* epi
   }
 }
 
+/// A matmul of few rows: the block's panels, then the epilogue over their columns.
+void skinny_matmul(const SkinnyMatmul& skinny, std::int64_t m, std::int64_t n,
+                   const Launch* epilogue) {
+  const auto [first, last] = block_range(skinny.panels());
+  if (first == last) return;
+  skinny.run(first, last);
+  const std::int64_t c0 = skinny.first_column(first);
+  if (epilogue != nullptr) run_fused_f32_rows(*epilogue, c0, m, skinny.first_column(last) - c0, n);
+}
+
 void matmul(const Launch& l) {
+  if (l.matmul != nullptr && l.matmul->skinny != nullptr) {
+    skinny_matmul(*l.matmul->skinny, l.matmul->m, l.matmul->n, l.epilogue);
+    return;
+  }
   if (l.matmul != nullptr && l.matmul->packed != nullptr) {
     packed_matmul(*l.matmul->packed, l.matmul->n, l.epilogue);
     return;
@@ -610,22 +636,27 @@ void prepare(Launch& launch, int threads) {
     launch.read_strides.push_back(read_strides_of(launch));
   } else if (name == "kiln.matmul") {
     if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
-      if (launch.pack_rhs && layout->batch.empty() &&
-          PackedMatmul::worth_packing(layout->m, layout->k, layout->n)) {
+      const MatrixRef a{layout->a.data, layout->a.row, layout->a.col},
+          b{layout->b.data, layout->b.row, layout->b.col};
+      if (layout->batch.empty() && SkinnyMatmul::suits(layout->m, b, launch.pack_rhs)) {
+        layout->skinny =
+            std::make_shared<const SkinnyMatmul>(a, b, reinterpret_cast<float*>(launch.out[0].data),
+                                                 layout->m, layout->k, layout->n, launch.pack_rhs);
+        launch.blocks = static_cast<std::uint32_t>(layout->skinny->blocks(threads));
+      } else if (launch.pack_rhs && layout->batch.empty() &&
+                 PackedMatmul::worth_packing(layout->m, layout->k, layout->n)) {
         // One row band per block, each at least 8 rows (as the sgemm tiles).
         const std::int64_t tiles =
             std::clamp<std::int64_t>(launch.blocks, 1, std::max<std::int64_t>(1, layout->m / 8));
         try {
           layout->packed = std::make_shared<const PackedMatmul>(
-              MatrixRef{layout->a.data, layout->a.row, layout->a.col},
-              MatrixRef{layout->b.data, layout->b.row, layout->b.col},
-              reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n, tiles,
-              launch.epilogue);
+              a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
+              tiles, launch.epilogue);
         } catch (const DeviceError&) {
           // No primitive for it on this CPU: the sgemm tiles compute it.
         }
       }
-      if (!layout->packed && launch.epilogue != nullptr)
+      if (!layout->packed && !layout->skinny && launch.epilogue != nullptr)
         layout->scale = scale_of(*launch.epilogue, launch.out[0].data, &layout->scaled);
       launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
     }
@@ -636,6 +667,10 @@ void prepare(Launch& launch, int threads) {
 
 bool packed(const Launch& launch) {
   return launch.matmul != nullptr && launch.matmul->packed != nullptr;
+}
+
+bool skinny(const Launch& launch) {
+  return launch.matmul != nullptr && launch.matmul->skinny != nullptr;
 }
 
 bool epilogue_in_gemm(const Launch& launch) {

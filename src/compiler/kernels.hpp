@@ -86,6 +86,8 @@ Kernel find_kernel(std::string_view op);
 void prepare(Launch& launch, int threads);
 /// True when prepare packed the matmul launch \p launch's right operand.
 bool packed(const Launch& launch);
+/// True when the matmul launch \p launch has few rows and runs as column panels.
+bool skinny(const Launch& launch);
 /// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).
 bool epilogue_in_gemm(const Launch& launch);
 

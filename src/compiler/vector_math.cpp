@@ -17,12 +17,14 @@ struct Table {
   void (*softmax_row)(const float*, float*, std::size_t);
   void (*normalize_row)(const float*, double, double, const float*, const float*, float*,
                         std::size_t);
+  void (*matmul_panel)(const float*, std::size_t, std::size_t, std::size_t, const float*,
+                       std::size_t, std::size_t, float*, std::size_t, std::size_t);
 };
 
 #define KILN_TABLE(target)                                                                 \
   Table {                                                                                  \
 #target, target::unary, target::binary, target::sum, target::sum_squares, target::max, \
-        target::softmax_row, target::normalize_row                                         \
+        target::softmax_row, target::normalize_row, target::matmul_panel                   \
   }
 
 const Table& table() {
@@ -62,6 +64,12 @@ void softmax_row(const float* x, float* y, std::size_t n) { table().softmax_row(
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
                    float* y, std::size_t n) {
   table().normalize_row(x, mean, scale, gamma, beta, y, n);
+}
+
+void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
+                  const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
+                  std::size_t cols) {
+  table().matmul_panel(a, a_row, a_col, rows, b, ldb, k, c, ldc, cols);
 }
 
 }  // namespace kiln::compiler::vmath

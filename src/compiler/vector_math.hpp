@@ -57,4 +57,18 @@ void softmax_row(const float* x, float* y, std::size_t n);
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
                    float* y, std::size_t n);
 
+/// Columns in one panel of `matmul_panel`: four AVX-512 registers per row.
+inline constexpr std::size_t kPanel = 64;
+/// Most rows of one `matmul_panel` call.
+inline constexpr std::size_t kPanelRows = 4;
+
+/// One panel of a matrix product with few rows (a batch-1 Linear layer):
+/// c[r·ldc + j] = Σ_p a[r·a_row + p·a_col] · b[p·ldb + j] for r < rows (1..kPanelRows) and
+/// j < cols (1..kPanel), each sum accumulated in order of p by fused multiply-adds from 0,
+/// so that every copy computes the same bits. The rows stay in registers while b is
+/// read once, row after row (contiguous when ldb is kPanel: a packed panel).
+void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
+                  const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
+                  std::size_t cols);
+
 }  // namespace kiln::compiler::vmath

@@ -271,4 +271,51 @@ void normalize_row(const float* x, double mean, double scale, const float* gamma
     y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale * gamma[i] + beta[i]);
 }
 
+namespace {
+
+/// matmul_panel for R rows; Full: all kPanel columns (a width the compiler knows, so that
+/// the accumulators live in registers).
+template <std::size_t R, bool Full>
+KILN_INLINE void panel_rows(const float* a, std::size_t a_row, std::size_t a_col, const float* b,
+                            std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
+                            std::size_t cols) {
+  const std::size_t width = Full ? kPanel : cols;
+  float acc[R][kPanel] = {};
+  for (std::size_t p = 0; p < k; ++p) {
+    const float* row = b + p * ldb;
+    for (std::size_t r = 0; r < R; ++r) {
+      const float x = a[r * a_row + p * a_col];
+      for (std::size_t j = 0; j < width; ++j) acc[r][j] = fmadd(x, row[j], acc[r][j]);
+    }
+  }
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t j = 0; j < width; ++j) c[r * ldc + j] = acc[r][j];
+}
+
+template <std::size_t R>
+void panel_of(const float* a, std::size_t a_row, std::size_t a_col, const float* b, std::size_t ldb,
+              std::size_t k, float* c, std::size_t ldc, std::size_t cols) {
+  if (cols == kPanel)
+    panel_rows<R, true>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
+  else
+    panel_rows<R, false>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
+}
+
+}  // namespace
+
+void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
+                  const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
+                  std::size_t cols) {
+  switch (rows) {
+    case 1:
+      return panel_of<1>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
+    case 2:
+      return panel_of<2>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
+    case 3:
+      return panel_of<3>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
+    default:
+      return panel_of<4>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
+  }
+}
+
 }  // namespace kiln::compiler::vmath::KILN_VMATH_TARGET

@@ -468,6 +468,48 @@ TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
   }
 }
 
+TEST(CompiledCallable, MatmulsOfFewRowsRunAsColumnPanelsSplitOverWorkers) {
+  // A batch-1 MLP: rows 1..4 run as panels of 64 columns (200 columns: three full panels
+  // and a tail) split over the workers (three blocks: 600 x 200 floats), with bias + relu run on
+  // each block's columns; a weight read through a transpose is packed; 5 rows take the GEMM path.
+  const auto model = [](Tensor x) {
+    const Tensor h = relu(matmul(x, weight("w1", f32({600, 200}))) + weight("b1", f32({200})));
+    const Tensor t = matmul(h, transpose(weight("w2", f32({150, 200}))));
+    return std::make_tuple(h, t * 2.0);
+  };
+  const StagedGraph staged = stage(model)(f32({"b", 600}));
+  std::map<std::string, Tensor> weights = {{"w1", Tensor::random(f32({600, 200}), 1, -0.1, 0.1)},
+                                           {"b1", Tensor::random(f32({200}), 2)},
+                                           {"w2", Tensor::random(f32({150, 200}), 3, -0.1, 0.1)}};
+  // The right operand as an input too: read in place when row-major, not when transposed.
+  const auto inputs_model = [](Tensor x, Tensor w, Tensor wt) {
+    return std::make_tuple(matmul(x, w) + 1.0, matmul(x, transpose(wt)));
+  };
+  const StagedGraph staged_inputs =
+      stage(inputs_model)(f32({"b", 300}), f32({300, 200}), f32({200, 300}));
+  for (std::int64_t b : {1, 2, 3, 4, 5}) {
+    const std::vector<Tensor> in = inputs_for(staged, 30 + b, {{"b", b}});
+    const std::vector<Tensor> want = reference_run(staged.graph(), in, weights);
+    const std::vector<Tensor> in2 = inputs_for(staged_inputs, 40 + b, {{"b", b}});
+    const std::vector<Tensor> want2 = reference_run(staged_inputs.graph(), in2, {});
+    for (int threads : {1, 3}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
+      for (bool pack : {true, false}) {
+        CompiledCallable compiled(staged, weights, {.context = ctx, .prepack_weights = pack});
+        for (int call = 0; call < 2; ++call)
+          expect_close(compiled.run(in), want, what + (pack ? "" : ", not packed"));
+        // Not packed, the transposed weight's columns are strided: the GEMM path.
+        EXPECT_EQ(compiled.stats().skinny_matmuls, b > 4 ? 0u : pack ? 2u : 1u) << what;
+        EXPECT_EQ(compiled.stats().epilogues, 2u) << what;
+      }
+      CompiledCallable compiled(staged_inputs, {}, {.context = ctx});
+      expect_close(compiled.run(in2), want2, what + ", right operands as inputs");
+      EXPECT_EQ(compiled.stats().skinny_matmuls, b > 4 ? 0u : 1u) << what;
+    }
+  }
+}
+
 TEST(CompiledCallable, ReshapesAndTransposesIntoMatmulsCopyNothing) {
   // Attention's head split: reshape, then transposes read by matmuls (plain, transposed,
   // and through a second transpose); the merge reshapes a transposed tensor, which needs

@@ -192,5 +192,53 @@ TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
   EXPECT_EQ(y, (std::vector<float>{1, 4, 27, 256}));
 }
 
+TEST(VectorMath, MatmulPanelsSumInOrderOnEveryInstructionSet) {
+  // a: 4 rows with a row stride of 3·k and a column stride of 3 (a transposed, strided
+  // view); b: k rows of 80 floats; panels of 64 (registers) and of 13 columns (a tail).
+  const std::size_t k = 37, ldb = 80, ldc = 70;
+  std::vector<float> a(4 * 3 * k), b(k * ldb);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : a) v = u(rng);
+  for (float& v : b) v = u(rng);
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (std::size_t rows = 1; rows <= kPanelRows; ++rows) {
+    for (std::size_t cols : {kPanel, std::size_t{13}}) {
+      for (std::size_t depth : {k, std::size_t{0}}) {
+        std::vector<float> want(4 * ldc, -1.0f), got(4 * ldc, -1.0f);
+        base::matmul_panel(a.data(), 3 * k, 3, rows, b.data() + 5, ldb, depth, want.data(), ldc,
+                           cols);
+        for (std::size_t r = 0; r < 4; ++r) {
+          for (std::size_t j = 0; j < ldc; ++j) {
+            const std::string where = "rows " + std::to_string(rows) + ", cols " +
+                                      std::to_string(cols) + ", k " + std::to_string(depth) +
+                                      ": c[" + std::to_string(r) + "][" + std::to_string(j) + "]";
+            if (r >= rows || j >= cols) {
+              ASSERT_EQ(want[r * ldc + j], -1.0f) << where << " written outside the panel";
+              continue;
+            }
+            double exact = 0;
+            for (std::size_t p = 0; p < depth; ++p)
+              exact += static_cast<double>(a[r * 3 * k + p * 3]) * b[p * ldb + 5 + j];
+            ASSERT_NEAR(want[r * ldc + j], exact, 1e-5) << where;
+          }
+        }
+        for (const auto& [available, run] :
+             {std::pair{avx2, &avx2::matmul_panel}, std::pair{avx512, &avx512::matmul_panel}}) {
+          if (!available) continue;
+          std::fill(got.begin(), got.end(), -1.0f);
+          run(a.data(), 3 * k, 3, rows, b.data() + 5, ldb, depth, got.data(), ldc, cols);
+          ASSERT_EQ(got, want) << "rows " << rows << ", cols " << cols << ", k " << depth;
+        }
+      }
+    }
+  }
+  std::vector<float> c(2 * ldc);
+  matmul_panel(a.data(), 3 * k, 3, 2, b.data(), ldb, k, c.data(), ldc, kPanel);  // dispatched
+  std::vector<float> want(2 * ldc);
+  base::matmul_panel(a.data(), 3 * k, 3, 2, b.data(), ldb, k, want.data(), ldc, kPanel);
+  EXPECT_EQ(c, want);
+}
+
 }  // namespace
 }  // namespace kiln::compiler::vmath

@@ -119,6 +119,8 @@ class CompiledCallable {
     std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
     std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)
     std::size_t packed_matmuls = 0;  ///< matmuls with prepacked weights, newest plan
+    std::size_t skinny_matmuls = 0;  ///< f32 matmuls of at most 4 rows (a batch-1 Linear
+                                     ///< layer), run as column panels, newest plan
     std::size_t epilogues_in_gemm = 0;  ///< of the epilogues, those run inside the GEMM
                                         ///< (oneDNN post-ops, or a scale as sgemm's alpha)
   };

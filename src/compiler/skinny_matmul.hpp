@@ -1,0 +1,54 @@
+#pragma once
+// Internal: f32 matmuls with few rows (a batch-1 Linear layer, x [m, k] @ w [k, n] with
+// m <= kMaxRows), whose time is the reading of B, not the multiply-adds: sgemm reads such
+// a B at a fraction of the memory's speed, on one thread. Here B is read in column panels
+// of vmath::kPanel columns, each panel once, while the sums of all m rows stay in
+// registers; the panels are split over the launch's blocks, so that each worker reads its
+// own slice of B (and, replay after replay, finds it in its own cache). When B stays the
+// same for the plan's life (a weight), its panels are packed once, each contiguous, zero
+// padded to a whole panel.
+
+#include <cstdint>
+#include <memory>
+
+#include "compiler/packed_matmul.hpp"
+
+namespace kiln::compiler {
+
+class SkinnyMatmul {
+ public:
+  /// The most rows of A: the rows one panel keeps in registers.
+  static constexpr std::int64_t kMaxRows = 4;
+
+  /// C = A B with A \p m x \p k (m <= kMaxRows), B \p k x \p n and C \p m x \p n row-major
+  /// at \p c. With \p pack, B's panels are copied now and B must not change while this
+  /// object lives; without, B is read in place and must have unit column stride.
+  SkinnyMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
+               bool pack);
+
+  /// Whether this path computes such a matmul: few rows, and B packed or row-major.
+  static bool suits(std::int64_t m, MatrixRef b, bool pack) {
+    return m >= 1 && m <= kMaxRows && (pack || b.col == 1);
+  }
+  /// How many blocks the panels are worth on \p threads workers: one per 128 KiB of B,
+  /// at most one per worker and per panel.
+  std::int64_t blocks(int threads) const noexcept;
+
+  std::int64_t panels() const noexcept { return panels_; }
+  /// The first column of panel \p p (of `panels() + 1`: the last is n).
+  std::int64_t first_column(std::int64_t p) const noexcept;
+  /// Computes panels [first, last) of every row on the calling thread. Allocates nothing;
+  /// disjoint ranges may run at once on different threads.
+  void run(std::int64_t first, std::int64_t last) const;
+
+ private:
+  struct AlignedFree {
+    void operator()(float* p) const noexcept;
+  };
+  MatrixRef a_, b_;
+  float* c_ = nullptr;
+  std::int64_t m_ = 0, k_ = 0, n_ = 0, panels_ = 0;
+  std::unique_ptr<float[], AlignedFree> packed_;  // panels_ x k x kPanel, or null
+};
+
+}  // namespace kiln::compiler
