@@ -25,7 +25,7 @@ void cpu_relax() noexcept {
 WorkerPool::WorkerPool(int helpers, const char* thread_name) {
   threads_.reserve(static_cast<std::size_t>(std::max(helpers, 0)));
   for (int i = 0; i < helpers; ++i) {
-    threads_.emplace_back([this] { helper_main(); });
+    threads_.emplace_back([this, i] { helper_main(static_cast<std::uint64_t>(i) + 1); });
     const std::string name = std::string(thread_name).substr(0, 12) + "-w" + std::to_string(i);
     pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
   }
@@ -38,19 +38,40 @@ WorkerPool::~WorkerPool() {
   for (auto& t : threads_) t.join();
 }
 
-void WorkerPool::work(Job& job) noexcept {
+bool WorkerPool::run(Job& job, std::uint64_t begin, std::uint64_t end) noexcept {
+  if (job.failed.load(std::memory_order_relaxed)) return false;
+  try {
+    (*job.body)(begin, end);
+    return true;
+  } catch (...) {
+    std::lock_guard lock(job.error_mutex);
+    if (!job.error) job.error = std::current_exception();
+    job.failed.store(true, std::memory_order_relaxed);
+    return false;
+  }
+}
+
+void WorkerPool::work(Job& job, std::uint64_t participant) noexcept {
+  if (job.n <= 64) {
+    // This participant's share first, then (if it has one) whatever is left unclaimed.
+    const std::uint64_t first = job.n * participant / job.participants,
+                        last = job.n * (participant + 1) / job.participants;
+    const auto claim = [&](std::uint64_t b) {
+      const std::uint64_t bit = std::uint64_t{1} << b;
+      return (job.claimed.load(std::memory_order_relaxed) & bit) == 0 &&
+             (job.claimed.fetch_or(bit, std::memory_order_relaxed) & bit) == 0;
+    };
+    for (std::uint64_t b = first; b < last; ++b)
+      if (claim(b) && !run(job, b, b + 1)) return;
+    for (std::uint64_t i = 0; first < last && i < job.n; ++i) {
+      const std::uint64_t b = (last + i) % job.n;
+      if (claim(b) && !run(job, b, b + 1)) return;
+    }
+    return;
+  }
   for (;;) {
     const std::uint64_t begin = job.next.fetch_add(job.chunk, std::memory_order_relaxed);
-    if (begin >= job.n || job.failed.load(std::memory_order_relaxed)) return;
-    const std::uint64_t end = std::min(job.n, begin + job.chunk);
-    try {
-      (*job.body)(begin, end);
-    } catch (...) {
-      std::lock_guard lock(job.error_mutex);
-      if (!job.error) job.error = std::current_exception();
-      job.failed.store(true, std::memory_order_relaxed);
-      return;
-    }
+    if (begin >= job.n || !run(job, begin, std::min(job.n, begin + job.chunk))) return;
   }
 }
 
@@ -63,13 +84,14 @@ void WorkerPool::parallel_for(std::uint64_t n, const BlockRunner& body) {
   Job job;
   job.body = &body;
   job.n = n;
+  job.participants = participants;
   // Several chunks per participant balance uneven blocks; at least one block each.
   job.chunk = std::max<std::uint64_t>(1, n / (participants * 4));
   job_ = &job;
   running_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
   epoch_.fetch_add(1, std::memory_order_release);
   epoch_.notify_all();
-  work(job);
+  work(job, 0);
   int spins = 0;
   for (int r; (r = running_.load(std::memory_order_acquire)) != 0;) {
     if (++spins < kSpinIterations) {
@@ -82,7 +104,7 @@ void WorkerPool::parallel_for(std::uint64_t n, const BlockRunner& body) {
   if (job.error) std::rethrow_exception(job.error);
 }
 
-void WorkerPool::helper_main() {
+void WorkerPool::helper_main(std::uint64_t participant) {
   std::uint32_t seen = 0;
   for (;;) {
     std::uint32_t e = epoch_.load(std::memory_order_acquire);
@@ -96,7 +118,7 @@ void WorkerPool::helper_main() {
     }
     seen = e;
     if (stop_.load(std::memory_order_acquire)) return;
-    work(*job_);
+    work(*job_, participant);
     if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_one();
   }
 }

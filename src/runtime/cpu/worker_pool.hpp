@@ -13,8 +13,13 @@
 namespace kiln::detail {
 
 /// A fixed set of helper threads. `parallel_for` runs blocks [0, n) of a runner on the
-/// calling thread plus every helper, claiming chunks from a shared counter, and returns
-/// when all blocks have run. Helpers spin briefly, then sleep on a futex between jobs.
+/// calling thread plus every helper and returns when all blocks have run. Up to 64 blocks,
+/// each participant (the caller is participant 0, helper i participant i + 1) first runs
+/// its own even share of them, then takes any left unclaimed: so the same block of a
+/// replayed kernel keeps running on the same core, with its data in that core's cache
+/// (a batch-1 layer's slice of the weights), while a late participant's share is not
+/// waited for. More blocks are claimed in chunks from a shared counter. Helpers spin
+/// briefly, then sleep on a futex between jobs.
 ///
 /// One `parallel_for` at a time (the owning stream has one draining thread).
 class WorkerPool {
@@ -34,13 +39,17 @@ class WorkerPool {
     const BlockRunner* body = nullptr;
     std::uint64_t n = 0;
     std::uint64_t chunk = 1;
-    std::atomic<std::uint64_t> next{0};
+    std::uint64_t participants = 1;
+    std::atomic<std::uint64_t> next{0};     // more than 64 blocks: the next unclaimed one
+    std::atomic<std::uint64_t> claimed{0};  // up to 64 blocks: bit b set once b is claimed
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
   };
-  void helper_main();
-  static void work(Job& job) noexcept;
+  void helper_main(std::uint64_t participant);
+  static void work(Job& job, std::uint64_t participant) noexcept;
+  /// Runs blocks [begin, end) of \p job; false once a block has thrown.
+  static bool run(Job& job, std::uint64_t begin, std::uint64_t end) noexcept;
 
   Job* job_ = nullptr;
   std::atomic<std::uint32_t> epoch_{0};
