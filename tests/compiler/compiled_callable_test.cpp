@@ -432,7 +432,7 @@ TEST(CompiledCallable, ElementwiseOpsAfterAMatmulRunAsItsEpilogue) {
 TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
   // Weights packed once per plan for oneDNN; epilogues that are chains of post-ops (a bias
   // row, a residual, a column, scalars, activations) run inside the GEMM, others after
-  // each tile. 25 rows: three uneven row bands on three threads.
+  // each tile. 50 rows: three uneven row bands on three threads.
   const auto model = [](Tensor x, Tensor r, Tensor col) {
     const TensorLayout square = f32({320, 320});
     const Tensor w = weight("w", square), bias = weight("bias", f32({320}));
@@ -443,7 +443,7 @@ TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
     return std::make_tuple(residual, gated, reversed, scaled);
   };
   const StagedGraph staged =
-      stage(model)(f32({"b", 25, 320}), f32({"b", 25, 320}), f32({"b", 25, 1}));
+      stage(model)(f32({"b", 50, 320}), f32({"b", 50, 320}), f32({"b", 50, 1}));
   std::map<std::string, Tensor> weights;
   std::uint64_t seed = 40;
   for (const char* name : {"w", "wt", "w2", "w3"})
