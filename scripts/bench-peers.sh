@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kiln against PyTorch (eager, torch.compile), JAX (jax.jit), ONNX Runtime and MAX on the
 # same GPT-style transformer, weights and inputs (4 layers, d_model 512, 8 heads, seq 128),
-# at batch 1 and 16, on every core and on one. Installs the peers from PyPI into
+# and on a plain MLP, at batch 1 and 16, on every core and on one. Installs the peers from PyPI into
 # build/peers-venv (network needed; torch alone is ≈ 3 GB) and MAX into a venv of its own,
 # build/max-venv; then kernels against PyTorch's and compile time against JAX,
 # torch.compile and MAX. Writes build/peers/*.json. See bench/peers/README.md.
@@ -34,6 +34,20 @@ for threads in "$cores" 1; do
       --max-python "$max_venv/bin/python" \
       --json "build/peers/transformer_t${threads}_b${batch}.json"
     echo
+  done
+done
+# A plain MLP (512 -> 4 x 512 -> 10, and the same 256 wide), where a batch-1 call is
+# short enough for the systems' per-call costs to show; 1000 calls each in 10 rounds.
+for threads in "$cores" 1; do
+  for width in 512 256; do
+    for batch in 1 16; do
+      taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/mlp_peers.py \
+        --kiln "$kiln" --prefix "build/peers/mlp$width" --layers 4 --dim "$width" \
+        --hidden "$width" --outputs 10 --batch "$batch" --threads "$threads" \
+        --iterations 1000 --rounds 10 --max-python "$max_venv/bin/python" \
+        --json "build/peers/mlp${width}_t${threads}_b${batch}.json"
+      echo
+    done
   done
 done
 # Kernels (GELU, SiLU, softmax, matmul) against PyTorch's, at each thread count.

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""MAX (Modular's `max` package) as a peer: the transformer of transformer_peers.py built
-with MAX's graph API (max.graph) and run on the CPU by max.engine. MAX lives in its own
-venv (build/max-venv), so transformer_peers.py and compile_peers.py run this script with
-that venv's python and read what it writes.
+"""MAX (Modular's `max` package) as a peer: the transformer of transformer_peers.py (or,
+with --model mlp, the MLP of mlp_peers.py) built with MAX's graph API (max.graph) and run
+on the CPU by max.engine. MAX lives in its own venv (build/max-venv), so
+transformer_peers.py, mlp_peers.py and compile_peers.py run this script with that venv's
+python and read what it writes.
 
-The graph takes the token ids [batch, seq] (int64) as its input; the weights are graph
-weights (max.graph.Weight), bound at session.load through weights_registry rather than
-baked into the graph as constants. compile_ms is the graph build (build_ms) plus
+The graph takes the token ids [batch, seq] (int64) as its input, or the MLP's features
+[batch, dim] (float32); the weights are graph weights (max.graph.Weight), bound at
+session.load through weights_registry rather than baked into the graph as constants. compile_ms is the graph build (build_ms) plus
 session.load, which compiles (load_ms); call_ms the median of timed calls after one
 warm-up, each call including the copy of the logits out to numpy.
 
@@ -18,7 +19,9 @@ first N CPUs it may run on before max is imported. The JSON reports the threads 
 more after a cold compile, all on the N CPUs.
 
     max_peer.py --prefix P --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --threads 2
-        --ids P.ids_b1.npy --out out.npy --json max.json [--iterations 20 | --serve]
+        --input P.ids_b1.npy --out out.npy --json max.json [--iterations 20 | --serve]
+    max_peer.py --model mlp --prefix P --layers 4 --dim 512 --hidden 512 --batch 1
+        --threads 2 --input P.x_b1.npy --out out.npy [--json max.json] [--serve]
     max_peer.py --compile-only --layers 32 --dim 512 --heads 8 --seq 128 --batch 1
         --vocab 1000 --threads 1 [--cache-dir DIR] [--json max.json]
 
@@ -39,6 +42,7 @@ import types
 
 import numpy as np
 
+from mlp_peers import mlp
 from transformer_peers import (load_weights, median, pin_threads, random_weights, time_calls,
                                time_each, transformer)
 
@@ -69,12 +73,13 @@ def max_ops():
         softmax=lambda t: ops.softmax(t, axis=-1),
         gelu_tanh=lambda t: ops.gelu(t, approximate="tanh"),
         layer_norm=lambda x, w, b, eps: ops.layer_norm(x, w, b, epsilon=eps),
-        mean_last=lambda t: ops.mean(t, axis=-1), rsqrt=ops.rsqrt)
+        mean_last=lambda t: ops.mean(t, axis=-1), rsqrt=ops.rsqrt, relu=ops.relu)
 
 
 def compile_model(session, weights, args):
-    """Builds the graph (weights as max.graph.Weight, ids as the input) and loads it into
-    session; returns the model and the milliseconds of each step and of both."""
+    """Builds the graph (weights as max.graph.Weight, the ids or features as the input)
+    and loads it into session; returns the model and the milliseconds of each step and of
+    both."""
     from max.dtype import DType
     from max.graph import DeviceRef, Graph, TensorType, Weight
 
@@ -82,9 +87,14 @@ def compile_model(session, weights, args):
     start = time.perf_counter()
     graph_weights = {name: Weight(name, DType.float32, value.shape, device)
                      for name, value in weights.items()}
-    ids_type = TensorType(DType.int64, (args.batch, args.seq), device)
-    with Graph("kiln_transformer", input_types=[ids_type]) as graph:
-        graph.output(transformer(graph_weights, args, max_ops())(graph.inputs[0].tensor))
+    if args.model == "mlp":
+        input_type = TensorType(DType.float32, (args.batch, args.dim), device)
+        model = mlp(graph_weights, args, max_ops())
+    else:
+        input_type = TensorType(DType.int64, (args.batch, args.seq), device)
+        model = transformer(graph_weights, args, max_ops())
+    with Graph("kiln_" + args.model, input_types=[input_type]) as graph:
+        graph.output(model(graph.inputs[0].tensor))
     built = time.perf_counter()
     model = session.load(graph, weights_registry=weights)
     end = time.perf_counter()
@@ -104,20 +114,21 @@ def new_session():
 
 
 def run_peer(args):
-    """The model from PREFIX.safetensors on the ids in --ids: output, compile and call."""
+    """The model from PREFIX.safetensors on the input in --input: output, compile and
+    call."""
     from max.driver import Buffer
 
     weights = load_weights(args.prefix + ".safetensors")
-    ids = np.load(args.ids)
-    if ids.shape != (args.batch, args.seq):
-        raise SystemExit(f"max_peer.py: {args.ids} has shape {ids.shape}, expected "
-                         f"({args.batch}, {args.seq})")
+    x = np.load(args.input)
+    shape = (args.batch, args.dim) if args.model == "mlp" else (args.batch, args.seq)
+    if x.shape != shape:
+        raise SystemExit(f"max_peer.py: {args.input} has shape {x.shape}, expected {shape}")
     session = new_session()
     model, times = compile_model(session, weights, args)
-    ids_buffer = Buffer.from_numpy(ids)
+    x_buffer = Buffer.from_numpy(x)
 
     def call():
-        return model.execute(ids_buffer)[0].to_numpy()
+        return model.execute(x_buffer)[0].to_numpy()
 
     np.save(args.out, call())
     if args.serve:
@@ -155,12 +166,17 @@ def compile_only(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for flag in ("--layers", "--dim", "--heads", "--seq", "--batch", "--threads"):
+    parser.add_argument("--model", choices=("transformer", "mlp"), default="transformer")
+    for flag in ("--layers", "--dim", "--batch", "--threads"):
         parser.add_argument(flag, type=int, required=True)
+    for flag in ("--heads", "--seq", "--hidden", "--outputs"):
+        parser.add_argument(flag, type=int, help="the transformer's (heads, seq) or the "
+                            "MLP's (hidden, outputs)")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--prefix", help="the model's weights are PREFIX.safetensors")
-    parser.add_argument("--ids", help="token ids, int64 [batch, seq] (.npy)")
-    parser.add_argument("--out", help="where the logits go (.npy)")
+    parser.add_argument("--input", help="the transformer's token ids, int64 [batch, seq], or "
+                        "the MLP's features, float32 [batch, dim] (.npy)")
+    parser.add_argument("--out", help="where the output goes (.npy)")
     parser.add_argument("--vocab", type=int, default=1000, help="with --compile-only")
     parser.add_argument("--cache-dir", help="with --compile-only: MAX's compile cache")
     parser.add_argument("--iterations", type=int, default=20)
@@ -168,8 +184,14 @@ def main():
                         help="time calls on request instead of --iterations (see serve())")
     parser.add_argument("--json")
     args = parser.parse_args()
-    if not args.compile_only and not (args.prefix and args.ids and args.out):
-        parser.error("--prefix, --ids and --out are required without --compile-only")
+    if not args.compile_only and not (args.prefix and args.input and args.out):
+        parser.error("--prefix, --input and --out are required without --compile-only")
+    needed = ("hidden", "outputs") if args.model == "mlp" else ("heads", "seq")
+    if args.compile_only and args.model == "mlp":
+        parser.error("--compile-only builds the transformer")
+    for flag in needed:
+        if getattr(args, flag) is None:
+            parser.error(f"--model {args.model} needs --{flag}")
 
     pin_threads(args.threads)  # before max is imported: its worker pool follows the affinity
     if args.cache_dir:

@@ -71,6 +71,11 @@ def pin_threads(threads):
     os.sched_setaffinity(0, cpus[:threads])
 
 
+def duration(ms):
+    """ms as "12.34ms", or "56.7us" under a millisecond."""
+    return f"{ms * 1e3:.1f}us" if ms < 1 else f"{ms:.2f}ms"
+
+
 def median(values):
     values = sorted(values)
     return values[len(values) // 2]
@@ -202,7 +207,7 @@ def jax_ops():
         embed=lambda table, ids: table[ids], heads=lambda t: t.transpose(0, 2, 1, 3),
         last_two=lambda t: t.swapaxes(-1, -2), softmax=lambda t: jax.nn.softmax(t, axis=-1),
         gelu_tanh=lambda t: jax.nn.gelu(t, approximate=True), layer_norm=layer_norm,
-        mean_last=mean_last, rsqrt=jax.lax.rsqrt)
+        mean_last=mean_last, rsqrt=jax.lax.rsqrt, relu=jax.nn.relu)
 
 
 def torch_ops():
@@ -215,32 +220,33 @@ def torch_ops():
         last_two=lambda t: t.transpose(-1, -2), softmax=lambda t: torch.softmax(t, dim=-1),
         gelu_tanh=lambda t: F.gelu(t, approximate="tanh"),
         layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
-        mean_last=lambda t: t.mean(-1, keepdim=True), rsqrt=torch.rsqrt)
+        mean_last=lambda t: t.mean(-1, keepdim=True), rsqrt=torch.rsqrt, relu=torch.relu)
 
 
-def jax_peer(weights, ids, args):
+def jax_peer(build, weights, x):
+    """jax.jit of build(weights, jax_ops()) on the input x."""
     import jax
     import jax.numpy as jnp
 
-    model = transformer({k: jnp.asarray(v) for k, v in weights.items()}, args, jax_ops())
+    model = build({k: jnp.asarray(v) for k, v in weights.items()}, jax_ops())
 
-    ids_j = jnp.asarray(ids)
+    x_j = jnp.asarray(x)
     start = time.perf_counter()
-    compiled = jax.jit(model).lower(ids_j).compile()
+    compiled = jax.jit(model).lower(x_j).compile()
     compile_ms = (time.perf_counter() - start) * 1e3
-    out = np.asarray(compiled(ids_j))
+    out = np.asarray(compiled(x_j))
     return {"compile_ms": compile_ms, "output": out, "version": "jax " + jax.__version__,
-            "timer": lambda n: time_each(lambda: compiled(ids_j).block_until_ready(), n)}
+            "timer": lambda n: time_each(lambda: compiled(x_j).block_until_ready(), n)}
 
 
-def torch_peers(weights, ids, args):
-    """PyTorch eager and torch.compile (inductor), the same model in torch ops."""
+def torch_peers(build, weights, x, threads):
+    """PyTorch eager and torch.compile (inductor) of build(weights, torch_ops()) on x."""
     import torch
 
-    torch.set_num_threads(args.threads)
-    model = transformer({k: torch.from_numpy(v) for k, v in weights.items()}, args, torch_ops())
+    torch.set_num_threads(threads)
+    model = build({k: torch.from_numpy(v) for k, v in weights.items()}, torch_ops())
 
-    ids_t = torch.from_numpy(ids)
+    x_t = torch.from_numpy(x)
     def timer(fn):
         def time_n(n):
             with torch.inference_mode():
@@ -249,45 +255,80 @@ def torch_peers(weights, ids, args):
 
     results = {}
     with torch.inference_mode():
-        out = model(ids_t).numpy()
+        out = model(x_t).numpy()
         results["torch eager"] = {"compile_ms": 0.0, "output": out, "timer": timer(
-            lambda: model(ids_t)), "version": f"torch {torch.__version__} eager"}
+            lambda: model(x_t)), "version": f"torch {torch.__version__} eager"}
         try:
             compiled = torch.compile(model)
             start = time.perf_counter()
-            out = compiled(ids_t).numpy()  # the first call compiles
+            out = compiled(x_t).numpy()  # the first call compiles
             compile_ms = (time.perf_counter() - start) * 1e3
-            compiled(ids_t)  # and a second one, to warm up
+            compiled(x_t)  # and a second one, to warm up
             results["torch.compile"] = {
-                "compile_ms": compile_ms, "output": out, "timer": timer(lambda: compiled(ids_t)),
+                "compile_ms": compile_ms, "output": out, "timer": timer(lambda: compiled(x_t)),
                 "version": f"torch {torch.__version__} compile"}
         except Exception as e:  # noqa: BLE001 - reported, not hidden
             results["torch.compile"] = {"error": f"{type(e).__name__}: {e}"}
     return results
 
 
-def onnxruntime_peer(weights, ids, args):
-    import onnx
-    import onnxruntime as ort
-    from onnx import TensorProto, helper, numpy_helper
+class OnnxGraph:
+    """An ONNX graph being built: the weights as initializers, op() adds a node and
+    returns its output's name, const() adds a constant."""
 
-    nodes, inits = [], [numpy_helper.from_array(v, k) for k, v in weights.items()]
-    counter = [0]
+    def __init__(self, weights):
+        from onnx import numpy_helper
 
-    def name(stem):
-        counter[0] += 1
-        return f"{stem}_{counter[0]}"
+        self.nodes, self.inits = [], [numpy_helper.from_array(v, k) for k, v in weights.items()]
+        self.counter = 0
 
-    def const(value, dtype=np.float32):
-        n = name("c")
-        inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), n))
+    def name(self, stem):
+        self.counter += 1
+        return f"{stem}_{self.counter}"
+
+    def const(self, value, dtype=np.float32):
+        from onnx import numpy_helper
+
+        n = self.name("c")
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), n))
         return n
 
-    def op(kind, inputs, **attrs):
-        out = name(kind.lower())
-        nodes.append(helper.make_node(kind, inputs, [out], **attrs))
+    def op(self, kind, inputs, **attrs):
+        from onnx import helper
+
+        out = self.name(kind.lower())
+        self.nodes.append(helper.make_node(kind, inputs, [out], **attrs))
         return out
 
+
+def onnxruntime_peer(graph, result, x_name, x, dims, threads):
+    """ONNX Runtime (CPU provider, `threads` intra-op threads) on the graph whose input is
+    x_name (x's dtype, with the named dims `dims`) and whose output is `result`."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    graph.nodes.append(helper.make_node("Identity", [result], ["output"]))
+    model = helper.make_model(helper.make_graph(
+        graph.nodes, "kiln_peer",
+        [helper.make_tensor_value_info(x_name, helper.np_dtype_to_tensor_dtype(x.dtype), dims)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], graph.inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    start = time.perf_counter()
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    compile_ms = (time.perf_counter() - start) * 1e3
+    out = session.run(None, {x_name: x})[0]
+    return {"compile_ms": compile_ms, "output": out, "version": "onnxruntime " + ort.__version__,
+            "timer": lambda n: time_each(lambda: session.run(None, {x_name: x}), n)}
+
+
+def transformer_onnx(weights, ids, args):
+    """The transformer as an ONNX graph, in ONNX Runtime."""
+    graph = OnnxGraph(weights)
+    op, const = graph.op, graph.const
     head_dim = args.dim // args.heads
 
     def linear(x, prefix, bias=True):
@@ -328,37 +369,22 @@ def onnxruntime_peer(weights, ids, args):
     normed = op("Mul", [op("Div", [x, op("Sqrt", [op("Add", [ms, const(1e-6)])])]),
                         "final_norm.weight"])
     logits = op("MatMul", [normed, "lm_head.weight"])
-    nodes.append(helper.make_node("Identity", [logits], ["logits"]))
-    graph = helper.make_graph(
-        nodes, "kiln_transformer",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
-    options.inter_op_num_threads = 1
-    start = time.perf_counter()
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    compile_ms = (time.perf_counter() - start) * 1e3
-    out = session.run(None, {"ids": ids})[0]
-    return {"compile_ms": compile_ms, "output": out, "version": "onnxruntime " + ort.__version__,
-            "timer": lambda n: time_each(lambda: session.run(None, {"ids": ids}), n)}
+    return onnxruntime_peer(graph, logits, "ids", ids, ["batch", "seq"], args.threads)
 
 
-def max_peer(ids_path, args):
+def max_peer(input_path, args, model_flags):
     """MAX, which lives in its own venv: max_peer.py run by args.max_python on the same
-    weights and ids; see that script for how it builds and times the model."""
+    weights and input, with the model's flags (model_flags: "--model X --layers N ...");
+    see that script for how it builds and times the model."""
     if not args.max_python or not os.path.exists(args.max_python):
         raise FileNotFoundError(f"no MAX venv python at {args.max_python or DEFAULT_MAX_PYTHON}"
                                 " (scripts/bench-peers.sh installs it; or pass --max-python)")
     tmp = tempfile.TemporaryDirectory()
     out, result = os.path.join(tmp.name, "output.npy"), os.path.join(tmp.name, "max.json")
     command = [args.max_python, os.path.join(os.path.dirname(__file__), "max_peer.py"),
-               "--prefix", args.prefix, "--ids", ids_path, "--out", out, "--json", result,
-               "--serve"]
-    for flag in ("layers", "dim", "heads", "seq", "batch", "threads"):
-        command += [f"--{flag}", str(getattr(args, flag))]
+               "--prefix", args.prefix, "--input", input_path, "--out", out, "--json", result,
+               "--serve", "--batch", str(args.batch), "--threads", str(args.threads)]
+    command += model_flags
     timer = ServedTimer(command, "max_peer.py")
 
     def finish():
@@ -373,11 +399,11 @@ def max_peer(ids_path, args):
     return {"timer": timer, "finish": finish}
 
 
-def kiln_result(args, ids_path):
+def kiln_result(args, input_path):
     """kiln bench --serve (timed calls on request), and kiln run for the output."""
     out = args.prefix + ".bench.json"
     command = [args.kiln, "bench", args.prefix + ".mlir", "--weights", args.prefix + ".safetensors",
-               "--input", "arg0=" + ids_path, "--threads", str(args.threads),
+               "--input", "arg0=" + input_path, "--threads", str(args.threads),
                "--reference-iterations", "0", "--json", out, "--serve"]
     timer = ServedTimer(command, "kiln bench --serve")
 
@@ -387,7 +413,7 @@ def kiln_result(args, ids_path):
             bench = json.load(f)
         outdir = args.prefix + ".kiln_out"
         subprocess.run([args.kiln, "run", args.prefix + ".mlir", "--weights",
-                        args.prefix + ".safetensors", "--input", "arg0=" + ids_path, "--threads",
+                        args.prefix + ".safetensors", "--input", "arg0=" + input_path, "--threads",
                         str(args.threads), "--output", outdir], check=True,
                        stdout=subprocess.DEVNULL)
         return {"compile_ms": bench["compile_ms"], "version": "kiln",
@@ -396,12 +422,10 @@ def kiln_result(args, ids_path):
     return {"timer": timer, "finish": finish}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for flag, kind in (("--kiln", str), ("--prefix", str), ("--layers", int), ("--dim", int),
-                       ("--heads", int), ("--batch", int), ("--seq", int), ("--threads", int),
-                       ("--vocab", int)):
-        parser.add_argument(flag, type=kind, required=flag not in ("--vocab",))
+def add_common_flags(parser):
+    """The flags every model's comparison takes."""
+    for flag, kind in (("--kiln", str), ("--prefix", str), ("--batch", int), ("--threads", int)):
+        parser.add_argument(flag, type=kind, required=True)
     parser.add_argument("--iterations", type=int, default=20, help="timed calls per system")
     parser.add_argument("--rounds", type=int, default=5,
                         help="the timed calls are spread over this many interleaved rounds")
@@ -409,29 +433,35 @@ def main():
     parser.add_argument("--max-python", help="python of the venv with MAX (default "
                         f"{DEFAULT_MAX_PYTHON} if it exists)",
                         default=DEFAULT_MAX_PYTHON if os.path.exists(DEFAULT_MAX_PYTHON) else None)
-    args = parser.parse_args()
 
-    weights = load_weights(args.prefix + ".safetensors")
-    vocab = weights["embed.weight"].shape[0]
-    ids = np.random.default_rng(7).integers(0, vocab, (args.batch, args.seq), dtype=np.int64)
-    ids_path = f"{args.prefix}.ids_b{args.batch}.npy"
-    np.save(ids_path, ids)
 
-    entries = {"kiln": kiln_result(args, ids_path)}
-    for peer, fn in (("jax.jit", jax_peer), ("onnxruntime", onnxruntime_peer)):
+def start_peers(build, onnx, weights, x, input_path, args, max_flags):
+    """Every system, set up on the same weights and input x (saved at input_path): kiln,
+    JAX, ONNX Runtime (onnx(weights, x, args) builds the graph), PyTorch eager and
+    torch.compile (build(p, ops) is the model over an array library's ops), and MAX
+    (max_peer.py with max_flags). A system that fails to set up is an {"error": ...}."""
+    entries = {"kiln": kiln_result(args, input_path)}
+    for peer, fn in (("jax.jit", lambda: jax_peer(build, weights, x)),
+                     ("onnxruntime", lambda: onnx(weights, x, args))):
         try:
-            entries[peer] = fn(weights, ids, args)
+            entries[peer] = fn()
         except Exception as e:  # noqa: BLE001 - every failure is reported
             entries[peer] = {"error": f"{type(e).__name__}: {e}"}
     try:
-        entries.update(torch_peers(weights, ids, args))
+        entries.update(torch_peers(build, weights, x, args.threads))
     except Exception as e:  # noqa: BLE001 - every failure is reported
         entries["torch"] = {"error": f"{type(e).__name__}: {e}"}
     try:
-        entries["max"] = max_peer(ids_path, args)
+        entries["max"] = max_peer(input_path, args, max_flags)
     except Exception as e:  # noqa: BLE001 - every failure is reported
         entries["max"] = {"error": f"{type(e).__name__}: {e}"}
+    return entries
 
+
+def compare(entries, args, title, config):
+    """Times every system's calls interleaved, prints the table under `title`, writes
+    --json (with `config`, the model's sizes); returns the exit code: 1 if a peer's output
+    differs from kiln's by more than 1e-3."""
     times, errors = interleave({name: e["timer"] for name, e in entries.items() if "timer" in e},
                                args.iterations, args.rounds)
     results = {}
@@ -450,8 +480,7 @@ def main():
         raise SystemExit("kiln failed: " + results["kiln"]["error"])
 
     kiln = results["kiln"]
-    print(f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
-          f"batch {args.batch} x seq {args.seq}, {args.threads} thread(s); "
+    print(f"{title}, {args.threads} thread(s); "
           f"{args.iterations} calls each, interleaved in {args.rounds} rounds")
     print(f"  {'system':<30} {'compile':>10} {'median call':>12} {'kiln speed-up':>14}"
           f" {'max |diff| vs kiln':>19}")
@@ -463,19 +492,42 @@ def main():
             continue
         diff = float(np.max(np.abs(r["output"].astype(np.float64) - kiln["output"])))
         speedup = r["call_ms"] / kiln["call_ms"]
-        print(f"  {r['version']:<30} {r['compile_ms']:>8.1f}ms {r['call_ms']:>10.2f}ms"
+        print(f"  {r['version']:<30} {r['compile_ms']:>8.1f}ms {duration(r['call_ms']):>12}"
               f" {speedup:>13.2f}x {diff:>19.2e}")
         table.append({"system": r["version"], "compile_ms": r["compile_ms"],
                       "call_ms": r["call_ms"], "kiln_speedup": speedup, "max_abs_diff": diff,
                       **{k: r[k] for k in ("threads_note", "max_threads") if k in r}})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"layers": args.layers, "dim": args.dim, "heads": args.heads,
-                       "batch": args.batch, "seq": args.seq, "threads": args.threads,
+            json.dump({**config, "batch": args.batch, "threads": args.threads,
                        "iterations": args.iterations, "rounds": args.rounds,
                        "results": table}, f, indent=2)
     bad = [t for t in table if "max_abs_diff" in t and t["max_abs_diff"] > 1e-3]
     return 1 if bad else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_flags(parser)
+    for flag in ("--layers", "--dim", "--heads", "--seq"):
+        parser.add_argument(flag, type=int, required=True)
+    parser.add_argument("--vocab", type=int)
+    args = parser.parse_args()
+
+    weights = load_weights(args.prefix + ".safetensors")
+    vocab = weights["embed.weight"].shape[0]
+    ids = np.random.default_rng(7).integers(0, vocab, (args.batch, args.seq), dtype=np.int64)
+    ids_path = f"{args.prefix}.ids_b{args.batch}.npy"
+    np.save(ids_path, ids)
+    max_flags = ["--model", "transformer"]
+    for flag in ("layers", "dim", "heads", "seq"):
+        max_flags += [f"--{flag}", str(getattr(args, flag))]
+    entries = start_peers(lambda p, ops: transformer(p, args, ops), transformer_onnx, weights,
+                          ids, ids_path, args, max_flags)
+    title = (f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
+             f"batch {args.batch} x seq {args.seq}")
+    return compare(entries, args, title, {"layers": args.layers, "dim": args.dim,
+                                          "heads": args.heads, "seq": args.seq})
 
 
 if __name__ == "__main__":
