@@ -17,6 +17,8 @@
 namespace kiln {
 namespace {
 
+TensorLayout f32_layout(std::initializer_list<Dim> dims) { return TensorLayout(DType::f32, dims); }
+
 class CallAllocation : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(Threads, CallAllocation, ::testing::Values(1, 2));
 
@@ -46,6 +48,36 @@ TEST_P(CallAllocation, ExecuteIntoAllocatesNothing) {
 
   const std::size_t before = g_allocations.load();
   for (int i = 0; i < 20; ++i) compiled.execute_into(ids, buffers);
+  const std::size_t allocations = g_allocations.load() - before;
+
+  EXPECT_EQ(allocations, 0u) << "20 calls allocated " << allocations << " times";
+  ASSERT_EQ(out.size(), want[0].bytes().size());
+  EXPECT_EQ(std::memcmp(out.data(), want[0].bytes().data(), out.size()), 0);
+}
+
+TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
+  // Matmuls of one row run on kiln's column panels, weights packed (the default).
+  const auto model = [](Tensor x) {
+    for (int i = 0; i < 2; ++i)
+      x = relu(nn::Linear{256, 256, true, "layers." + std::to_string(i)}(x));
+    return nn::Linear{256, 10, true, "head"}(x);
+  };
+  const StagedGraph staged = stage(model)(f32_layout({1, 256}));
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 1;
+  for (const auto& [name, type] : module_weights(staged.graph()))
+    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.2, 0.2));
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  const std::vector<Tensor> x{Tensor::random(f32_layout({1, 256}), 5)};
+  const std::vector<Tensor> want = compiled.execute_raw(x);
+  EXPECT_EQ(compiled.stats().skinny_matmuls, 3u);
+  std::vector<std::byte> out(compiled.output_bytes(x).at(0));
+  const std::vector<std::span<std::byte>> buffers{out};
+  for (int i = 0; i < 20; ++i) compiled.execute_into(x, buffers);
+
+  const std::size_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) compiled.execute_into(x, buffers);
   const std::size_t allocations = g_allocations.load() - before;
 
   EXPECT_EQ(allocations, 0u) << "20 calls allocated " << allocations << " times";

@@ -46,7 +46,10 @@ struct CompileOptions {
   /// residual adds or multiplies and activations applied inside the GEMM (post-ops; see
   /// `Stats::epilogues_in_gemm`). Costs a copy of those weights per plan (per distinct
   /// input shape) and the primitives' creation on a plan's first call; false: oneDNN
-  /// sgemm, which packs the weights again on every call.
+  /// sgemm, which packs the weights again on every call. Only where each of the launch's
+  /// blocks gets at least 16 rows (smaller ones split the weight's columns over sgemm
+  /// tiles instead). Matmuls of at most 4 rows (`Stats::skinny_matmuls`) run as column
+  /// panels either way; this packs their weights' panels once too.
   bool prepack_weights = true;
   /// Where the devices of a multi-device module run (see `kiln::Cluster`): empty, every
   /// device in this process. With `mpi_cluster()`, each process runs the work of the
