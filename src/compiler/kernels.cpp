@@ -648,7 +648,7 @@ void prepare(Launch& launch, int threads) {
         launch.blocks = static_cast<std::uint32_t>(layout->skinny->blocks(threads));
       } else if (launch.pack_rhs && layout->batch.empty() &&
                  PackedMatmul::worth_packing(layout->m, layout->k, layout->n) &&
-                 layout->m >= kPackedBandRows * launch.blocks) {
+                 (launch.blocks == 1 || layout->m >= kPackedBandRows * launch.blocks)) {
         // One row band per block. Each band reads all of B, so with fewer rows than that
         // per block (a batch-16 Linear layer on 2 threads: 1.15x, interleaved) the sgemm
         // tiles do better: they split the columns, and each block reads its part of B.

@@ -36,8 +36,8 @@ SkinnyMatmul::SkinnyMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
 
 std::int64_t SkinnyMatmul::blocks(int threads) const noexcept {
   constexpr std::int64_t kPerBlock = std::int64_t{1} << 15;  // elements of B: 128 KiB
-  return std::clamp<std::int64_t>(k_ * n_ / kPerBlock, 1,
-                                  std::min<std::int64_t>(std::max(threads, 1), panels_));
+  const std::int64_t most = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, panels_));
+  return std::clamp<std::int64_t>(k_ * n_ / kPerBlock, 1, most);
 }
 
 std::int64_t SkinnyMatmul::first_column(std::int64_t p) const noexcept {
@@ -45,6 +45,11 @@ std::int64_t SkinnyMatmul::first_column(std::int64_t p) const noexcept {
 }
 
 void SkinnyMatmul::run(std::int64_t first, std::int64_t last) const {
+  if (k_ == 0) {  // sums of nothing (B may have no storage at all)
+    for (std::int64_t r = 0; r < m_; ++r)
+      std::fill(c_ + r * n_ + first_column(first), c_ + r * n_ + first_column(last), 0.0f);
+    return;
+  }
   for (std::int64_t p = first; p < last; ++p) {
     const std::int64_t c0 = p * kPanel, cols = std::min(kPanel, n_ - c0);
     const float* b = packed_ ? packed_.get() + p * k_ * kPanel : b_.data + c0;

@@ -19,6 +19,32 @@ namespace {
 
 TensorLayout f32_layout(std::initializer_list<Dim> dims) { return TensorLayout(DType::f32, dims); }
 
+/// Random weights for every weight \p staged declares.
+std::map<std::string, Tensor> weights_for(const StagedGraph& staged) {
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 1;
+  for (const auto& [name, type] : module_weights(staged.graph()))
+    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.2, 0.2));
+  return weights;
+}
+
+/// Expects 20 calls of execute_into, after 20 that warm every thread up, to allocate
+/// nothing and to compute what execute_raw does.
+void expect_calls_allocate_nothing(CompiledCallable& compiled, const std::vector<Tensor>& inputs) {
+  const std::vector<Tensor> want = compiled.execute_raw(inputs);
+  std::vector<std::byte> out(compiled.output_bytes(inputs).at(0));
+  const std::vector<std::span<std::byte>> buffers{out};
+  for (int i = 0; i < 20; ++i) compiled.execute_into(inputs, buffers);
+
+  const std::size_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) compiled.execute_into(inputs, buffers);
+  const std::size_t allocations = g_allocations.load() - before;
+
+  EXPECT_EQ(allocations, 0u) << "20 calls allocated " << allocations << " times";
+  ASSERT_EQ(out.size(), want[0].bytes().size());
+  EXPECT_EQ(std::memcmp(out.data(), want[0].bytes().data(), out.size()), 0);
+}
+
 class CallAllocation : public ::testing::TestWithParam<int> {};
 INSTANTIATE_TEST_SUITE_P(Threads, CallAllocation, ::testing::Values(1, 2));
 
@@ -34,25 +60,11 @@ TEST_P(CallAllocation, ExecuteIntoAllocatesNothing) {
     return softmax(nn::Linear{64, 100, false, "head"}(nn::RMSNorm{64, 1e-6, "norm"}(x)), -1);
   };
   const StagedGraph staged = stage(model)(TensorLayout(DType::i64, {"batch", "seq"}));
-  std::map<std::string, Tensor> weights;
-  std::uint64_t seed = 1;
-  for (const auto& [name, type] : module_weights(staged.graph()))
-    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.2, 0.2));
   auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
-  CompiledCallable compiled(staged, weights, {.context = ctx, .prepack_weights = false});
-  const std::vector<Tensor> ids{Tensor::random(TensorLayout(DType::i64, {2, 48}), 5, 0, 100)};
-  const std::vector<Tensor> want = compiled.execute_raw(ids);
-  std::vector<std::byte> out(compiled.output_bytes(ids).at(0));
-  const std::vector<std::span<std::byte>> buffers{out};
-  for (int i = 0; i < 20; ++i) compiled.execute_into(ids, buffers);  // every thread warms up
-
-  const std::size_t before = g_allocations.load();
-  for (int i = 0; i < 20; ++i) compiled.execute_into(ids, buffers);
-  const std::size_t allocations = g_allocations.load() - before;
-
-  EXPECT_EQ(allocations, 0u) << "20 calls allocated " << allocations << " times";
-  ASSERT_EQ(out.size(), want[0].bytes().size());
-  EXPECT_EQ(std::memcmp(out.data(), want[0].bytes().data(), out.size()), 0);
+  CompiledCallable compiled(staged, weights_for(staged),
+                            {.context = ctx, .prepack_weights = false});
+  expect_calls_allocate_nothing(compiled,
+                                {Tensor::random(TensorLayout(DType::i64, {2, 48}), 5, 0, 100)});
 }
 
 TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
@@ -63,26 +75,10 @@ TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
     return nn::Linear{256, 10, true, "head"}(x);
   };
   const StagedGraph staged = stage(model)(f32_layout({1, 256}));
-  std::map<std::string, Tensor> weights;
-  std::uint64_t seed = 1;
-  for (const auto& [name, type] : module_weights(staged.graph()))
-    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.2, 0.2));
   auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
-  CompiledCallable compiled(staged, weights, {.context = ctx});
-  const std::vector<Tensor> x{Tensor::random(f32_layout({1, 256}), 5)};
-  const std::vector<Tensor> want = compiled.execute_raw(x);
+  CompiledCallable compiled(staged, weights_for(staged), {.context = ctx});
+  expect_calls_allocate_nothing(compiled, {Tensor::random(f32_layout({1, 256}), 5)});
   EXPECT_EQ(compiled.stats().skinny_matmuls, 3u);
-  std::vector<std::byte> out(compiled.output_bytes(x).at(0));
-  const std::vector<std::span<std::byte>> buffers{out};
-  for (int i = 0; i < 20; ++i) compiled.execute_into(x, buffers);
-
-  const std::size_t before = g_allocations.load();
-  for (int i = 0; i < 20; ++i) compiled.execute_into(x, buffers);
-  const std::size_t allocations = g_allocations.load() - before;
-
-  EXPECT_EQ(allocations, 0u) << "20 calls allocated " << allocations << " times";
-  ASSERT_EQ(out.size(), want[0].bytes().size());
-  EXPECT_EQ(std::memcmp(out.data(), want[0].bytes().data(), out.size()), 0);
 }
 
 }  // namespace

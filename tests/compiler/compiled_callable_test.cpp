@@ -510,6 +510,29 @@ TEST(CompiledCallable, MatmulsOfFewRowsRunAsColumnPanelsSplitOverWorkers) {
   }
 }
 
+TEST(CompiledCallable, MatmulsOfFewRowsOverEmptyOperands) {
+  // k = 0: sums of nothing are zeros; n = 0 or m = 0: nothing to compute. Weights packed
+  // or not.
+  const auto model = [](Tensor x) {
+    return std::make_tuple(matmul(x, weight("empty_k", f32({0, 70}))) + 1.0,
+                           matmul(slice(x, 0, 0, 0), weight("w", f32({0, 70}))),
+                           matmul(relu(weight("v", f32({2, 3}))), weight("empty_n", f32({3, 0}))));
+  };
+  const StagedGraph staged = stage(model)(f32({3, 0}));
+  const std::map<std::string, Tensor> weights = {{"empty_k", Tensor::random(f32({0, 70}), 1)},
+                                                 {"w", Tensor::random(f32({0, 70}), 2)},
+                                                 {"v", Tensor::random(f32({2, 3}), 3)},
+                                                 {"empty_n", Tensor::random(f32({3, 0}), 4)}};
+  const std::vector<Tensor> in = inputs_for(staged, 5);
+  const std::vector<Tensor> want = reference_run(staged.graph(), in, weights);
+  for (bool pack : {true, false}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{2});
+    CompiledCallable compiled(staged, weights, {.context = ctx, .prepack_weights = pack});
+    expect_close(compiled.run(in), want, pack ? "packed" : "not packed");
+    EXPECT_EQ(compiled.stats().skinny_matmuls, 2u);  // not the one of no rows
+  }
+}
+
 TEST(CompiledCallable, ReshapesAndTransposesIntoMatmulsCopyNothing) {
   // Attention's head split: reshape, then transposes read by matmuls (plain, transposed,
   // and through a second transpose); the merge reshapes a transposed tensor, which needs
