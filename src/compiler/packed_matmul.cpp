@@ -4,6 +4,7 @@
 
 #include <dnnl.hpp>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -226,6 +227,11 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
                            Desc({k, n}, DataType::f32, Tag::any),
                            Desc({rows, n}, DataType::f32, {n, 1})),
         attr, engine);
+    // oneDNN falls back to its reference kernels (`ref:any`, orders of magnitude slower)
+    // for combinations its optimised ones do not cover: then the caller's fallbacks
+    // (without post-ops, then sgemm) do better.
+    if (std::string_view(pd.impl_info_str()).starts_with("ref"))
+      throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul");
     Kind kind{rows, dnnl::matmul(pd), pd.scratchpad_desc(), {}};
     for (const Kind& other : kinds)
       if (other.packed_b.get_desc() == pd.weights_desc()) kind.packed_b = other.packed_b;

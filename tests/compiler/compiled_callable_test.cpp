@@ -431,8 +431,9 @@ TEST(CompiledCallable, ElementwiseOpsAfterAMatmulRunAsItsEpilogue) {
 
 TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
   // Weights packed once per plan for oneDNN; epilogues that are chains of post-ops (a bias
-  // row, a residual, a column, scalars, activations) run inside the GEMM, others after
-  // each tile. 50 rows: three uneven row bands on three threads.
+  // row, a residual, scalars, activations) run inside the GEMM, others after each tile:
+  // a product with a column too, which oneDNN 2.6 has only in its reference kernels.
+  // 50 rows: three uneven row bands on three threads.
   const auto model = [](Tensor x, Tensor r, Tensor col) {
     const TensorLayout square = f32({320, 320});
     const Tensor w = weight("w", square), bias = weight("bias", f32({320}));
@@ -459,7 +460,7 @@ TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
       for (int call = 0; call < 2; ++call) expect_close(packed.run(in), want, what);
       EXPECT_EQ(packed.stats().packed_matmuls, 4u) << what;
       EXPECT_EQ(packed.stats().epilogues, 4u) << what;
-      EXPECT_EQ(packed.stats().epilogues_in_gemm, 3u) << what;
+      EXPECT_EQ(packed.stats().epilogues_in_gemm, 2u) << what;
       CompiledCallable plain(staged, weights, {.context = ctx, .prepack_weights = false});
       expect_close(plain.run(in), want, what + ", not packed");
       EXPECT_EQ(plain.stats().packed_matmuls, 0u) << what;
