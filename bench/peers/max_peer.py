@@ -7,9 +7,10 @@ python and read what it writes.
 
 The graph takes the token ids [batch, seq] (int64) as its input, or the MLP's features
 [batch, dim] (float32); the weights are graph weights (max.graph.Weight), bound at
-session.load through weights_registry rather than baked into the graph as constants. compile_ms is the graph build (build_ms) plus
-session.load, which compiles (load_ms); call_ms the median of timed calls after one
-warm-up, each call including the copy of the logits out to numpy.
+session.load through weights_registry rather than baked into the graph as constants.
+compile_ms is the graph build (build_ms) plus session.load, which compiles (load_ms);
+call_ms the median of timed calls after one warm-up, each call including the copy of the
+output out to numpy.
 
 Threads: InferenceSession(num_threads=N) aborts the process in max 26.7.0 and the
 MODULAR_RUNTIME_NUM_THREADS setting does not change the worker count, but MAX's worker
@@ -186,10 +187,9 @@ def main():
     args = parser.parse_args()
     if not args.compile_only and not (args.prefix and args.input and args.out):
         parser.error("--prefix, --input and --out are required without --compile-only")
-    needed = ("hidden", "outputs") if args.model == "mlp" else ("heads", "seq")
     if args.compile_only and args.model == "mlp":
         parser.error("--compile-only builds the transformer")
-    for flag in needed:
+    for flag in ("hidden", "outputs") if args.model == "mlp" else ("heads", "seq"):
         if getattr(args, flag) is None:
             parser.error(f"--model {args.model} needs --{flag}")
 

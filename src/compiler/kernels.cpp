@@ -652,11 +652,10 @@ void prepare(Launch& launch, int threads) {
         // One row band per block. Each band reads all of B, so with fewer rows than that
         // per block (a batch-16 Linear layer on 2 threads: 1.15x, interleaved) the sgemm
         // tiles do better: they split the columns, and each block reads its part of B.
-        const std::int64_t tiles = launch.blocks;
         try {
           layout->packed = std::make_shared<const PackedMatmul>(
               a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
-              tiles, launch.epilogue);
+              launch.blocks, launch.epilogue);
         } catch (const DeviceError&) {
           // No primitive for it on this CPU: the sgemm tiles compute it.
         }

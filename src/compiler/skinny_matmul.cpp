@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <new>
 
-#include "compiler/vector_math.hpp"
-
 namespace kiln::compiler {
 namespace {
 
@@ -54,12 +52,10 @@ void SkinnyMatmul::run(std::int64_t first, std::int64_t last) const {
     const std::int64_t c0 = p * kPanel, cols = std::min(kPanel, n_ - c0);
     const float* b = packed_ ? packed_.get() + p * k_ * kPanel : b_.data + c0;
     const std::int64_t ldb = packed_ ? kPanel : b_.row;
-    for (std::int64_t r = 0; r < m_; r += kMaxRows)
-      vmath::matmul_panel(
-          a_.data + r * a_.row, static_cast<std::size_t>(a_.row), static_cast<std::size_t>(a_.col),
-          static_cast<std::size_t>(std::min(kMaxRows, m_ - r)), b, static_cast<std::size_t>(ldb),
-          static_cast<std::size_t>(k_), c_ + r * n_ + c0, static_cast<std::size_t>(n_),
-          static_cast<std::size_t>(cols));
+    vmath::matmul_panel(a_.data, static_cast<std::size_t>(a_.row), static_cast<std::size_t>(a_.col),
+                        static_cast<std::size_t>(m_), b, static_cast<std::size_t>(ldb),
+                        static_cast<std::size_t>(k_), c_ + c0, static_cast<std::size_t>(n_),
+                        static_cast<std::size_t>(cols));
   }
 }
 

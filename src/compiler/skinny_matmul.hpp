@@ -12,13 +12,14 @@
 #include <memory>
 
 #include "compiler/packed_matmul.hpp"
+#include "compiler/vector_math.hpp"
 
 namespace kiln::compiler {
 
 class SkinnyMatmul {
  public:
   /// The most rows of A: the rows one panel keeps in registers.
-  static constexpr std::int64_t kMaxRows = 4;
+  static constexpr auto kMaxRows = static_cast<std::int64_t>(vmath::kPanelRows);
 
   /// C = A B with A \p m x \p k (m <= kMaxRows), B \p k x \p n and C \p m x \p n row-major
   /// at \p c. With \p pack, B's panels are copied now and B must not change while this

@@ -52,7 +52,8 @@ bool WorkerPool::run(Job& job, std::uint64_t begin, std::uint64_t end) noexcept 
 }
 
 void WorkerPool::work(Job& job, std::uint64_t participant) noexcept {
-  if (job.n <= 64) {
+  static_assert(Job::kMaxShared <= sizeof(Job::claimed) * 8);
+  if (job.n <= Job::kMaxShared) {
     // This participant's share first, then (if it has one) whatever is left unclaimed.
     const std::uint64_t first = job.n * participant / job.participants,
                         last = job.n * (participant + 1) / job.participants;

@@ -39,9 +39,11 @@ class WorkerPool {
     const BlockRunner* body = nullptr;
     std::uint64_t n = 0;
     std::uint64_t chunk = 1;
+    /// The most blocks claimed as shares: one bit each in `claimed`.
+    static constexpr std::uint64_t kMaxShared = 64;
     std::uint64_t participants = 1;
     std::atomic<std::uint64_t> next{0};     // more than 64 blocks: the next unclaimed one
-    std::atomic<std::uint64_t> claimed{0};  // up to 64 blocks: bit b set once b is claimed
+    std::atomic<std::uint64_t> claimed{0};  // kMaxShared blocks: bit b set once b is claimed
     std::atomic<bool> failed{false};
     std::mutex error_mutex;
     std::exception_ptr error;
