@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU checks of the CUDA work (issue 10), as one command for a machine with an NVIDIA
-# GPU (the `device` tool's H200): builds the CUDA code paths, runs the tests labelled cuda
-# and the NVRTC code-generation tests, then the launch benchmark (stream launches against
-# CUDA-graph replay). Every step prints what ran and what skipped; about 5 minutes on a
+# GPU (the `device` tool's H200): builds the CUDA code paths, runs the CUDA backend's tests
+# on the GPU (kiln_cuda_backend_tests: the Gpu/ instances; the FakeDriver/ ones run
+# everywhere), the tests labelled cuda and the NVRTC code-generation tests, then the launch
+# benchmark (kiln's stream launches against its CUDA-graph replay, and the driver's own). Every step prints what ran and what skipped; about 5 minutes on a
 # fresh 16-core machine (the build dominates).
 #
 #   scripts/gpu-check.sh [build-dir]     (default build/gpu)
@@ -16,8 +17,11 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 start=$SECONDS
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKILN_BUILD_EXAMPLES=OFF \
   >/dev/null
-cmake --build "$dir" --target kiln_cuda_tests kiln_compiler_tests bench_cuda_launch
+cmake --build "$dir" --target kiln_cuda_backend_tests kiln_cuda_tests kiln_compiler_tests \
+  bench_cuda_launch
 echo "gpu-check: built in $((SECONDS - start)) s"
+echo "=== the CUDA backend on the GPU and on the fake driver ==="
+"$dir/tests/kiln_cuda_backend_tests" --gtest_brief=1
 echo "=== CUDA tests (ctest -L cuda) ==="
 ctest --test-dir "$dir" -L cuda --output-on-failure
 echo "=== NVRTC code generation ==="

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <ostream>
 #include <string_view>
@@ -13,9 +14,6 @@
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "runtime/checks.hpp"
-#ifdef KILN_CUDA_PATHS
-#include "runtime/cuda/driver.hpp"
-#endif
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
@@ -94,12 +92,47 @@ std::string pretty_type_name(std::string_view pretty) {
   return result;
 }
 
-void check_launch(const char* where, const HostKernel& kernel) {
+void check_launch(const char* where, const KernelLaunch& kernel) {
   const LaunchConfig& c = kernel.config;
   if (c.grid_dim.count() == 0 || c.block_dim.count() == 0)
     throw UserError(cat(where, ": kernel '", kernel.info->name, "' launched with grid_dim ",
                         c.grid_dim, " and block_dim ", c.block_dim,
                         "; every component must be >= 1"));
+}
+
+std::vector<unsigned char> pack_device_args(const FunctionInfo& info,
+                                            std::span<const ArgBytes> args) {
+  const DeviceCode& code = *info.device_code;
+  const auto describe = [&] {
+    std::string sizes;
+    for (const DeviceCode::Param& p : code.params) sizes += cat(sizes.empty() ? "" : ", ", p.size);
+    return cat("kernel '", info.name, "' takes ", code.params.size(), " parameter",
+               code.params.size() == 1 ? "" : "s", " of ", sizes.empty() ? "no" : sizes,
+               code.params.size() == 1 ? " byte" : " bytes");
+  };
+  if (args.size() != code.params.size())
+    throw UserError(cat("launch of CUDA ", describe(), ", but ", args.size(), " argument",
+                        args.size() == 1 ? " was" : "s were",
+                        " given; pass one value per parameter"));
+  std::vector<unsigned char> packed(code.args_bytes);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const DeviceCode::Param& p = code.params[i];
+    if (args[i].size != p.size)
+      throw UserError(cat("launch of CUDA ", describe(), ", but argument ", i, " has ",
+                          args[i].size, " bytes where parameter ", i, " has ", p.size,
+                          "; pass a value of the parameter's type (a pointer for a pointer: "
+                          "buffer.data(), not the buffer; float, not double, for a float)"));
+    std::memcpy(packed.data() + p.offset, args[i].data, p.size);
+  }
+  return packed;
+}
+
+void check_kernel_device(const char* where, const KernelLaunch& kernel, Device device) {
+  const bool device_code = kernel.info->device_code != nullptr;
+  if (device_code == device.is_cuda()) return;
+  throw UserError(cat(where, ": kernel '", kernel.info->name, "' is ",
+                      device_code ? "CUDA code" : "a C++ callable", " but the context is ", device,
+                      "; compile the function with the context that launches it"));
 }
 
 void check_copy_sizes(const char* where, std::size_t dst_bytes, std::size_t src_bytes,
@@ -128,19 +161,18 @@ DeviceContext::DeviceContext() : DeviceContext(Device::cpu()) {}
 
 DeviceContext::DeviceContext(Device device, Options options) {
   if (device.is_cuda()) {
-    // The CUDA stream backend is not built yet; with the CUDA code paths built, say also
-    // whether this machine could run it.
-    std::string why = "this build of kiln has no CUDA stream backend yet";
+    if (options.num_threads < 0)
+      throw UserError(detail::cat("DeviceContext: num_threads = ", options.num_threads,
+                                  " is negative; pass 0 for the default or a count >= 1"));
 #ifdef KILN_CUDA_PATHS
-    try {
-      (void)detail::CudaDriver::instance();
-      why += " (the CUDA driver and a GPU are present)";
-    } catch (const UserError& e) {
-      why += detail::cat(", and ", e.what());
-    }
+    impl_ = detail::make_cuda_stream(device);
+    return;
+#else
+    throw UserError(detail::cat("DeviceContext: ", device,
+                                " is not available: this build of kiln has no CUDA backend (it "
+                                "was configured without the CUDA toolkit; reconfigure with "
+                                "-DKILN_CUDA=ON); use a CPU device such as cpu:0"));
 #endif
-    throw UserError(detail::cat("DeviceContext: ", device, " is not available: ", why,
-                                "; use a CPU device such as cpu:0"));
   }
   if (device.index() >= cpu_device_count())
     throw UserError(detail::cat("DeviceContext: ", device, " is not available: this process has ",
@@ -178,13 +210,47 @@ void DeviceContext::enqueue_fill(void* dst, std::size_t count, const void* patte
   impl_->fill(dst, count, pattern, pattern_size);
 }
 
-void DeviceContext::enqueue_kernel(detail::HostKernel kernel) const {
+void DeviceContext::enqueue_kernel(detail::KernelLaunch kernel) const {
   detail::check_launch("enqueue_function", kernel);
+  detail::check_kernel_device("enqueue_function", kernel, device());
   impl_->launch(std::move(kernel));
 }
 
 void DeviceContext::enqueue_host(detail::HostCallback fn) const {
   impl_->host_function(std::move(fn));
+}
+
+void DeviceContext::check_host_callable(const std::string& name) const {
+  if (device().is_cuda())
+    throw UserError(detail::cat("compile_function: '", name, "' is a C++ callable, which runs on ",
+                                "the CPU; a ", device(),
+                                " context launches CUDA code: compile_function(kiln::CudaSource{"
+                                "code, entry}) or compile_function(kiln::CudaModule{image, "
+                                "entry})"));
+}
+
+DeviceFunction<CudaKernel> DeviceContext::load_cuda(std::string code, bool compile,
+                                                    std::string entry,
+                                                    FunctionOptions options) const {
+  if (entry.empty())
+    throw UserError(detail::cat("compile_function: the CUDA ", compile ? "source" : "module",
+                                " names no entry; set `entry` to the __global__ function's "
+                                "name"));
+  if (options.name.empty()) options.name = entry;
+  detail::DeviceCodeRequest request{std::move(code), compile, std::move(entry), options.name};
+  auto info = std::make_shared<const detail::FunctionInfo>(detail::FunctionInfo{
+      std::move(options.name), options.form, impl_->load_device_code(request)});
+  return DeviceFunction<CudaKernel>(CudaKernel{}, std::move(info), device());
+}
+
+DeviceFunction<CudaKernel> DeviceContext::compile_function(const CudaSource& source,
+                                                           FunctionOptions options) const {
+  return load_cuda(source.code, true, source.entry, std::move(options));
+}
+
+DeviceFunction<CudaKernel> DeviceContext::compile_function(const CudaModule& module,
+                                                           FunctionOptions options) const {
+  return load_cuda(module.image, false, module.entry, std::move(options));
 }
 
 void DeviceContext::check_function_device(Device function_device, const std::string& name) const {

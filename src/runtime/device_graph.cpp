@@ -45,8 +45,10 @@ DeviceGraphDependencies RecordingState::record(DeviceGraphBuilder& builder, Grap
 DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
                                         const DeviceGraphDependencies& dependencies) {
   const auto index = static_cast<std::uint32_t>(nodes_.size());
-  if (node.kind == detail::GraphNodeKind::kernel)
+  if (node.kind == detail::GraphNodeKind::kernel) {
     detail::check_launch("DeviceGraphBuilder::add_function", node.kernel);
+    detail::check_kernel_device("DeviceGraphBuilder::add_function", node.kernel, ctx_.device());
+  }
   node.dependencies.reserve(dependencies.nodes().size());
   for (const DeviceGraphNode& dep : dependencies.nodes()) {
     check_node(dep, detail::cat("dependency of new node ", index).c_str());
@@ -120,5 +122,6 @@ void DeviceGraph::apply_update(DeviceGraphBuilder& builder) const {
 void DeviceGraph::replay() const { ctx_.backend()->launch_graph(exec_); }
 std::size_t DeviceGraph::size() const { return exec_->size(); }
 std::string DeviceGraph::to_dot() const { return exec_->to_dot(); }
+std::string DeviceGraph::last_update_fallback() const { return exec_->last_update_fallback(); }
 
 }  // namespace kiln

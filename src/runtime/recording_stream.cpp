@@ -48,7 +48,11 @@ class RecordingStream final : public StreamBackend {
     real_->deallocate(ptr, bytes, host);
   }
 
-  void launch(HostKernel kernel) override {
+  std::shared_ptr<const DeviceCode> load_device_code(const DeviceCodeRequest& request) override {
+    return real_->load_device_code(request);
+  }
+
+  void launch(KernelLaunch kernel) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::kernel;
     node.kernel = std::move(kernel);

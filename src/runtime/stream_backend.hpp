@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the interface every backend implements (CPU now, CUDA later). One object per
+// Internal: the interface every backend implements (CPU and CUDA). One object per
 // stream. The operations map one-to-one onto CUDA's: allocate ~ cuMemAllocAsync,
 // launch ~ cuLaunchKernel, copy/fill ~ cuMemcpyAsync/cuMemsetD*Async, host_function ~
 // cuLaunchHostFunc, record/wait ~ cuEventRecord/cuStreamWaitEvent,
@@ -15,6 +15,7 @@
 #include "kiln/runtime/device_graph.hpp"
 #include "kiln/runtime/inline_function.hpp"
 #include "kiln/runtime/profiler.hpp"
+#include "runtime/device_code.hpp"
 
 namespace kiln::detail {
 
@@ -36,6 +37,8 @@ class GraphExec {
   virtual ~GraphExec() = default;
   virtual std::size_t size() const = 0;
   virtual std::string to_dot() const = 0;
+  /// Why the last update instantiated the graph again rather than updating it in place.
+  virtual std::string last_update_fallback() const { return {}; }
 };
 
 /// One stream of one device. Every method is thread-safe.
@@ -50,7 +53,11 @@ class StreamBackend {
   /// Stream-ordered: the memory is reused only after work enqueued before this call ran.
   virtual void deallocate(void* ptr, std::size_t bytes, bool host) noexcept = 0;
 
-  virtual void launch(HostKernel kernel) = 0;
+  /// Loads device code (CUDA: compiles with NVRTC, loads the module, finds the entry).
+  /// \throws UserError when the backend has no device code or the code does not load.
+  virtual std::shared_ptr<const DeviceCode> load_device_code(const DeviceCodeRequest& request) = 0;
+
+  virtual void launch(KernelLaunch kernel) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void fill(void* dst, std::size_t count, const void* pattern,
                     std::size_t pattern_size) = 0;
@@ -82,5 +89,9 @@ int cores_available();
 
 /// The CPU backend: a stream over a worker pool of \p num_threads threads.
 std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads);
+
+/// The CUDA backend on \p device through the loaded driver (defined only in builds with
+/// the CUDA code paths). \throws UserError when this machine cannot run it.
+std::shared_ptr<StreamBackend> make_cuda_stream(Device device);
 
 }  // namespace kiln::detail

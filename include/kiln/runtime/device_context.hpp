@@ -131,9 +131,13 @@ class DeviceContext {
 
   // ---- kernels ------------------------------------------------------------------------
 
-  /// Prepares \p kernel, any C++ callable, for launches on this context.
+  /// Prepares \p kernel, any C++ callable, for launches on this (CPU) context.
+  /// \throws UserError on a CUDA context, whose kernels are CUDA code (below).
   template <class K>
-  DeviceFunction<std::decay_t<K>> compile_function(K&& kernel, FunctionOptions options = {}) const {
+  requires(!std::is_same_v<std::decay_t<K>, CudaSource> &&
+           !std::is_same_v<std::decay_t<K>, CudaModule>)
+      DeviceFunction<std::decay_t<K>> compile_function(K&& kernel, FunctionOptions options = {})
+  const {
     if (options.name.empty()) options.name = detail::type_name<std::decay_t<K>>();
     return make_function<std::decay_t<K>>(std::forward<K>(kernel), std::move(options));
   }
@@ -145,14 +149,28 @@ class DeviceContext {
     return make_function<detail::StaticKernel<F>>(detail::StaticKernel<F>{}, std::move(options));
   }
 
+  /// Compiles \p source with NVRTC for this context's GPU and loads its `entry` function.
+  /// The name defaults to the entry. \throws UserError on a CPU context, with NVRTC's log
+  /// when the source does not compile, or when the entry is not in it.
+  DeviceFunction<CudaKernel> compile_function(const CudaSource& source,
+                                              FunctionOptions options = {}) const;
+  /// Loads the `entry` function of a compiled module (PTX, cubin, fatbin) on this context's
+  /// GPU. \throws UserError on a CPU context, for an image the GPU cannot load, or when the
+  /// entry is not in it.
+  DeviceFunction<CudaKernel> compile_function(const CudaModule& module,
+                                              FunctionOptions options = {}) const;
+
   /// Runs \p fn over `config.grid_dim` blocks of `config.block_dim` threads, with \p args
-  /// copied now (as CUDA copies kernel parameters at launch).
-  /// \throws UserError for a zero launch dimension or a function of another device.
+  /// copied now (as CUDA copies kernel parameters at launch). A CUDA kernel's arguments
+  /// are its parameters' values: pass `buffer.data()` for a buffer.
+  /// \throws UserError for a zero launch dimension, a function of another device, or CUDA
+  /// arguments whose count or sizes differ from the kernel's parameters.
   template <class K, class... A>
   void enqueue_function(const DeviceFunction<K>& fn, const LaunchConfig& config,
                         A&&... args) const {
-    static_assert(std::is_invocable_v<const K&, const std::decay_t<A>&...>,
-                  "enqueue_function: the kernel cannot be called with these argument types");
+    static_assert(detail::LaunchableWith<K, A...>,
+                  "enqueue_function: the kernel cannot be called with these argument types "
+                  "(CUDA kernels take trivially copyable arguments: pass buffer.data())");
     check_function_device(fn.device(), fn.name());
     enqueue_kernel(fn.bind(config, std::forward<A>(args)...));
   }
@@ -189,7 +207,7 @@ class DeviceContext {
   std::shared_ptr<Profiler> profiler() const;
 
   /// Internal: enqueues a bound kernel launch (used by graphs and tests).
-  void enqueue_kernel(detail::HostKernel kernel) const;
+  void enqueue_kernel(detail::KernelLaunch kernel) const;
   /// Internal: the backend behind this context.
   const std::shared_ptr<detail::StreamBackend>& backend() const noexcept { return impl_; }
   /// Internal: wraps an existing backend (used by graph recording).
@@ -199,10 +217,14 @@ class DeviceContext {
  private:
   template <class K>
   DeviceFunction<K> make_function(K kernel, FunctionOptions options) const {
+    check_host_callable(options.name);
     auto info = std::make_shared<const detail::FunctionInfo>(
-        detail::FunctionInfo{std::move(options.name), options.form});
+        detail::FunctionInfo{std::move(options.name), options.form, nullptr});
     return DeviceFunction<K>(std::move(kernel), std::move(info), device());
   }
+  void check_host_callable(const std::string& name) const;
+  DeviceFunction<CudaKernel> load_cuda(std::string code, bool compile, std::string entry,
+                                       FunctionOptions options) const;
   static std::size_t checked_bytes(std::size_t count, std::size_t element_size);
   detail::Allocation allocate(std::size_t bytes, bool host) const;
   void enqueue_copy_bytes(void* dst, std::size_t dst_bytes, const void* src, std::size_t src_bytes,

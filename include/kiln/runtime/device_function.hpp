@@ -3,19 +3,51 @@
 /// `DeviceFunction`: a kernel prepared for launching on a context, made by
 /// `DeviceContext::compile_function`.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kiln/core/device.hpp"
 #include "kiln/runtime/inline_function.hpp"
 #include "kiln/runtime/launch.hpp"
 
 namespace kiln {
+
+/// CUDA C++ source that NVRTC compiles at run time for the context's GPU
+/// (`DeviceContext::compile_function(CudaSource{...})`). The PTX is cached by a hash of
+/// source, options and target, in memory and on disk (KILN_CACHE_DIR/ptx, else
+/// ~/.cache/kiln/ptx).
+struct CudaSource {
+  /// The translation unit, e.g. `extern "C" __global__ void scale(float* x, float s) {...}`.
+  std::string code;
+  /// The `__global__` function to launch: its symbol name, so declare it `extern "C"` (or
+  /// give the mangled name).
+  std::string entry;
+};
+
+/// A CUDA module already compiled (PTX text, a cubin, or a fatbin from
+/// `nvcc --fatbin`, e.g. embedded in the program) and the `__global__` function to take
+/// from it (`DeviceContext::compile_function(CudaModule{...})`).
+struct CudaModule {
+  /// The module's bytes (PTX text needs no terminating zero; kiln adds one).
+  std::string image;
+  /// The function's symbol name in the module.
+  std::string entry;
+};
+
+/// The kernel type of a `DeviceFunction` made from `CudaSource` or `CudaModule`: a
+/// `__global__` function loaded on one CUDA context. Its arguments are passed by value as
+/// the kernel's parameters, so they must be trivially copyable (pointers from device
+/// buffers' `data()`, scalars, plain structs) and match the parameters' sizes, which
+/// `enqueue_function` and `add_function` check.
+struct CudaKernel {};
 
 /// Options for `DeviceContext::compile_function`.
 struct FunctionOptions {
@@ -28,21 +60,48 @@ struct FunctionOptions {
 
 namespace detail {
 
+/// A backend's loaded device code (CUDA: the module, the function and its parameter
+/// layout); defined by the backend.
+struct DeviceCode;
+
 /// What every launch of one compiled function shares.
 struct FunctionInfo {
   std::string name;
   KernelForm form;
+  std::shared_ptr<const DeviceCode> device_code;  // null for a host (CPU) callable
 };
+
+/// One argument of a device-code launch, as bytes.
+struct ArgBytes {
+  const void* data;
+  std::size_t size;
+};
+
+/// Lays \p args out as the parameters of \p info's device code.
+/// \throws UserError naming the kernel, the parameter and both sizes when the count or a
+/// size differs from the kernel's parameters.
+std::vector<unsigned char> pack_device_args(const FunctionInfo& info,
+                                            std::span<const ArgBytes> args);
 
 /// Runs blocks [begin, end) of a launch's grid (blocks numbered x fastest).
 using BlockRunner = InlineFunction<void(std::uint64_t, std::uint64_t)>;
 
-/// A host-executable kernel launch, arguments bound: what a CPU stream or graph node runs.
-struct HostKernel {
+/// A kernel launch, arguments bound: what a stream or graph node runs. A host callable
+/// has `run`; device code (`info->device_code`) has its parameters packed in `args`.
+struct KernelLaunch {
   std::shared_ptr<const FunctionInfo> info;
   LaunchConfig config;
   BlockRunner run;
+  std::vector<unsigned char> args;
 };
+
+/// Whether \p K can be launched with arguments \p A: a C++ callable invocable with
+/// them, or device code with trivially copyable arguments.
+template <class K, class... A>
+concept LaunchableWith = (std::is_same_v<K, CudaKernel> &&
+                          (std::is_trivially_copyable_v<std::decay_t<A>> && ...)) ||
+                         (!std::is_same_v<K, CudaKernel> &&
+                          std::is_invocable_v<const K&, const std::decay_t<A>&...>);
 
 /// The kernel callable plus its copied arguments, run block by block.
 template <class K, class... A>
@@ -116,7 +175,8 @@ std::string value_name() {
 
 }  // namespace detail
 
-/// A kernel compiled for one context's device: a CPU callable plus its name and form.
+/// A kernel compiled for one context's device: a CPU callable plus its name and form, or
+/// (`K = CudaKernel`) a `__global__` function loaded on a CUDA context.
 ///
 /// Cheap to copy (the kernel object is copied; name and form are shared). Launch it with
 /// `DeviceContext::enqueue_function`. Thread-safe to launch from several threads, provided
@@ -135,12 +195,24 @@ class DeviceFunction {
 
   /// Internal: binds \p args into a launch of this function (used by contexts and graphs).
   template <class... A>
-  detail::HostKernel bind(const LaunchConfig& config, A&&... args) const {
-    using Bound = detail::BoundKernel<K, std::decay_t<A>...>;
-    return detail::HostKernel{
-        info_, config,
-        Bound{kernel_, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...), config,
-              info_->form}};
+  detail::KernelLaunch bind(const LaunchConfig& config, A&&... args) const {
+    if constexpr (std::is_same_v<K, CudaKernel>) {
+      const detail::ArgBytes views[sizeof...(A) + 1] = {detail::ArgBytes{&args, sizeof(args)}...,
+                                                        detail::ArgBytes{nullptr, 0}};
+      return detail::KernelLaunch{
+          info_,
+          config,
+          {},
+          detail::pack_device_args(*info_, std::span<const detail::ArgBytes>(views, sizeof...(A)))};
+    } else {
+      using Bound = detail::BoundKernel<K, std::decay_t<A>...>;
+      return detail::KernelLaunch{
+          info_,
+          config,
+          Bound{kernel_, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...), config,
+                info_->form},
+          {}};
+    }
   }
 
  private:

@@ -38,7 +38,7 @@ enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, chi
 struct GraphNodeDesc {
   GraphNodeKind kind = GraphNodeKind::empty;
   std::vector<std::uint32_t> dependencies;
-  HostKernel kernel;                        // kernel
+  KernelLaunch kernel;                      // kernel
   void* dst = nullptr;                      // copy, memset
   const void* src = nullptr;                // copy
   std::size_t bytes = 0;                    // copy
@@ -104,8 +104,9 @@ class DeviceGraphBuilder {
   template <class K, class... A>
   DeviceGraphNode add_function(const DeviceFunction<K>& fn, const LaunchConfig& config,
                                const DeviceGraphDependencies& dependencies, A&&... args) {
-    static_assert(std::is_invocable_v<const K&, const std::decay_t<A>&...>,
-                  "add_function: the kernel cannot be called with these argument types");
+    static_assert(detail::LaunchableWith<K, A...>,
+                  "add_function: the kernel cannot be called with these argument types "
+                  "(CUDA kernels take trivially copyable arguments: pass buffer.data())");
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::kernel;
     node.kernel = fn.bind(config, std::forward<A>(args)...);
@@ -228,6 +229,11 @@ class DeviceGraph {
   requires std::is_invocable_v<Build&, DeviceGraphBuilder&>
   static DeviceGraph create(const DeviceContext& ctx, Build&& build, DeviceGraphCache& cache,
                             const Inputs&... inputs);
+
+  /// Why the last `update` of a CUDA graph instantiated the graph again instead of
+  /// updating it in place (the driver's reason); empty after an in-place update, and on
+  /// the CPU, where updates are always in place.
+  std::string last_update_fallback() const;
 
   /// Re-runs \p build against this graph to change node parameters in place (buffer
   /// addresses, scalars, kernel arguments, launch dimensions) without instantiating again.

@@ -6,55 +6,17 @@
 #include "core/str.hpp"
 
 namespace kiln::detail {
-namespace {
 
-const char* kind_name(GraphNodeKind kind) {
-  switch (kind) {
-    case GraphNodeKind::kernel:
-      return "kernel";
-    case GraphNodeKind::copy:
-      return "copy";
-    case GraphNodeKind::memset:
-      return "memset";
-    case GraphNodeKind::host:
-      return "host function";
-    case GraphNodeKind::empty:
-      return "empty";
-    case GraphNodeKind::child:
-      return "child graph";
-  }
-  return "?";
-}
-
-std::string dot_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-}  // namespace
-
-CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) {
+CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) : topology_(descs) {
   const auto n = static_cast<std::uint32_t>(descs.size());
   nodes_.resize(n);
   std::uint32_t roots = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
-    GraphNodeDesc& d = descs[i];
     Node& node = nodes_[i];
-    node.kind = d.kind;
-    node.dependencies = std::move(d.dependencies);
-    node.in_degree = static_cast<std::uint32_t>(node.dependencies.size());
-    for (std::uint32_t dep : node.dependencies) ++nodes_[dep].out_degree;
+    node.in_degree = static_cast<std::uint32_t>(topology_[i].dependencies.size());
+    for (std::uint32_t dep : topology_[i].dependencies) ++nodes_[dep].out_degree;
     roots += node.in_degree == 0 ? 1 : 0;
-    node.config = d.kernel.config;
-    node.label = std::move(d.label);
-    node.name = !node.label.empty() ? node.label
-                : d.kernel.info     ? d.kernel.info->name
-                                    : std::string(kind_name(node.kind));
-    set_parameters(node, d);
+    set_parameters(node, descs[i]);
   }
   for (const Node& node : nodes_)
     if (node.out_degree > 1 || node.in_degree > 1) is_chain_ = false;
@@ -76,13 +38,14 @@ void CpuGraphExec::schedule(int participants) {
   std::vector<std::vector<std::uint32_t>> lists(p_count);
   for (std::uint32_t i = 0; i < n; ++i) {
     const Node& node = nodes_[i];
-    const std::uint32_t preferred = node.dependencies.empty() ? 0 : where[node.dependencies[0]];
+    const std::vector<std::uint32_t>& deps = topology_[i].dependencies;
+    const std::uint32_t preferred = deps.empty() ? 0 : where[deps[0]];
     std::uint32_t best = preferred;
     double best_start = 0;
     for (std::uint32_t k = 0; k < p_count; ++k) {
       const std::uint32_t p = (preferred + k) % p_count;
       double start = free_at[p];
-      for (std::uint32_t dep : node.dependencies)
+      for (std::uint32_t dep : deps)
         start = std::max(start, finish[dep] + (where[dep] == p ? 0.0 : kHandOff));
       if (k == 0 || start < best_start) {
         best = p;
@@ -120,7 +83,7 @@ void CpuGraphExec::schedule(int participants) {
     Node& node = nodes_[i];
     const std::uint32_t mine = list_of[where[i]];
     std::fill(need.begin(), need.end(), 0);
-    for (std::uint32_t dep : node.dependencies) {
+    for (std::uint32_t dep : topology_[i].dependencies) {
       const std::uint32_t theirs = list_of[where[dep]];
       if (theirs == mine) continue;
       need[theirs] = std::max(need[theirs], position[dep] + 1);
@@ -142,7 +105,6 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
   node.work.blocks = 1;
   switch (d.kind) {
     case GraphNodeKind::kernel:
-      if (!node.kernel) node.kernel = std::move(d.kernel.info);
       node.work.blocks = d.kernel.config.grid_dim.count();
       node.work.body = std::move(d.kernel.run);
       break;
@@ -159,8 +121,8 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
       node.work.body = [](std::uint64_t, std::uint64_t) {};
       break;
     case GraphNodeKind::child: {
-      if (!node.child) node.child = std::move(d.child);
-      const auto* child = dynamic_cast<const CpuGraphExec*>(node.child.get());
+      // The topology keeps the child alive; its identity cannot change in an update.
+      const auto* child = dynamic_cast<const CpuGraphExec*>(d.child.get());
       node.work.body = [child](std::uint64_t, std::uint64_t) { child->run_inline(); };
       break;
     }
@@ -168,56 +130,18 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
 }
 
 std::string CpuGraphExec::topology_difference(const std::vector<GraphNodeDesc>& descs) const {
-  if (descs.size() != nodes_.size())
-    return cat("the update has ", descs.size(), " nodes but the graph has ", nodes_.size());
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-    const Node& node = nodes_[i];
-    const GraphNodeDesc& d = descs[i];
-    if (d.kind != node.kind)
-      return cat("node ", i, " is a ", kind_name(d.kind), " node in the update but a ",
-                 kind_name(node.kind), " node in the graph");
-    if (d.dependencies != node.dependencies)
-      return cat("node ", i, " depends on [", join(d.dependencies, ", "),
-                 "] in the update but on [", join(node.dependencies, ", "), "] in the graph");
-    if (d.kind == GraphNodeKind::kernel && d.kernel.info != node.kernel)
-      return cat("node ", i, " launches kernel '", d.kernel.info->name,
-                 "' in the update but kernel '", node.kernel->name,
-                 "' in the graph (only arguments and launch dimensions can change)");
-    if (d.kind == GraphNodeKind::child && d.child != node.child)
-      return cat("node ", i, " nests a different child graph in the update");
-  }
-  return {};
+  return topology_.difference(descs);
 }
 
 void CpuGraphExec::set_parameters(std::vector<GraphNodeDesc> descs) {
   std::scoped_lock lock(config_mutex_);
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-    set_parameters(nodes_[i], descs[i]);
-    nodes_[i].config = descs[i].kernel.config;
-  }
-}
-
-std::string CpuGraphExec::describe(std::uint32_t i) const {
-  const Node& node = nodes_[i];
-  const std::string label = node.label.empty() ? "" : cat(": ", node.label);
-  if (node.kernel) return cat("graph node ", i, " (kernel '", node.kernel->name, "'", label, ")");
-  return cat("graph node ", i, " (", kind_name(node.kind), label, ")");
+  topology_.set_configs(descs);
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) set_parameters(nodes_[i], descs[i]);
 }
 
 std::string CpuGraphExec::to_dot() const {
   std::scoped_lock lock(config_mutex_);  // an update may change launch dimensions
-  std::string out = "digraph kiln_device_graph {\n  node [shape=box, fontname=\"monospace\"];\n";
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
-    const Node& node = nodes_[i];
-    std::string label = cat(i, ": ", kind_name(node.kind));
-    if (!node.label.empty()) label += cat("\\n", dot_escape(node.label));
-    if (node.kernel)
-      label += cat(" '", dot_escape(node.kernel->name), "'\\ngrid ", node.config.grid_dim,
-                   " block ", node.config.block_dim);  // \\n: DOT's line break
-    out += cat("  n", i, " [label=\"", label, "\"];\n");
-    for (std::uint32_t dep : node.dependencies) out += cat("  n", dep, " -> n", i, ";\n");
-  }
-  return out + "}\n";
+  return topology_.to_dot();
 }
 
 void CpuGraphExec::run_inline() const {
@@ -244,10 +168,10 @@ GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
       } else {
         const std::int64_t begin = profiler_->now_ns();
         pool.parallel_for(node.work.blocks, node.work.body);
-        profiler_->record(node.name, i, replay_, begin, profiler_->now_ns());
+        profiler_->record(topology_[i].name, i, replay_, begin, profiler_->now_ns());
       }
     } catch (...) {
-      return {std::current_exception(), describe(i)};
+      return {std::current_exception(), topology_.describe(i)};
     }
   }
   return {};
@@ -273,7 +197,7 @@ GraphFailure CpuGraphExec::run_scheduled(WorkerPool& pool) const {
 
 void CpuGraphExec::record_failure(std::uint32_t node) const {
   if (!failure_claimed_.exchange(true, std::memory_order_acq_rel))
-    failure_ = {std::current_exception(), describe(node)};
+    failure_ = {std::current_exception(), topology_.describe(node)};
   failed_.store(true, std::memory_order_relaxed);
 }
 
@@ -313,7 +237,7 @@ void CpuGraphExec::run_node_here(std::uint32_t i) const {
   }
   const std::int64_t begin = profiler_->now_ns();
   node.work.body(0, node.work.blocks);  // a failing node is not recorded
-  profiler_->record(node.name, i, replay_, begin, profiler_->now_ns());
+  profiler_->record(topology_[i].name, i, replay_, begin, profiler_->now_ns());
 }
 
 void CpuGraphExec::wait_for(std::uint32_t* seen, const Wait& wait) const {

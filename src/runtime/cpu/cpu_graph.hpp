@@ -12,6 +12,7 @@
 #include "kiln/runtime/profiler.hpp"
 #include "runtime/cpu/cpu_work.hpp"
 #include "runtime/cpu/worker_pool.hpp"
+#include "runtime/graph_topology.hpp"
 #include "runtime/stream_backend.hpp"
 
 namespace kiln::detail {
@@ -58,20 +59,13 @@ class CpuGraphExec final : public GraphExec {
   void set_parameters(std::vector<GraphNodeDesc> nodes);
 
  private:
-  struct Node {
+  struct Node {  // how node i runs; what it is lives in topology_[i]
     CpuWork work;
-    GraphNodeKind kind = GraphNodeKind::empty;
     std::uint32_t in_degree = 0;
     std::uint32_t out_degree = 0;
     std::uint32_t first_wait = 0;  // into waits_: cross-participant dependencies
     std::uint32_t wait_count = 0;
     bool publish = false;  // a node on another participant depends on this one
-    std::shared_ptr<const FunctionInfo> kernel;  // kernel nodes: fixed at instantiation
-    std::shared_ptr<const GraphExec> child;      // child nodes: fixed, kept alive
-    LaunchConfig config;                         // kernel nodes; guarded by config_mutex_
-    std::vector<std::uint32_t> dependencies;     // for to_dot, messages and scheduling
-    std::string label;                           // from the builder; may be empty
-    std::string name;                            // label, else kernel name, else kind
   };
   /// "Wait until participant `participant` has finished `count` nodes of its list."
   struct Wait {
@@ -86,7 +80,6 @@ class CpuGraphExec final : public GraphExec {
 
   static void set_parameters(Node& node, GraphNodeDesc& desc);
   void schedule(int participants);
-  std::string describe(std::uint32_t node) const;
   GraphFailure run_chain(WorkerPool& pool) const;
   GraphFailure run_scheduled(WorkerPool& pool) const;
   void run_list(std::uint32_t participant) const;
@@ -95,6 +88,7 @@ class CpuGraphExec final : public GraphExec {
   /// Runs node \p i's blocks on the calling thread (recording it when profiling).
   void run_node_here(std::uint32_t i) const;
 
+  GraphTopology topology_;  // its launch configs guarded by config_mutex_
   std::vector<Node> nodes_;
   mutable std::mutex config_mutex_;  // launch configs: written by updates, read by to_dot
   bool is_chain_ = true;

@@ -155,7 +155,13 @@ class CpuStream final : public StreamBackend {
     ::operator delete (ptr, std::align_val_t{kAlignment});
   }
 
-  void launch(HostKernel kernel) override {
+  std::shared_ptr<const DeviceCode> load_device_code(const DeviceCodeRequest& request) override {
+    throw UserError(cat("compile_function: '", request.name,
+                        "' is CUDA code, which runs only on a ", "CUDA context (cuda:N), not on ",
+                        device_, "; create the context with kiln::Device::cuda()"));
+  }
+
+  void launch(KernelLaunch kernel) override {
     Command c;
     c.blocks = kernel.config.grid_dim.count();
     c.body = std::move(kernel.run);

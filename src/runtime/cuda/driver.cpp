@@ -60,11 +60,15 @@ const CudaDriver& CudaDriver::instance() {
   return loaded.driver;
 }
 
+std::string CudaDriver::error_text(CUresult r) const {
+  const char* text = nullptr;
+  if (cuGetErrorString != nullptr) cuGetErrorString(r, &text);
+  return text != nullptr ? std::string(text) : cat("CUDA error ", static_cast<int>(r));
+}
+
 void CudaDriver::check(CUresult r, const std::string& what) const {
   if (r == CUDA_SUCCESS) return;
-  const char* text = nullptr;
-  cuGetErrorString(r, &text);
-  throw DeviceError(cat(what, " failed: ", text != nullptr ? text : "unknown CUDA error"));
+  throw DeviceError(cat(what, " failed: ", error_text(r)), static_cast<long>(r));
 }
 
 }  // namespace kiln::detail

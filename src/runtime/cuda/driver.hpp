@@ -17,13 +17,21 @@ struct CudaDriver {
 #define KILN_CUDA_ENTRIES(X) \
   X(cuInit) X(cuGetErrorString) \
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
-  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxSynchronize) \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) \
+  X(cuCtxSynchronize) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
-  X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel) \
-  X(cuStreamCreate) X(cuStreamSynchronize) \
-  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) \
-  X(cuGraphCreate) X(cuGraphAddKernelNode) X(cuGraphInstantiate) X(cuGraphLaunch) \
-  X(cuGraphExecDestroy) X(cuGraphDestroy)
+  X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocHost) X(cuMemFreeHost) \
+  X(cuMemcpyAsync) X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) \
+  X(cuMemsetD2D32Async) \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) \
+  X(cuLaunchKernel) X(cuLaunchHostFunc) \
+  X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) \
+  X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) \
+  X(cuEventSynchronize) X(cuEventElapsedTime) \
+  X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) \
+  X(cuGraphAddMemsetNode) X(cuGraphAddHostNode) X(cuGraphAddEmptyNode) \
+  X(cuGraphAddChildGraphNode) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecUpdate) \
+  X(cuGraphExecDestroy)
   // clang-format on
   KILN_CUDA_ENTRIES(KILN_CUDA_ENTRY)
 #undef KILN_CUDA_ENTRY
@@ -33,6 +41,8 @@ struct CudaDriver {
   static const CudaDriver& instance();
   /// Throws DeviceError naming \p what and the driver's message unless \p r succeeded.
   void check(CUresult r, const std::string& what) const;
+  /// The driver's text for \p r ("an illegal memory access was encountered").
+  std::string error_text(CUresult r) const;
 };
 
 }  // namespace kiln::detail

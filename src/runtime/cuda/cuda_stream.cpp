@@ -1,0 +1,397 @@
+#include "runtime/cuda/cuda_stream.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <utility>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "runtime/cuda/cuda_graph.hpp"
+#include "runtime/cuda/nvrtc.hpp"
+
+namespace kiln::detail {
+
+void HostFailures::record(std::exception_ptr error, std::string where) {
+  std::scoped_lock lock(mutex_);
+  if (error_) return;
+  error_ = std::move(error);
+  where_ = std::move(where);
+}
+
+std::pair<std::exception_ptr, std::string> HostFailures::take() {
+  std::scoped_lock lock(mutex_);
+  return {std::exchange(error_, nullptr), std::exchange(where_, {})};
+}
+
+CudaStreamState::CudaStreamState(const CudaDriver& driver, Device dev) : cu(&driver), device(dev) {
+  int count = 0;
+  cu->check(cu->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (device.index() >= count)
+    throw UserError(cat("DeviceContext: ", device, " is not available: this machine has ", count,
+                        " CUDA device", count == 1 ? "" : "s", " (cuda:0 to cuda:", count - 1,
+                        "); pick one of them"));
+  cu->check(cu->cuDeviceGet(&handle, device.index()), "cuDeviceGet");
+  char text[256] = {};
+  cu->check(cu->cuDeviceGetName(text, sizeof text - 1, handle), "cuDeviceGetName");
+  name = text;
+  int major = 0, minor = 0;
+  cu->check(cu->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle),
+            "cuDeviceGetAttribute");
+  cu->check(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle),
+            "cuDeviceGetAttribute");
+  arch = cat("compute_", major * 10 + minor);
+  cu->check(cu->cuDevicePrimaryCtxRetain(&context, handle), "cuDevicePrimaryCtxRetain");
+  try {
+    make_current();
+    check(cu->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  } catch (...) {
+    cu->cuDevicePrimaryCtxRelease(handle);
+    throw;
+  }
+}
+
+CudaStreamState::~CudaStreamState() {
+  cu->cuCtxSetCurrent(context);
+  cu->cuStreamSynchronize(stream);  // work still queued uses memory about to be freed
+  cu->cuStreamDestroy(stream);
+  cu->cuDevicePrimaryCtxRelease(handle);
+}
+
+void CudaStreamState::make_current() const {
+  thread_local CUcontext current = nullptr;
+  if (current == context) return;
+  check(cu->cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  current = context;
+}
+
+void CudaStreamState::check(CUresult r, const char* what) const {
+  if (r == CUDA_SUCCESS) return;
+  throw DeviceError(cat(what, " failed on ", device, ": ", cu->error_text(r)),
+                    static_cast<long>(r));
+}
+
+CudaCode::~CudaCode() {
+  state->cu->cuCtxSetCurrent(state->context);
+  state->cu->cuModuleUnload(module);
+}
+
+namespace {
+
+CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+/// The PTX of every process's NVRTC compilations, by source hash.
+PtxCache& ptx_cache() {
+  static PtxCache cache;
+  return cache;
+}
+
+struct HostCall {
+  HostCallback fn;
+  const CudaStreamState* state;
+};
+
+void run_host_call(void* data) {
+  std::unique_ptr<HostCall> call(static_cast<HostCall*>(data));
+  try {
+    call->fn();
+  } catch (...) {
+    call->state->host_failures.record(std::current_exception(), "host function");
+  }
+}
+
+class CudaEvent final : public EventState {
+ public:
+  explicit CudaEvent(std::shared_ptr<const CudaStreamState> state) : state_(std::move(state)) {
+    state_->make_current();
+    state_->check(state_->cu->cuEventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate");
+  }
+  ~CudaEvent() override {
+    state_->cu->cuCtxSetCurrent(state_->context);
+    state_->cu->cuEventDestroy(event_);
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  CUevent handle() const { return event_; }
+  void mark_recorded() { recorded_.store(true, std::memory_order_release); }
+
+  bool is_complete() const override {
+    if (!recorded_.load(std::memory_order_acquire)) return true;
+    state_->make_current();
+    const CUresult r = state_->cu->cuEventQuery(event_);
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    state_->check(r, "cuEventQuery");
+    return true;
+  }
+  void synchronize() const override {
+    if (!recorded_.load(std::memory_order_acquire)) return;
+    state_->make_current();
+    state_->check(state_->cu->cuEventSynchronize(event_), "cuEventSynchronize");
+  }
+  double elapsed_ms_since(const EventState& start_state) const override {
+    const auto* start = dynamic_cast<const CudaEvent*>(&start_state);
+    if (start == nullptr)
+      throw UserError(
+          "DeviceEvent::elapsed_ms: the start event belongs to another kind of device; time "
+          "CUDA work with two events of CUDA contexts");
+    if (!recorded_.load(std::memory_order_acquire) ||
+        !start->recorded_.load(std::memory_order_acquire))
+      throw UserError(
+          "DeviceEvent::elapsed_ms: an event was never recorded; enqueue_record both events "
+          "before timing them");
+    state_->make_current();
+    float ms = 0;
+    const CUresult r = state_->cu->cuEventElapsedTime(&ms, start->event_, event_);
+    if (r == CUDA_ERROR_NOT_READY)
+      throw UserError(
+          "DeviceEvent::elapsed_ms: an event has not completed yet; synchronize the end event "
+          "first");
+    state_->check(r, "cuEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  std::shared_ptr<const CudaStreamState> state_;
+  CUevent event_ = nullptr;
+  std::atomic<bool> recorded_{false};
+};
+
+class CudaStream final : public StreamBackend {
+ public:
+  explicit CudaStream(std::shared_ptr<CudaStreamState> state) : state_(std::move(state)) {}
+
+  Device device() const override { return state_->device; }
+  int num_threads() const override { return 1; }
+
+  void* allocate(std::size_t bytes, bool host) override {
+    if (bytes == 0) return nullptr;
+    state_->make_current();
+    CUresult r = CUDA_SUCCESS;
+    void* ptr = nullptr;
+    if (host) {
+      r = state_->cu->cuMemAllocHost(&ptr, bytes);
+    } else {
+      CUdeviceptr d = 0;
+      r = state_->cu->cuMemAllocAsync(&d, bytes, state_->stream);
+      ptr = reinterpret_cast<void*>(d);
+    }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      throw DeviceError(
+          cat("out of memory on ", state_->device, " (", state_->name, "): could not allocate ",
+              bytes, " bytes of ", host ? "pinned host" : "device", " memory"),
+          static_cast<long>(r));
+    state_->check(r, host ? "cuMemAllocHost" : "cuMemAllocAsync");
+    return ptr;
+  }
+
+  void deallocate(void* ptr, std::size_t, bool host) noexcept override {
+    if (ptr == nullptr) return;
+    state_->cu->cuCtxSetCurrent(state_->context);
+    if (host) {
+      // Pinned memory is freed at once, not in stream order: wait for the copies that
+      // may still read or write it.
+      state_->cu->cuStreamSynchronize(state_->stream);
+      state_->cu->cuMemFreeHost(ptr);
+    } else {
+      state_->cu->cuMemFreeAsync(address(ptr), state_->stream);
+    }
+  }
+
+  std::shared_ptr<const DeviceCode> load_device_code(const DeviceCodeRequest& request) override {
+    const std::string ptx = request.compile
+                                ? ptx_cache().get(request.text, request.entry, state_->arch)
+                                : std::string();
+    const std::string& image = request.compile ? ptx : request.text;
+    state_->make_current();
+    auto code = std::make_shared<CudaCode>();
+    code->state = state_;
+    const CudaDriver& cu = *state_->cu;
+    if (const CUresult r = cu.cuModuleLoadData(&code->module, image.c_str()); r != CUDA_SUCCESS)
+      throw UserError(cat("compile_function: '", request.name, "': ", state_->device, " (",
+                          state_->name, ") cannot load the module: ", cu.error_text(r),
+                          request.compile ? ""
+                                          : " (pass PTX text, a cubin or a fatbin built for "
+                                            "this GPU's architecture)"));
+    if (const CUresult r =
+            cu.cuModuleGetFunction(&code->function, code->module, request.entry.c_str());
+        r != CUDA_SUCCESS) {
+      const std::string why = cu.error_text(r);
+      cu.cuModuleUnload(code->module);
+      code->module = nullptr;
+      throw UserError(cat("compile_function: the module has no __global__ function named '",
+                          request.entry, "' (", why,
+                          "); in C++ source declare it extern \"C\" so that its name is kept"));
+    }
+    for (std::size_t i = 0;; ++i) {
+      std::size_t offset = 0, size = 0;
+      if (cu.cuFuncGetParamInfo(code->function, i, &offset, &size) != CUDA_SUCCESS) break;
+      code->params.push_back({offset, size});
+      code->args_bytes = std::max(code->args_bytes, offset + size);
+    }
+    return code;
+  }
+
+  void launch(KernelLaunch kernel) override {
+    const auto* code = dynamic_cast<const CudaCode*>(kernel.info->device_code.get());
+    if (code == nullptr || code->state->context != state_->context)
+      throw UserError(cat("enqueue_function: kernel '", kernel.info->name,
+                          "' was not loaded on this context (", state_->device,
+                          "); compile it with the context that launches it"));
+    state_->make_current();
+    std::size_t size = kernel.args.size();
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, kernel.args.data(),
+                     CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    const LaunchConfig& c = kernel.config;
+    const CUresult r = state_->cu->cuLaunchKernel(
+        code->function, c.grid_dim.x, c.grid_dim.y, c.grid_dim.z, c.block_dim.x, c.block_dim.y,
+        c.block_dim.z, 0, state_->stream, nullptr, size > 0 ? extra : nullptr);
+    if (r != CUDA_SUCCESS)
+      throw DeviceError(
+          cat("launching kernel '", kernel.info->name, "' on ", state_->device, " with grid ",
+              c.grid_dim, " and block ", c.block_dim, " failed: ", state_->cu->error_text(r)),
+          static_cast<long>(r));
+  }
+
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    state_->make_current();
+    state_->check(state_->cu->cuMemcpyAsync(address(dst), address(src), bytes, state_->stream),
+                  "enqueue_copy (cuMemcpyAsync)");
+  }
+
+  void fill(void* dst, std::size_t count, const void* pattern, std::size_t size) override {
+    state_->make_current();
+    const CudaDriver& cu = *state_->cu;
+    const CUdeviceptr d = address(dst);
+    if (size == 1) {
+      unsigned char v = 0;
+      std::memcpy(&v, pattern, 1);
+      state_->check(cu.cuMemsetD8Async(d, v, count, state_->stream), "enqueue_memset");
+    } else if (size == 2) {
+      unsigned short v = 0;
+      std::memcpy(&v, pattern, 2);
+      state_->check(cu.cuMemsetD16Async(d, v, count, state_->stream), "enqueue_memset");
+    } else if (size % 4 == 0 && size <= 16) {
+      // Each 32-bit word of the element is a column of a 2-D memset whose pitch is the
+      // element: one call per word.
+      for (std::size_t w = 0; w < size / 4; ++w) {
+        unsigned int v = 0;
+        std::memcpy(&v, static_cast<const unsigned char*>(pattern) + 4 * w, 4);
+        const CUresult r =
+            size == 4 ? cu.cuMemsetD32Async(d, v, count, state_->stream)
+                      : cu.cuMemsetD2D32Async(d + 4 * w, size, v, 1, count, state_->stream);
+        state_->check(r, "enqueue_memset");
+      }
+    } else {
+      throw InternalError(cat("enqueue_memset: elements of ", size, " bytes"));
+    }
+  }
+
+  void host_function(HostCallback fn) override {
+    state_->make_current();
+    auto call = std::make_unique<HostCall>(HostCall{std::move(fn), state_.get()});
+    state_->check(state_->cu->cuLaunchHostFunc(state_->stream, &run_host_call, call.get()),
+                  "enqueue_host_function (cuLaunchHostFunc)");
+    call.release();  // run_host_call owns it now
+  }
+
+  std::shared_ptr<EventState> create_event() override {
+    return std::make_shared<CudaEvent>(state_);
+  }
+  void record(const std::shared_ptr<EventState>& event) override {
+    CudaEvent& e = as_cuda_event(event, "enqueue_record");
+    state_->make_current();
+    state_->check(state_->cu->cuEventRecord(e.handle(), state_->stream), "cuEventRecord");
+    e.mark_recorded();
+  }
+  void wait(const std::shared_ptr<EventState>& event) override {
+    CudaEvent& e = as_cuda_event(event, "enqueue_wait");
+    state_->make_current();
+    state_->check(state_->cu->cuStreamWaitEvent(state_->stream, e.handle(), 0),
+                  "cuStreamWaitEvent");
+  }
+
+  std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
+    return std::make_shared<CudaGraphExec>(state_, std::move(nodes));
+  }
+  void launch_graph(std::shared_ptr<const GraphExec> graph) override {
+    as_cuda_graph(graph, "DeviceGraph::replay").launch();
+  }
+  void update_graph(const std::shared_ptr<const GraphExec>& graph,
+                    std::vector<GraphNodeDesc> nodes) override {
+    const_cast<CudaGraphExec&>(as_cuda_graph(graph, "DeviceGraph::update"))
+        .update(std::move(nodes));
+  }
+
+  void synchronize() override {
+    state_->make_current();
+    const CUresult r = state_->cu->cuStreamSynchronize(state_->stream);
+    auto [error, where] = state_->host_failures.take();
+    if (r != CUDA_SUCCESS)
+      throw DeviceError(cat("work on ", state_->device, " (", state_->name,
+                            ") failed: ", state_->cu->error_text(r),
+                            "; a kernel fault leaves the CUDA context unusable: restart the "
+                            "process (compute-sanitizer names the kernel)"),
+                        static_cast<long>(r));
+    if (!error) return;
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    try {
+      std::rethrow_exception(error);
+    } catch (...) {
+      std::throw_with_nested(DeviceError(
+          cat(where, " failed on ", state_->device, ": ", what, ". The context remains usable.")));
+    }
+  }
+
+  void set_profiler(std::shared_ptr<Profiler>) override {
+    throw UserError(cat("set_profiler: ", state_->device,
+                        " contexts cannot be profiled per node yet; profile CUDA work with Nsight "
+                        "Systems (nsys profile), or time replays with events"));
+  }
+  std::shared_ptr<Profiler> profiler() const override { return nullptr; }
+
+ private:
+  static CudaEvent& as_cuda_event(const std::shared_ptr<EventState>& event, const char* what) {
+    auto* e = dynamic_cast<CudaEvent*>(event.get());
+    if (e == nullptr)
+      throw UserError(cat(what,
+                          ": the event was created by a context of another kind of device; "
+                          "create it with a CUDA context"));
+    return *e;
+  }
+  const CudaGraphExec& as_cuda_graph(const std::shared_ptr<const GraphExec>& graph,
+                                     const char* what) const {
+    const auto* exec = dynamic_cast<const CudaGraphExec*>(graph.get());
+    if (exec == nullptr)
+      throw UserError(cat(what, ": the graph was instantiated for another kind of device than ",
+                          state_->device, "; use it on the context that built it"));
+    return *exec;
+  }
+
+  std::shared_ptr<CudaStreamState> state_;
+};
+
+}  // namespace
+
+std::shared_ptr<StreamBackend> make_cuda_stream(Device device, const CudaDriver& driver) {
+  return std::make_shared<CudaStream>(std::make_shared<CudaStreamState>(driver, device));
+}
+
+std::shared_ptr<StreamBackend> make_cuda_stream(Device device) {
+  const CudaDriver* driver = nullptr;
+  try {
+    driver = &CudaDriver::instance();
+  } catch (const UserError& e) {
+    throw UserError(cat("DeviceContext: ", device, " is not available: ", e.what(),
+                        "; use a CPU device such as cpu:0"));
+  }
+  return make_cuda_stream(device, *driver);
+}
+
+}  // namespace kiln::detail

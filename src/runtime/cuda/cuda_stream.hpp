@@ -1,0 +1,70 @@
+#pragma once
+// Internal: the CUDA backend: one CUDA stream on a device's primary context, through the
+// driver API (src/runtime/cuda/driver.hpp). Kernels are CUDA code loaded as modules
+// (compiled by NVRTC from source, or images from nvcc); device graphs are CUDA graphs.
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/cuda/driver.hpp"
+#include "runtime/device_code.hpp"
+#include "runtime/stream_backend.hpp"
+
+namespace kiln::detail {
+
+/// Failures of host functions (which run on a driver thread and cannot throw into it):
+/// the first is kept until the next synchronize. Thread-safe.
+class HostFailures {
+ public:
+  void record(std::exception_ptr error, std::string where);
+  /// The first failure since the last call, or an empty one.
+  std::pair<std::exception_ptr, std::string> take();
+
+ private:
+  std::mutex mutex_;
+  std::exception_ptr error_;
+  std::string where_;
+};
+
+/// What a CUDA stream, its graphs and its kernels share: the driver, the device's primary
+/// context and the stream. Released (stream destroyed, context released) with the last of
+/// them.
+struct CudaStreamState {
+  const CudaDriver* cu = nullptr;
+  Device device;
+  CUdevice handle = 0;
+  CUcontext context = nullptr;
+  CUstream stream = nullptr;
+  std::string arch;                    // "compute_90": what NVRTC targets
+  std::string name;                    // "NVIDIA H200"
+  mutable HostFailures host_failures;  // written from driver threads
+
+  CudaStreamState(const CudaDriver& driver, Device device);
+  ~CudaStreamState();
+  CudaStreamState(const CudaStreamState&) = delete;
+  CudaStreamState& operator=(const CudaStreamState&) = delete;
+
+  /// Makes the context current on the calling thread (a no-op when it already is).
+  void make_current() const;
+  /// driver.check with the device in the message.
+  void check(CUresult r, const char* what) const;
+};
+
+/// A loaded `__global__` function: its module, handle and parameter layout.
+struct CudaCode final : DeviceCode {
+  std::shared_ptr<const CudaStreamState> state;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  ~CudaCode() override;
+};
+
+/// The CUDA backend on \p device through \p driver (tests pass a fake).
+/// \throws UserError for a device index this machine does not have.
+std::shared_ptr<StreamBackend> make_cuda_stream(Device device, const CudaDriver& driver);
+
+}  // namespace kiln::detail

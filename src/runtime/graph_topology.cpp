@@ -1,0 +1,102 @@
+#include "runtime/graph_topology.hpp"
+
+#include "core/str.hpp"
+
+namespace kiln::detail {
+namespace {
+
+std::string dot_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* kind_name(GraphNodeKind kind) {
+  switch (kind) {
+    case GraphNodeKind::kernel:
+      return "kernel";
+    case GraphNodeKind::copy:
+      return "copy";
+    case GraphNodeKind::memset:
+      return "memset";
+    case GraphNodeKind::host:
+      return "host function";
+    case GraphNodeKind::empty:
+      return "empty";
+    case GraphNodeKind::child:
+      return "child graph";
+  }
+  return "?";
+}
+
+GraphTopology::GraphTopology(std::vector<GraphNodeDesc>& descs) {
+  nodes_.reserve(descs.size());
+  for (GraphNodeDesc& d : descs) {
+    Node node;
+    node.kind = d.kind;
+    node.dependencies = std::move(d.dependencies);
+    node.kernel = d.kernel.info;
+    node.child = d.child;
+    node.config = d.kernel.config;
+    node.label = std::move(d.label);
+    node.name = !node.label.empty() ? node.label
+                : node.kernel       ? node.kernel->name
+                                    : std::string(kind_name(node.kind));
+    nodes_.push_back(std::move(node));
+  }
+}
+
+std::string GraphTopology::difference(const std::vector<GraphNodeDesc>& descs) const {
+  if (descs.size() != nodes_.size())
+    return cat("the update has ", descs.size(), " nodes but the graph has ", nodes_.size());
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    const GraphNodeDesc& d = descs[i];
+    if (d.kind != node.kind)
+      return cat("node ", i, " is a ", kind_name(d.kind), " node in the update but a ",
+                 kind_name(node.kind), " node in the graph");
+    if (d.dependencies != node.dependencies)
+      return cat("node ", i, " depends on [", join(d.dependencies, ", "),
+                 "] in the update but on [", join(node.dependencies, ", "), "] in the graph");
+    if (d.kind == GraphNodeKind::kernel && d.kernel.info != node.kernel)
+      return cat("node ", i, " launches kernel '", d.kernel.info->name,
+                 "' in the update but kernel '", node.kernel->name,
+                 "' in the graph (only arguments and launch dimensions can change)");
+    if (d.kind == GraphNodeKind::child && d.child != node.child)
+      return cat("node ", i, " nests a different child graph in the update");
+  }
+  return {};
+}
+
+void GraphTopology::set_configs(const std::vector<GraphNodeDesc>& descs) {
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) nodes_[i].config = descs[i].kernel.config;
+}
+
+std::string GraphTopology::describe(std::uint32_t i) const {
+  const Node& node = nodes_[i];
+  const std::string label = node.label.empty() ? "" : cat(": ", node.label);
+  if (node.kernel) return cat("graph node ", i, " (kernel '", node.kernel->name, "'", label, ")");
+  return cat("graph node ", i, " (", kind_name(node.kind), label, ")");
+}
+
+std::string GraphTopology::to_dot() const {
+  std::string out = "digraph kiln_device_graph {\n  node [shape=box, fontname=\"monospace\"];\n";
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    std::string label = cat(i, ": ", kind_name(node.kind));
+    if (!node.label.empty()) label += cat("\\n", dot_escape(node.label));
+    if (node.kernel)
+      label += cat(" '", dot_escape(node.kernel->name), "'\\ngrid ", node.config.grid_dim,
+                   " block ", node.config.block_dim);  // \\n: DOT's line break
+    out += cat("  n", i, " [label=\"", label, "\"];\n");
+    for (std::uint32_t dep : node.dependencies) out += cat("  n", dep, " -> n", i, ";\n");
+  }
+  return out + "}\n";
+}
+
+}  // namespace kiln::detail

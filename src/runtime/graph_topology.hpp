@@ -1,0 +1,51 @@
+#pragma once
+// Internal: what every backend's instantiated graph keeps of its nodes apart from how it
+// runs them: kinds, dependencies, kernel functions and child graphs (what an update must
+// keep), plus labels and launch dimensions (what DOT output and messages show).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/runtime/device_graph.hpp"
+
+namespace kiln::detail {
+
+const char* kind_name(GraphNodeKind kind);
+
+class GraphTopology {
+ public:
+  struct Node {
+    GraphNodeKind kind = GraphNodeKind::empty;
+    std::vector<std::uint32_t> dependencies;
+    std::shared_ptr<const FunctionInfo> kernel;  // kernel nodes
+    std::shared_ptr<const GraphExec> child;      // child nodes: kept alive with the graph
+    LaunchConfig config;                         // kernel nodes; changes with updates
+    std::string label;                           // from the builder; may be empty
+    std::string name;                            // label, else kernel name, else kind
+  };
+
+  /// Takes the identity of \p descs (their dependencies are moved out).
+  explicit GraphTopology(std::vector<GraphNodeDesc>& descs);
+
+  std::size_t size() const noexcept { return nodes_.size(); }
+  const Node& operator[](std::uint32_t i) const { return nodes_[i]; }
+
+  /// What differs between this topology and \p descs (node count, kinds, dependencies,
+  /// kernel functions, child graphs), as a sentence; empty when they match.
+  std::string difference(const std::vector<GraphNodeDesc>& descs) const;
+  /// Takes the launch dimensions of \p descs (whose topology matches).
+  void set_configs(const std::vector<GraphNodeDesc>& descs);
+
+  /// "graph node 3 (kernel 'add': label)" for messages.
+  std::string describe(std::uint32_t i) const;
+  /// Graphviz DOT: one vertex per node (kind, label, kernel name, launch dims), one edge
+  /// per dependency.
+  std::string to_dot() const;
+
+ private:
+  std::vector<Node> nodes_;
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,414 @@
+// The CUDA backend against a host emulation of the driver (fake_cuda_driver.hpp): what kiln
+// itself decides (argument packing and checks, memsets of wide elements, host-function
+// errors, events, the CUDA graph built for a device graph, updates and their fallback,
+// nesting, capture, clean-up) is tested on every machine, GPU or not.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../error_matchers.hpp"
+#include "fake_cuda_driver.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/runtime/device_context.hpp"
+#include "kiln/runtime/device_graph.hpp"
+#include "runtime/cuda/cuda_stream.hpp"
+
+namespace kiln {
+namespace {
+
+using testing::FakeCuda;
+using testing::FakeKernel;
+
+template <class T>
+T arg(const unsigned char* args, std::size_t offset) {
+  T value;
+  std::memcpy(&value, args + offset, sizeof(T));
+  return value;
+}
+
+/// y[i] += a * x[i] for i < n, one element per thread: (float* y, const float* x, float a,
+/// int n), laid out at offsets 0, 8, 16, 20.
+FakeKernel axpy_kernel() {
+  return {{8, 8, 4, 4},
+          [](const unsigned char* args, const unsigned grid[3], const unsigned block[3]) {
+            auto* y = arg<float*>(args, 0);
+            const auto* x = arg<const float*>(args, 8);
+            const auto a = arg<float>(args, 16);
+            const auto n = arg<int>(args, 20);
+            const long long threads = 1LL * grid[0] * block[0];
+            for (long long i = 0; i < threads && i < n; ++i) y[i] += a * x[i];
+            return CUDA_SUCCESS;
+          }};
+}
+
+const char* const kAxpySource =
+    "extern \"C\" __global__ void axpy(float* y, const float* x, float a, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) y[i] += a * x[i];\n"
+    "}\n";
+
+/// Runs on the fake driver (parameter false) and, where there is one, on a real GPU (true:
+/// the same tests, less what only the fake can show or force).
+class CudaBackend : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (gpu()) {
+      try {
+        (void)detail::CudaDriver::instance();
+      } catch (const UserError& e) {
+        GTEST_SKIP() << e.what();
+      }
+      return;
+    }
+    FakeCuda::get().reset();
+    FakeCuda::get().kernels["axpy"] = axpy_kernel();
+    FakeCuda::get().kernels["fault"] = {{},
+                                        [](const unsigned char*, const unsigned*, const unsigned*) {
+                                          return CUDA_ERROR_ILLEGAL_ADDRESS;
+                                        }};
+  }
+  static bool gpu() { return GetParam(); }
+  static DeviceContext context(int index = 0) {
+    if (gpu()) return DeviceContext(Device::cuda(index));
+    return DeviceContext(detail::make_cuda_stream(Device::cuda(index), FakeCuda::get().driver()));
+  }
+  /// The fake loads any module naming the entry; a GPU gets the kernel from NVRTC.
+  static DeviceFunction<CudaKernel> axpy(const DeviceContext& ctx) {
+    if (gpu()) return ctx.compile_function(CudaSource{kAxpySource, "axpy"});
+    return ctx.compile_function(CudaModule{"fake module: axpy", "axpy"});
+  }
+  static FakeCuda& fake() { return FakeCuda::get(); }
+};
+
+#define KILN_FAKE_ONLY(why) \
+  if (gpu()) GTEST_SKIP() << "only the fake driver can " why
+
+TEST_P(CudaBackend, CopiesAndLaunchesRunInStreamOrder) {
+  {
+    DeviceContext ctx = context();
+    EXPECT_EQ(ctx.device(), Device::cuda(0));
+    std::vector<float> x_host(100), y_host(100, 1.0f);
+    for (int i = 0; i < 100; ++i) x_host[i] = static_cast<float>(i);
+    auto x = ctx.enqueue_create_buffer<float>(100);
+    auto y = ctx.enqueue_create_buffer<float>(100);
+    ctx.enqueue_copy(x, x_host);
+    ctx.enqueue_copy(y, y_host);
+    const auto fn = axpy(ctx);
+    EXPECT_EQ(fn.name(), "axpy");
+    ctx.enqueue_function(fn, LaunchConfig{4, 32}, y.data(), x.data(), 2.0f, 100);
+    auto out = ctx.enqueue_create_host_buffer<float>(100);
+    ctx.enqueue_copy(out, y);
+    ctx.synchronize();
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(out[i], 1.0f + 2.0f * static_cast<float>(i)) << i;
+    if (gpu()) return;
+    EXPECT_EQ(FakeCuda::get().kernel_launches, 1);
+    EXPECT_EQ(FakeCuda::get().live_streams, 1);
+  }
+  // The last handle releases the stream, the primary context and every allocation.
+  EXPECT_EQ(FakeCuda::get().live_streams, 0);
+  EXPECT_EQ(FakeCuda::get().live_contexts, 0);
+  EXPECT_EQ(FakeCuda::get().live_allocations, 0);
+}
+
+TEST_P(CudaBackend, MemsetsOfEveryElementWidth) {
+  DeviceContext ctx = context();
+  auto bytes = ctx.enqueue_create_buffer<std::uint8_t>(7);
+  auto halves = ctx.enqueue_create_buffer<std::int32_t>(5);
+  auto doubles = ctx.enqueue_create_buffer<double>(9);
+  auto longs = ctx.enqueue_create_buffer<std::int64_t>(3);
+  ctx.enqueue_memset(bytes, std::uint8_t{0xab});
+  ctx.enqueue_memset(halves, -7);
+  ctx.enqueue_memset(doubles, -1.25);  // two 32-bit words that differ
+  ctx.enqueue_memset(longs, std::int64_t{0x0123456789abcdefLL});
+  std::vector<std::uint8_t> b(7);
+  std::vector<std::int32_t> h(5);
+  std::vector<double> d(9);
+  std::vector<std::int64_t> l(3);
+  ctx.enqueue_copy(b, bytes);
+  ctx.enqueue_copy(h, halves);
+  ctx.enqueue_copy(d, doubles);
+  ctx.enqueue_copy(l, longs);
+  ctx.synchronize();
+  for (auto v : b) EXPECT_EQ(v, 0xab);
+  for (auto v : h) EXPECT_EQ(v, -7);
+  for (auto v : d) EXPECT_EQ(v, -1.25);
+  for (auto v : l) EXPECT_EQ(v, 0x0123456789abcdefLL);
+}
+
+TEST_P(CudaBackend, KernelArgumentsAreCheckedAgainstTheParameters) {
+  DeviceContext ctx = context();
+  const auto fn = axpy(ctx);
+  auto y = ctx.enqueue_create_buffer<float>(4);
+  KILN_EXPECT_THROW_MSG(ctx.enqueue_function(fn, LaunchConfig{1, 4}, y.data(), y.data(), 2.0f),
+                        UserError, "kernel 'axpy' takes 4 parameters of 8, 8, 4, 4 bytes",
+                        "3 arguments were given");
+  KILN_EXPECT_THROW_MSG(ctx.enqueue_function(fn, LaunchConfig{1, 4}, y.data(), y.data(), 2.0, 4),
+                        UserError, "argument 2 has 8 bytes where parameter 2 has 4",
+                        "float, not double");
+  KILN_EXPECT_THROW_MSG(ctx.enqueue_function(fn, LaunchConfig{0, 4}, y.data(), y.data(), 2.0f, 4),
+                        UserError, "every component must be >= 1");
+  if (!gpu()) {
+    EXPECT_EQ(FakeCuda::get().kernel_launches, 0);
+  }
+}
+
+TEST_P(CudaBackend, KernelsOfTheWrongKindOrModuleSayWhat) {
+  DeviceContext ctx = context();
+  KILN_EXPECT_THROW_MSG(ctx.compile_function([](int) {}), UserError, "is a C++ callable",
+                        "cuda:0 context launches CUDA code", "CudaSource");
+  if (!gpu()) {
+    KILN_EXPECT_THROW_MSG(ctx.compile_function(CudaModule{"fake module", "missing"}), UserError,
+                          "no __global__ function named 'missing'", "extern \"C\"");
+    KILN_EXPECT_THROW_MSG(ctx.compile_function(CudaModule{"bad image", "axpy"}), UserError,
+                          "cannot load the module", "device kernel image is invalid");
+  } else {
+    KILN_EXPECT_THROW_MSG(ctx.compile_function(CudaSource{kAxpySource, "missing"}), UserError,
+                          "no __global__ function named 'missing'", "extern \"C\"");
+    KILN_EXPECT_THROW_MSG(ctx.compile_function(CudaModule{"not a module", "axpy"}), UserError,
+                          "cannot load the module");
+  }
+  KILN_EXPECT_THROW_MSG(ctx.compile_function(CudaModule{"fake module: axpy", ""}), UserError,
+                        "names no entry");
+  DeviceContext cpu;
+  KILN_EXPECT_THROW_MSG(cpu.compile_function(CudaModule{"fake module: axpy", "axpy"}), UserError,
+                        "runs only on a CUDA context", "cpu:0");
+  const auto host_fn = cpu.compile_function([](float*) {});
+  KILN_EXPECT_THROW_MSG(ctx.enqueue_function(host_fn, LaunchConfig{1, 1}, nullptr), UserError,
+                        "compiled for cpu:0 but launched on cuda:0");
+  KILN_EXPECT_THROW_MSG(context(99), UserError, "cuda:99 is not available", "CUDA device");
+}
+
+TEST_P(CudaBackend, AHostFunctionsExceptionSurfacesFromSynchronize) {
+  DeviceContext ctx = context();
+  int runs = 0;
+  ctx.enqueue_host_function([&] { ++runs; });
+  ctx.enqueue_host_function([] { throw std::runtime_error("host boom"); });
+  ctx.enqueue_host_function([&] { ++runs; });
+  try {
+    ctx.synchronize();
+    ADD_FAILURE() << "synchronize did not throw";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("host function failed on cuda:0: host boom"),
+              std::string::npos)
+        << e.what();
+    EXPECT_THROW(std::rethrow_if_nested(e), std::runtime_error);
+  }
+  EXPECT_EQ(runs, 2);
+  EXPECT_NO_THROW(ctx.synchronize());  // reported once; the context stays usable
+}
+
+TEST_P(CudaBackend, AKernelFaultSurfacesFromSynchronizeWithTheDriversWords) {
+  KILN_FAKE_ONLY("fault a kernel without ruining the process's context");
+  DeviceContext ctx = context();
+  const auto fault = ctx.compile_function(CudaModule{"fake module: fault", "fault"});
+  ctx.enqueue_function(fault, LaunchConfig{1, 1});
+  KILN_EXPECT_THROW_MSG(ctx.synchronize(), DeviceError, "work on cuda:0 (Fake GPU) failed",
+                        "an illegal memory access", "restart the process");
+}
+
+TEST_P(CudaBackend, EventsTimeWorkAndRefuseOtherDevices) {
+  DeviceContext ctx = context();
+  DeviceEvent start = ctx.create_event(), end = ctx.create_event();
+  EXPECT_TRUE(start.is_complete());
+  KILN_EXPECT_THROW_MSG(DeviceEvent::elapsed_ms(start, end), UserError, "never recorded");
+  ctx.enqueue_record(start);
+  ctx.enqueue_record(end);
+  ctx.enqueue_wait(start);
+  end.synchronize();
+  EXPECT_TRUE(end.is_complete());
+  EXPECT_GE(DeviceEvent::elapsed_ms(start, end), 0.0);
+  DeviceContext cpu;
+  DeviceEvent cpu_event = cpu.create_event();
+  KILN_EXPECT_THROW_MSG(ctx.enqueue_wait(cpu_event), UserError, "another kind of device");
+  KILN_EXPECT_THROW_MSG(cpu.enqueue_record(start), UserError, "another kind of device");
+  KILN_EXPECT_THROW_MSG(ctx.set_profiler(nullptr), UserError, "Nsight");
+}
+
+TEST_P(CudaBackend, ADeviceGraphBecomesACudaGraphWithTheSameEdges) {
+  DeviceContext ctx = context();
+  const auto fn = axpy(ctx);
+  auto x = ctx.enqueue_create_buffer<float>(64);
+  auto y = ctx.enqueue_create_buffer<float>(64);
+  auto z = ctx.enqueue_create_buffer<float>(64);
+  auto out = ctx.enqueue_create_host_buffer<float>(64);
+  int host_runs = 0;
+  // x = 1 (root); y = 0 (root); y += 3x; z = y; then host; the 8-byte memset of a
+  // scratch buffer is two CUDA nodes, both waited for by the join.
+  auto scratch = ctx.enqueue_create_buffer<double>(8);
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto fill_x = b.add_memset(x, 1.0f, {});
+    auto fill_y = b.add_memset(y, 0.0f, {});
+    auto wide = b.add_memset(scratch, 2.5, {});
+    auto k =
+        b.add_function(fn, LaunchConfig{2, 32}, {fill_x, fill_y}, y.data(), x.data(), 3.0f, 64);
+    b.set_label(k, "y += 3x");
+    auto join = b.add_empty({k, wide});
+    auto copy = b.add_copy(z, y, join);
+    auto c2 = b.add_copy(out, z, copy);
+    b.add_host_function([&] { ++host_runs; }, c2);
+  });
+  EXPECT_NE(graph.to_dot().find("y += 3x"), std::string::npos);
+  for (int replay = 0; replay < 3; ++replay) graph.replay();
+  ctx.synchronize();
+  EXPECT_EQ(host_runs, 3);
+  for (float v : out) ASSERT_EQ(v, 3.0f);
+  std::vector<double> s(8);
+  ctx.enqueue_copy(s, scratch);
+  ctx.synchronize();
+  for (double v : s) EXPECT_EQ(v, 2.5);
+  if (gpu()) return;
+
+  EXPECT_EQ(FakeCuda::get().graph_launches, 3);
+  const auto& g = *FakeCuda::get().last_instantiated;
+  ASSERT_EQ(g.nodes.size(), 9u);  // 8 kiln nodes, the wide memset as two
+  const auto deps = [&](int i) {
+    std::vector<int> out_deps;
+    for (const auto* d : g.nodes[static_cast<std::size_t>(i)]->dependencies)
+      out_deps.push_back(g.index_of(d));
+    return out_deps;
+  };
+  EXPECT_EQ(g.nodes[0]->type, CU_GRAPH_NODE_TYPE_MEMSET);
+  EXPECT_EQ(g.nodes[2]->type, CU_GRAPH_NODE_TYPE_MEMSET);
+  EXPECT_EQ(g.nodes[3]->type, CU_GRAPH_NODE_TYPE_MEMSET);
+  EXPECT_EQ(g.nodes[4]->type, CU_GRAPH_NODE_TYPE_KERNEL);
+  EXPECT_EQ(deps(4), (std::vector<int>{0, 1}));
+  EXPECT_EQ(g.nodes[5]->type, CU_GRAPH_NODE_TYPE_EMPTY);
+  EXPECT_EQ(deps(5), (std::vector<int>{4, 2, 3}));
+  EXPECT_EQ(g.nodes[6]->type, CU_GRAPH_NODE_TYPE_MEMCPY);
+  EXPECT_EQ(deps(6), (std::vector<int>{5}));
+  EXPECT_EQ(g.nodes[8]->type, CU_GRAPH_NODE_TYPE_HOST);
+  EXPECT_EQ(g.nodes[4]->grid[0], 2u);
+  EXPECT_EQ(g.nodes[4]->block[0], 32u);
+}
+
+TEST_P(CudaBackend, UpdatesAreInPlaceOrReinstantiateSayingWhy) {
+  DeviceContext ctx = context();
+  const auto fn = axpy(ctx);
+  auto x = ctx.enqueue_create_buffer<float>(8);
+  auto y = ctx.enqueue_create_buffer<float>(8);
+  ctx.enqueue_memset(x, 1.0f);
+  ctx.enqueue_memset(y, 0.0f);
+  float a = 2.0f;
+  const auto build = [&](DeviceGraphBuilder& b) {
+    b.add_function(fn, LaunchConfig{1, 8}, {}, y.data(), x.data(), a, 8);
+  };
+  auto graph = DeviceGraph::create(ctx, build);
+  graph.replay();  // y = 2
+  a = 10.0f;
+  graph.update(build);
+  EXPECT_EQ(graph.last_update_fallback(), "");  // a kernel's arguments update in place
+  if (!gpu()) {
+    EXPECT_EQ(FakeCuda::get().graph_updates, 1);
+    EXPECT_EQ(FakeCuda::get().instantiations, 1);
+  }
+  graph.replay();  // y = 12
+
+  fake().refuse_updates = !gpu();
+  a = 100.0f;
+  graph.update(build);
+  if (!gpu()) {
+    EXPECT_EQ(FakeCuda::get().instantiations, 2);
+    EXPECT_NE(graph.last_update_fallback().find("instantiated again"), std::string::npos)
+        << graph.last_update_fallback();
+    EXPECT_NE(graph.last_update_fallback().find("parameters changed"), std::string::npos);
+    EXPECT_EQ(FakeCuda::get().live_graph_execs, 1);
+  }
+  graph.replay();  // y = 112
+  std::vector<float> out(8);
+  ctx.enqueue_copy(out, y);
+  ctx.synchronize();
+  for (float v : out) EXPECT_EQ(v, 112.0f);
+
+  KILN_EXPECT_THROW_MSG(graph.update([&](DeviceGraphBuilder& b) { b.add_memset(y, 0.0f, {}); }),
+                        UserError, "node 0 is a memset node in the update but a kernel node");
+}
+
+TEST_P(CudaBackend, ChildGraphsAndCapturedWorkNest) {
+  DeviceContext ctx = context();
+  const auto fn = axpy(ctx);
+  auto x = ctx.enqueue_create_buffer<float>(16);
+  auto y = ctx.enqueue_create_buffer<float>(16);
+  auto child = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    b.add_function(fn, LaunchConfig{1, 16}, {}, y.data(), x.data(), 1.0f, 16);
+  });
+  auto parent = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    DeviceContext rec = b.recording_context();
+    rec.enqueue_memset(x, 2.0f);  // captured: a chain of nodes
+    rec.enqueue_memset(y, 0.0f);
+    auto twice = b.add_child_graph(child, b.last_node());
+    b.add_child_graph(child, twice);
+  });
+  if (!gpu()) {
+    const auto& g = *FakeCuda::get().last_instantiated;
+    ASSERT_EQ(g.nodes.size(), 4u);
+    EXPECT_EQ(g.nodes[2]->type, CU_GRAPH_NODE_TYPE_GRAPH);
+    EXPECT_EQ(g.index_of(g.nodes[1]->dependencies.at(0)), 0);
+  }
+  parent.replay();
+  std::vector<float> out(16);
+  ctx.enqueue_copy(out, y);
+  ctx.synchronize();
+  for (float v : out) EXPECT_EQ(v, 4.0f);
+
+  DeviceContext cpu;
+  const auto host_fn = cpu.compile_function([](int) {});
+  KILN_EXPECT_THROW_MSG(DeviceGraph::create(ctx,
+                                            [&](DeviceGraphBuilder& b) {
+                                              b.add_function(host_fn, LaunchConfig{1, 1}, {}, 1);
+                                            }),
+                        UserError, "is a C++ callable but the context is cuda:0");
+  auto cpu_graph = DeviceGraph::create(cpu, [](DeviceGraphBuilder& b) { b.add_empty({}); });
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { b.add_child_graph(cpu_graph, {}); }),
+      UserError, "built for another context");
+}
+
+#ifdef KILN_TEST_NVRTC
+TEST_P(CudaBackend, SourceIsCompiledByNvrtcForTheDevicesArchitecture) {
+  KILN_FAKE_ONLY("show the PTX it loads (on a GPU every other test compiles with NVRTC)");
+  const auto cache = std::filesystem::temp_directory_path() / "kiln-cuda-backend-test-cache";
+  std::filesystem::remove_all(cache);
+  ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+  DeviceContext ctx = context();
+  const std::string source = kAxpySource;
+  std::string why;
+  try {
+    const auto fn = ctx.compile_function(CudaSource{source, "axpy"});
+    ASSERT_FALSE(FakeCuda::get().loaded_images.empty());
+    const std::string& ptx = FakeCuda::get().loaded_images.back();
+    EXPECT_NE(ptx.find(".entry axpy("), std::string::npos);
+    EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
+    auto x = ctx.enqueue_create_buffer<float>(3);
+    auto y = ctx.enqueue_create_buffer<float>(3);
+    ctx.enqueue_memset(x, 1.0f);
+    ctx.enqueue_memset(y, 1.0f);
+    ctx.enqueue_function(fn, LaunchConfig{1, 32}, y.data(), x.data(), 0.5f, 3);
+    std::vector<float> out(3);
+    ctx.enqueue_copy(out, y);
+    ctx.synchronize();
+    for (float v : out) EXPECT_EQ(v, 1.5f);
+  } catch (const UserError& e) {
+    why = e.what();
+  }
+  if (why.find("NVRTC") != std::string::npos && why.find("not found") != std::string::npos)
+    GTEST_SKIP() << why;
+  EXPECT_EQ(why, "");
+  KILN_EXPECT_THROW_MSG(ctx.compile_function(CudaSource{
+                            "extern \"C\" __global__ void broken(int* x) { x[0] = ; }", "broken"}),
+                        UserError, "broken", "expected an expression");
+  std::filesystem::remove_all(cache);
+}
+#endif
+
+INSTANTIATE_TEST_SUITE_P(FakeDriver, CudaBackend, ::testing::Values(false));
+INSTANTIATE_TEST_SUITE_P(Gpu, CudaBackend, ::testing::Values(true));
+
+}  // namespace
+}  // namespace kiln

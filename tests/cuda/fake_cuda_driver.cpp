@@ -1,0 +1,430 @@
+#include "fake_cuda_driver.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace kiln::testing {
+namespace {
+
+FakeCuda& fake() { return FakeCuda::get(); }
+
+template <class T>
+T* from_handle(std::uintptr_t h) {
+  return reinterpret_cast<T*>(h);
+}
+void* host(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
+
+struct FakeEvent {
+  bool recorded = false;
+  std::chrono::steady_clock::time_point at;
+};
+struct FakeExec {
+  std::shared_ptr<FakeGraph> graph;
+};
+
+std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+CUresult run_kernel(CUfunction f, const unsigned grid[3], const unsigned block[3],
+                    const unsigned char* args) {
+  ++fake().kernel_launches;
+  const auto* kernel = reinterpret_cast<const FakeKernel*>(f);
+  return kernel->run(args, grid, block);
+}
+
+CUresult record_error(CUresult r) {
+  if (r != CUDA_SUCCESS && fake().sticky_error == CUDA_SUCCESS) fake().sticky_error = r;
+  return CUDA_SUCCESS;  // a kernel's fault surfaces later, as on a GPU
+}
+
+void memset_2d(const CUDA_MEMSET_NODE_PARAMS& p) {
+  for (std::size_t row = 0; row < p.height; ++row) {
+    auto* base = static_cast<unsigned char*>(host(p.dst)) + row * p.pitch;
+    for (std::size_t col = 0; col < p.width; ++col)
+      std::memcpy(base + col * p.elementSize, &p.value, p.elementSize);
+  }
+}
+
+void run_graph(const FakeGraph& graph) {
+  // Nodes are recorded after their dependencies, so creation order is a valid order.
+  for (const auto& node : graph.nodes) {
+    switch (node->type) {
+      case CU_GRAPH_NODE_TYPE_KERNEL:
+        record_error(run_kernel(node->function, node->grid, node->block, node->args.data()));
+        break;
+      case CU_GRAPH_NODE_TYPE_MEMCPY:
+        std::memcpy(host(node->copy.dstDevice), host(node->copy.srcDevice),
+                    node->copy.WidthInBytes);
+        break;
+      case CU_GRAPH_NODE_TYPE_MEMSET:
+        memset_2d(node->memset);
+        break;
+      case CU_GRAPH_NODE_TYPE_HOST:
+        node->host.fn(node->host.userData);
+        break;
+      case CU_GRAPH_NODE_TYPE_GRAPH:
+        run_graph(*node->child);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+CUresult add_node(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::size_t n,
+                  std::unique_ptr<FakeNode> node) {
+  auto* graph = reinterpret_cast<FakeGraph*>(g);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* dep = reinterpret_cast<const FakeNode*>(deps[i]);
+    if (graph->index_of(dep) < 0) return CUDA_ERROR_INVALID_VALUE;
+    node->dependencies.push_back(dep);
+  }
+  *out = reinterpret_cast<CUgraphNode>(node.get());
+  graph->nodes.push_back(std::move(node));
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+int FakeGraph::index_of(const FakeNode* node) const {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].get() == node) return static_cast<int>(i);
+  return -1;
+}
+
+std::shared_ptr<FakeGraph> FakeGraph::clone() const {
+  auto copy = std::make_shared<FakeGraph>();
+  for (const auto& node : nodes) {
+    auto n = std::make_unique<FakeNode>(*node);
+    n->dependencies.clear();
+    for (const FakeNode* dep : node->dependencies)
+      n->dependencies.push_back(copy->nodes[static_cast<std::size_t>(index_of(dep))].get());
+    if (node->child) n->child = node->child->clone();
+    copy->nodes.push_back(std::move(n));
+  }
+  return copy;
+}
+
+FakeCuda& FakeCuda::get() {
+  static FakeCuda state;
+  return state;
+}
+
+void FakeCuda::reset() {
+  auto registered = std::move(kernels);
+  *this = FakeCuda();
+  kernels = std::move(registered);
+}
+
+const detail::CudaDriver& FakeCuda::driver() const {
+  static const detail::CudaDriver table = [] {
+    detail::CudaDriver d;
+    d.cuInit = [](unsigned) { return CUDA_SUCCESS; };
+    d.cuGetErrorString = [](CUresult r, const char** text) {
+      switch (r) {
+        case CUDA_ERROR_ILLEGAL_ADDRESS:
+          *text = "an illegal memory access was encountered";
+          break;
+        case CUDA_ERROR_NOT_FOUND:
+          *text = "named symbol not found";
+          break;
+        case CUDA_ERROR_INVALID_IMAGE:
+          *text = "device kernel image is invalid";
+          break;
+        case CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
+          *text =
+              "the graph update was not performed because it included changes which "
+              "violated constraints specific to instantiated graph update";
+          break;
+        default:
+          *text = "fake CUDA error";
+      }
+      return CUDA_SUCCESS;
+    };
+    d.cuDeviceGetCount = [](int* n) {
+      *n = fake().device_count;
+      return CUDA_SUCCESS;
+    };
+    d.cuDeviceGet = [](CUdevice* dev, int i) {
+      if (i >= fake().device_count) return CUDA_ERROR_INVALID_DEVICE;
+      *dev = i;
+      return CUDA_SUCCESS;
+    };
+    d.cuDeviceGetName = [](char* name, int len, CUdevice) {
+      std::strncpy(name, "Fake GPU", static_cast<std::size_t>(len));
+      return CUDA_SUCCESS;
+    };
+    d.cuDeviceGetAttribute = [](int* v, CUdevice_attribute a, CUdevice) {
+      *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? fake().compute_capability / 10
+           : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? fake().compute_capability % 10
+                                                               : 1;
+      return CUDA_SUCCESS;
+    };
+    d.cuDevicePrimaryCtxRetain = [](CUcontext* ctx, CUdevice dev) {
+      ++fake().live_contexts;
+      *ctx = reinterpret_cast<CUcontext>(static_cast<std::uintptr_t>(0x1000 + dev));
+      return CUDA_SUCCESS;
+    };
+    d.cuDevicePrimaryCtxRelease = [](CUdevice) {
+      --fake().live_contexts;
+      return CUDA_SUCCESS;
+    };
+    d.cuCtxSetCurrent = [](CUcontext) { return CUDA_SUCCESS; };
+    d.cuCtxSynchronize = [] { return CUDA_SUCCESS; };
+    d.cuMemAlloc = [](CUdeviceptr* p, std::size_t n) {
+      ++fake().live_allocations;
+      *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
+      return CUDA_SUCCESS;
+    };
+    d.cuMemFree = [](CUdeviceptr p) {
+      --fake().live_allocations;
+      std::free(host(p));
+      return CUDA_SUCCESS;
+    };
+    d.cuMemcpyHtoD = [](CUdeviceptr dst, const void* src, std::size_t n) {
+      std::memcpy(host(dst), src, n);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemcpyDtoH = [](void* dst, CUdeviceptr src, std::size_t n) {
+      std::memcpy(dst, host(src), n);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemAllocAsync = [](CUdeviceptr* p, std::size_t n, CUstream) {
+      if (n > (std::size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;
+      ++fake().live_allocations;
+      *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
+      return CUDA_SUCCESS;
+    };
+    d.cuMemFreeAsync = [](CUdeviceptr p, CUstream) {
+      --fake().live_allocations;
+      std::free(host(p));
+      return CUDA_SUCCESS;
+    };
+    d.cuMemAllocHost = [](void** p, std::size_t n) {
+      ++fake().live_allocations;
+      *p = std::malloc(n);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemFreeHost = [](void* p) {
+      --fake().live_allocations;
+      std::free(p);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemcpyAsync = [](CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream) {
+      std::memcpy(host(dst), host(src), n);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemsetD8Async = [](CUdeviceptr dst, unsigned char v, std::size_t n, CUstream) {
+      std::memset(host(dst), v, n);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemsetD16Async = [](CUdeviceptr dst, unsigned short v, std::size_t n, CUstream) {
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<char*>(host(dst)) + 2 * i, &v, 2);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemsetD32Async = [](CUdeviceptr dst, unsigned int v, std::size_t n, CUstream) {
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<char*>(host(dst)) + 4 * i, &v, 4);
+      return CUDA_SUCCESS;
+    };
+    d.cuMemsetD2D32Async = [](CUdeviceptr dst, std::size_t pitch, unsigned int v, std::size_t width,
+                              std::size_t height, CUstream) {
+      memset_2d(CUDA_MEMSET_NODE_PARAMS{dst, pitch, v, 4, width, height});
+      return CUDA_SUCCESS;
+    };
+    d.cuModuleLoadData = [](CUmodule* m, const void* image) {
+      const std::string text(static_cast<const char*>(image));
+      if (text.rfind("bad", 0) == 0) return CUDA_ERROR_INVALID_IMAGE;
+      fake().loaded_images.push_back(text);
+      *m = reinterpret_cast<CUmodule>(new std::string(text));
+      return CUDA_SUCCESS;
+    };
+    d.cuModuleUnload = [](CUmodule m) {
+      delete reinterpret_cast<std::string*>(m);
+      return CUDA_SUCCESS;
+    };
+    d.cuModuleGetFunction = [](CUfunction* f, CUmodule m, const char* name) {
+      // The module must mention the entry (PTX: `.entry name(`) and a fake must run it.
+      const auto& text = *reinterpret_cast<const std::string*>(m);
+      auto it = fake().kernels.find(name);
+      if (text.find(name) == std::string::npos || it == fake().kernels.end())
+        return CUDA_ERROR_NOT_FOUND;
+      *f = reinterpret_cast<CUfunction>(&it->second);
+      return CUDA_SUCCESS;
+    };
+    d.cuFuncGetParamInfo = [](CUfunction f, std::size_t i, std::size_t* offset, std::size_t* size) {
+      const auto& sizes = reinterpret_cast<const FakeKernel*>(f)->param_sizes;
+      if (i >= sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+      std::size_t at = 0;
+      for (std::size_t k = 0; k <= i; ++k) {
+        at = align_up(at, std::min<std::size_t>(sizes[k], 8));
+        if (k < i) at += sizes[k];
+      }
+      *offset = at;
+      *size = sizes[i];
+      return CUDA_SUCCESS;
+    };
+    d.cuLaunchKernel = [](CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                          unsigned by, unsigned bz, unsigned, CUstream, void** params,
+                          void** extra) {
+      if (params != nullptr) return CUDA_ERROR_INVALID_VALUE;  // kiln packs into `extra`
+      const unsigned char* args = nullptr;
+      if (extra != nullptr) {
+        if (extra[0] != CU_LAUNCH_PARAM_BUFFER_POINTER || extra[2] != CU_LAUNCH_PARAM_BUFFER_SIZE ||
+            extra[4] != CU_LAUNCH_PARAM_END)
+          return CUDA_ERROR_INVALID_VALUE;
+        args = static_cast<const unsigned char*>(extra[1]);
+      }
+      const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+      return record_error(run_kernel(f, grid, block, args));
+    };
+    d.cuLaunchHostFunc = [](CUstream, CUhostFn fn, void* data) {
+      fn(data);
+      return CUDA_SUCCESS;
+    };
+    d.cuStreamCreate = [](CUstream* s, unsigned) {
+      ++fake().live_streams;
+      *s = reinterpret_cast<CUstream>(new int(0));
+      return CUDA_SUCCESS;
+    };
+    d.cuStreamDestroy = [](CUstream s) {
+      --fake().live_streams;
+      delete reinterpret_cast<int*>(s);
+      return CUDA_SUCCESS;
+    };
+    d.cuStreamSynchronize = [](CUstream) {
+      const CUresult r = fake().sticky_error;
+      return r;  // sticky, as a real context's fault is
+    };
+    d.cuStreamWaitEvent = [](CUstream, CUevent, unsigned) { return CUDA_SUCCESS; };
+    d.cuEventCreate = [](CUevent* e, unsigned) {
+      *e = reinterpret_cast<CUevent>(new FakeEvent);
+      return CUDA_SUCCESS;
+    };
+    d.cuEventDestroy = [](CUevent e) {
+      delete reinterpret_cast<FakeEvent*>(e);
+      return CUDA_SUCCESS;
+    };
+    d.cuEventRecord = [](CUevent e, CUstream) {
+      auto* event = reinterpret_cast<FakeEvent*>(e);
+      event->recorded = true;
+      event->at = std::chrono::steady_clock::now();
+      return CUDA_SUCCESS;
+    };
+    d.cuEventQuery = [](CUevent) { return CUDA_SUCCESS; };
+    d.cuEventSynchronize = [](CUevent) { return CUDA_SUCCESS; };
+    d.cuEventElapsedTime = [](float* ms, CUevent start, CUevent end) {
+      const auto* a = reinterpret_cast<FakeEvent*>(start);
+      const auto* b = reinterpret_cast<FakeEvent*>(end);
+      *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphCreate = [](CUgraph* g, unsigned) {
+      *g = reinterpret_cast<CUgraph>(new FakeGraph);
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphDestroy = [](CUgraph g) {
+      delete reinterpret_cast<FakeGraph*>(g);
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphAddKernelNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::size_t n,
+                                const CUDA_KERNEL_NODE_PARAMS* p) {
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+      node->function = p->func;
+      node->grid[0] = p->gridDimX;
+      node->grid[1] = p->gridDimY;
+      node->grid[2] = p->gridDimZ;
+      node->block[0] = p->blockDimX;
+      node->block[1] = p->blockDimY;
+      node->block[2] = p->blockDimZ;
+      if (p->kernelParams != nullptr) return CUDA_ERROR_INVALID_VALUE;
+      if (p->extra != nullptr) {
+        const auto* bytes = static_cast<const unsigned char*>(p->extra[1]);
+        node->args.assign(bytes, bytes + *static_cast<const std::size_t*>(p->extra[3]));
+      }
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphAddMemcpyNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::size_t n,
+                                const CUDA_MEMCPY3D* p, CUcontext) {
+      if (p->srcMemoryType != CU_MEMORYTYPE_UNIFIED || p->Height != 1 || p->Depth != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+      node->copy = *p;
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphAddMemsetNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::size_t n,
+                                const CUDA_MEMSET_NODE_PARAMS* p, CUcontext) {
+      if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)
+        return CUDA_ERROR_INVALID_VALUE;
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_MEMSET;
+      node->memset = *p;
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphAddHostNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::size_t n,
+                              const CUDA_HOST_NODE_PARAMS* p) {
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_HOST;
+      node->host = *p;
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphAddEmptyNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                               std::size_t n) {
+      return add_node(out, g, deps, n, std::make_unique<FakeNode>());
+    };
+    d.cuGraphAddChildGraphNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                    std::size_t n, CUgraph child) {
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_GRAPH;
+      node->child = reinterpret_cast<FakeGraph*>(child)->clone();  // as the driver clones
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphInstantiate = [](CUgraphExec* e, CUgraph g, unsigned long long) {
+      ++fake().instantiations;
+      ++fake().live_graph_execs;
+      auto* exec = new FakeExec{reinterpret_cast<FakeGraph*>(g)->clone()};
+      fake().last_instantiated = exec->graph;
+      *e = reinterpret_cast<CUgraphExec>(exec);
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphLaunch = [](CUgraphExec e, CUstream) {
+      ++fake().graph_launches;
+      run_graph(*reinterpret_cast<FakeExec*>(e)->graph);
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphExecUpdate = [](CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo* info) {
+      auto* exec = reinterpret_cast<FakeExec*>(e);
+      const auto* graph = reinterpret_cast<FakeGraph*>(g);
+      bool same = graph->nodes.size() == exec->graph->nodes.size();
+      for (std::size_t i = 0; same && i < graph->nodes.size(); ++i)
+        same = graph->nodes[i]->type == exec->graph->nodes[i]->type &&
+               graph->nodes[i]->function == exec->graph->nodes[i]->function;
+      if (!same || fake().refuse_updates) {
+        info->result = same ? CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED
+                            : CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+      }
+      ++fake().graph_updates;
+      exec->graph = graph->clone();
+      info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphExecDestroy = [](CUgraphExec e) {
+      --fake().live_graph_execs;
+      delete reinterpret_cast<FakeExec*>(e);
+      return CUDA_SUCCESS;
+    };
+#define KILN_FAKE_CHECK(name) \
+  if (d.name == nullptr) throw std::logic_error("the fake CUDA driver lacks " #name);
+    KILN_CUDA_ENTRIES(KILN_FAKE_CHECK)
+#undef KILN_FAKE_CHECK
+    return d;
+  }();
+  return table;
+}
+
+}  // namespace kiln::testing

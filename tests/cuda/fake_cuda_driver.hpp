@@ -1,0 +1,73 @@
+#pragma once
+// A host emulation of the CUDA driver entry points kiln uses, so that the CUDA backend's
+// logic (argument packing, memsets, events, error reporting, the mapping of device graphs
+// onto CUDA graphs and their updates) is tested on machines without a GPU. Device memory
+// is host memory; stream work runs at once on the calling thread; kernels are host
+// functions registered by name; graphs are recorded node by node (tests inspect them) and
+// run in creation order when launched. What it cannot show is that a real GPU agrees:
+// tests/cuda/cuda_gpu_test.cpp runs the same backend on one (scripts/gpu-check.sh).
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/driver.hpp"
+
+namespace kiln::testing {
+
+/// A kernel the fake runs: \p run gets the packed parameter block and the launch shape.
+struct FakeKernel {
+  std::vector<std::size_t> param_sizes;  // laid out at natural alignment
+  std::function<CUresult(const unsigned char* args, const unsigned grid[3],
+                         const unsigned block[3])>
+      run;
+};
+
+/// A recorded CUDA graph node.
+struct FakeNode {
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  std::vector<const FakeNode*> dependencies;
+  CUfunction function = nullptr;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  std::vector<unsigned char> args;  // copied, as the driver copies kernel parameters
+  CUDA_MEMCPY3D copy{};
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  CUDA_HOST_NODE_PARAMS host{};
+  std::shared_ptr<struct FakeGraph> child;
+};
+
+struct FakeGraph {
+  std::vector<std::unique_ptr<FakeNode>> nodes;
+  /// Index of \p node in this graph, or -1.
+  int index_of(const FakeNode* node) const;
+  /// A deep copy (dependencies pointing into the copy).
+  std::shared_ptr<FakeGraph> clone() const;
+};
+
+/// The fake's state: one per process (the driver table holds plain function pointers).
+struct FakeCuda {
+  static FakeCuda& get();
+  /// The driver table, every entry a fake.
+  const detail::CudaDriver& driver() const;
+  /// Forgets everything but the registered kernels; the counters restart.
+  void reset();
+
+  int device_count = 1;
+  int compute_capability = 90;
+  bool refuse_updates = false;           // cuGraphExecUpdate fails (parameters changed)
+  CUresult sticky_error = CUDA_SUCCESS;  // returned by the next cuStreamSynchronize
+
+  std::map<std::string, FakeKernel> kernels;
+  // What happened.
+  int live_allocations = 0, live_streams = 0, live_contexts = 0, live_graph_execs = 0;
+  int kernel_launches = 0, graph_launches = 0, graph_updates = 0, instantiations = 0;
+  std::vector<std::string> loaded_images;
+  std::shared_ptr<FakeGraph> last_instantiated;  // the template of the last instantiation
+};
+
+}  // namespace kiln::testing
