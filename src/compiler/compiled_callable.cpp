@@ -218,6 +218,7 @@ struct CompiledCallable::Impl {
   bool replay_graph;
   bool fuse_epilogues;
   bool prepack_weights;
+  MatmulPrecision matmul_precision;
   Stats stats;
   std::mutex mutex;
 
@@ -229,7 +230,12 @@ struct CompiledCallable::Impl {
         cluster(options.cluster ? options.cluster : Cluster::local()),
         replay_graph(options.replay_graph),
         fuse_epilogues(options.fuse_epilogues),
-        prepack_weights(options.prepack_weights) {
+        prepack_weights(options.prepack_weights),
+        matmul_precision(options.matmul_precision) {
+    if (matmul_precision == MatmulPrecision::bf16 && !prepack_weights)
+      throw UserError(
+          "CompileOptions: matmul_precision bf16 rounds weights to bfloat16 as they are packed, "
+          "so it needs prepack_weights = true");
     open_devices(options.context);
     std::map<std::string, std::pair<std::size_t, std::size_t>> first;
     for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
@@ -698,6 +704,7 @@ struct CompiledCallable::Impl {
       l.pack_rhs = prepack_weights && io.in.size() == 2 &&
                    plan.storage[plan.root(io.in[1])].arena_offset < 0 &&
                    plan.storage[plan.root(io.in[1])].fixed != nullptr;
+      l.bf16 = l.pack_rhs && matmul_precision == MatmulPrecision::bf16;
     }
   }
 
@@ -763,6 +770,9 @@ struct CompiledCallable::Impl {
       stats.epilogues_in_gemm = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::epilogue_in_gemm(l); }));
+      stats.bf16_matmuls = static_cast<std::size_t>(
+          std::count_if(plan->launches.begin(), plan->launches.end(),
+                        [](const Launch& l) { return compiler::in_bf16(l); }));
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
       last_plan = it->second.get();

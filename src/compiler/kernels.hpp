@@ -58,6 +58,9 @@ struct Launch {
   // matmul launches, set by the planner: in[1] stays the same for the plan's life (a
   // weight or a constant), so prepare may pack it once for oneDNN (see PackedMatmul).
   bool pack_rhs = false;
+  // With pack_rhs, set by the planner: the product may be computed in bfloat16
+  // (`MatmulPrecision::bf16`).
+  bool bf16 = false;
   ir::OpView view() const { return graph->op(op); }
 };
 
@@ -88,6 +91,8 @@ void prepare(Launch& launch, int threads);
 bool packed(const Launch& launch);
 /// True when the matmul launch \p launch has few rows and runs as column panels.
 bool skinny(const Launch& launch);
+/// True when prepare set the matmul launch \p launch to compute in bfloat16.
+bool in_bf16(const Launch& launch);
 /// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).
 bool epilogue_in_gemm(const Launch& launch);
 

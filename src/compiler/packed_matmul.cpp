@@ -187,18 +187,30 @@ struct PackedMatmul::Impl {
     dnnl::stream stream;
     std::vector<dnnl::memory> memory;  // a, c, scratchpad, post-op operands
     std::vector<dnnl_exec_arg_t> args;
+    // bf16: the reorder that rounds the tile's rows of A into `memory[0]`, and its
+    // arguments (A as given, that buffer).
+    dnnl::reorder round_a;
+    std::vector<dnnl::memory> round_memory;
+    std::vector<dnnl_exec_arg_t> round_args;
   };
   std::vector<Kind> kinds;  // at most two: the row bands differ by at most one row
   std::vector<Tile> tiles;
 
-  /// Builds the kinds and tiles for C = A B (then \p post) into \p dst.
+  /// Builds the kinds and tiles for C = A B (then \p post) into \p dst, in bfloat16 with
+  /// \p bf16.
   void build(MatrixRef a, MatrixRef b, float* dst, std::int64_t m, std::int64_t k, std::int64_t n,
-             std::int64_t count, const std::vector<PostOp>& post);
+             std::int64_t count, const std::vector<PostOp>& post, bool bf16);
 };
 
 void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_t m, std::int64_t k,
-                               std::int64_t n, std::int64_t count,
-                               const std::vector<PostOp>& post) {
+                               std::int64_t n, std::int64_t count, const std::vector<PostOp>& post,
+                               bool bf16) {
+  const DataType operands = bf16 ? DataType::bf16 : DataType::f32;
+  // The primitive's A: as given, or the tile's dense bf16 copy.
+  const auto a_desc = [&](std::int64_t rows) {
+    return bf16 ? Desc({rows, k}, DataType::bf16, Tag::ab)
+                : Desc({rows, k}, DataType::f32, {a.row, a.col});
+  };
   dnnl::engine& engine = cpu_engine();
   dnnl::stream stream(engine);
   const auto operand_desc = [&](const PostOp& op, std::int64_t rows) {
@@ -223,8 +235,7 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     attr.set_post_ops(ops);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(Desc({rows, k}, DataType::f32, {a.row, a.col}),
-                           Desc({k, n}, DataType::f32, Tag::any),
+        dnnl::matmul::desc(a_desc(rows), Desc({k, n}, operands, Tag::any),
                            Desc({rows, n}, DataType::f32, {n, 1})),
         attr, engine);
     // oneDNN falls back to its reference kernels (`ref:any`, orders of magnitude slower)
@@ -255,8 +266,24 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
       tile.args.push_back({arg, tile.memory.back().get()});
     };
     tile.memory.reserve(3 + post.size());
-    add(DNNL_ARG_SRC, dnnl::memory(Desc({rows, k}, DataType::f32, {a.row, a.col}), engine,
-                                   const_cast<float*>(a.data + r0 * a.row)));
+    dnnl::memory given_a(Desc({rows, k}, DataType::f32, {a.row, a.col}), engine,
+                         const_cast<float*>(a.data + r0 * a.row));
+    if (bf16) {
+      dnnl::memory rounded(a_desc(rows), engine);
+      dnnl::primitive_attr round_attr;
+      round_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::reorder::primitive_desc round_pd(given_a, rounded, round_attr);
+      tile.round_a = dnnl::reorder(round_pd);
+      tile.round_memory = {given_a, rounded};
+      tile.round_args = {{DNNL_ARG_FROM, given_a.get()}, {DNNL_ARG_TO, rounded.get()}};
+      if (round_pd.scratchpad_desc().get_size() > 0) {
+        tile.round_memory.emplace_back(round_pd.scratchpad_desc(), engine);
+        tile.round_args.push_back({DNNL_ARG_SCRATCHPAD, tile.round_memory.back().get()});
+      }
+      add(DNNL_ARG_SRC, rounded);
+    } else {
+      add(DNNL_ARG_SRC, given_a);
+    }
     add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, DataType::f32, {n, 1}), engine, dst + r0 * n));
     tile.args.push_back({DNNL_ARG_WEIGHTS, tile.kind->packed_b.get()});
     if (tile.kind->scratchpad.get_size() > 0)
@@ -274,14 +301,18 @@ bool PackedMatmul::worth_packing(std::int64_t m, std::int64_t k, std::int64_t n)
 }
 
 PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k,
-                           std::int64_t n, std::int64_t tiles, const Launch* epilogue)
-    : impl_(std::make_unique<Impl>()), m_(m), tiles_(std::max<std::int64_t>(1, tiles)) {
+                           std::int64_t n, std::int64_t tiles, const Launch* epilogue, bool bf16)
+    : impl_(std::make_unique<Impl>()),
+      m_(m),
+      tiles_(std::max<std::int64_t>(1, tiles)),
+      bf16_(bf16) {
   const OneOpenMpThread one_thread;
   const std::optional<std::vector<PostOp>> post =
       epilogue ? post_ops_of(*epilogue, c) : std::nullopt;
   if (post) {
     try {
-      impl_->build(a, b, reinterpret_cast<float*>(epilogue->out[0].data), m, k, n, tiles_, *post);
+      impl_->build(a, b, reinterpret_cast<float*>(epilogue->out[0].data), m, k, n, tiles_, *post,
+                   bf16);
       fuses_epilogue_ = true;
       return;
     } catch (const dnnl::error&) {
@@ -289,10 +320,10 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
     }
   }
   try {
-    impl_->build(a, b, c, m, k, n, tiles_, {});
+    impl_->build(a, b, c, m, k, n, tiles_, {}, bf16);
   } catch (const dnnl::error& e) {
-    throw DeviceError(
-        cat("oneDNN has no packed matmul for [", m, ", ", k, "] x [", k, ", ", n, "]: ", e.what()));
+    throw DeviceError(cat("oneDNN has no packed ", bf16 ? "bf16 " : "", "matmul for [", m, ", ", k,
+                          "] x [", k, ", ", n, "]: ", e.what()));
   }
 }
 
@@ -300,6 +331,11 @@ PackedMatmul::~PackedMatmul() = default;
 
 void PackedMatmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
+  if (tile.round_a && dnnl_primitive_execute(tile.round_a.get(), tile.stream.get(),
+                                             static_cast<int>(tile.round_args.size()),
+                                             tile.round_args.data()) != dnnl_success)
+    throw DeviceError(cat("oneDNN could not round rows [", first_row(t), ", ", first_row(t + 1),
+                          ") of ", m_, " to bf16"));
   if (dnnl_primitive_execute(tile.kind->primitive.get(), tile.stream.get(),
                              static_cast<int>(tile.args.size()),
                              tile.args.data()) != dnnl_success ||

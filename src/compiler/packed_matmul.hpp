@@ -10,6 +10,10 @@
 // post-ops (activations, and adds or multiplies by a bias row, a scalar or a tensor of the
 // output's shape: bias, GELU, residual add), the primitive applies it to each block of the
 // output while it is in registers and writes the epilogue's output directly.
+//
+// In bfloat16 (`CompileOptions::matmul_precision`), B is rounded to bf16 as it is packed,
+// and each tile rounds its rows of A to bf16 into a buffer of its own before the GEMM,
+// which accumulates in f32 (AMX or AVX512-BF16 where the CPU has them) and writes f32.
 
 #include <cstdint>
 #include <memory>
@@ -32,8 +36,9 @@ class PackedMatmul {
   /// has the form of post-ops, the primitive computes the epilogue's output instead of C
   /// (`fuses_epilogue()`).
   /// \throws DeviceError when oneDNN has no primitive for it (the caller falls back).
+  /// With \p bf16, A and B are multiplied as bfloat16 (see above).
   PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
-               std::int64_t tiles, const Launch* epilogue = nullptr);
+               std::int64_t tiles, const Launch* epilogue = nullptr, bool bf16 = false);
   ~PackedMatmul();
   PackedMatmul(const PackedMatmul&) = delete;
   PackedMatmul& operator=(const PackedMatmul&) = delete;
@@ -41,6 +46,8 @@ class PackedMatmul {
   std::int64_t tiles() const noexcept { return tiles_; }
   /// True when the epilogue runs inside the GEMM (as post-ops): the caller skips it.
   bool fuses_epilogue() const noexcept { return fuses_epilogue_; }
+  /// True when the product is computed in bfloat16.
+  bool bf16() const noexcept { return bf16_; }
   /// The first row of tile \p t (of `tiles() + 1`: the last is m).
   std::int64_t first_row(std::int64_t t) const noexcept { return m_ * t / tiles_; }
   /// Computes tile \p t on the calling thread. Allocates nothing; tiles may run at once on
@@ -56,6 +63,7 @@ class PackedMatmul {
   std::unique_ptr<Impl> impl_;
   std::int64_t m_ = 0, tiles_ = 1;
   bool fuses_epilogue_ = false;
+  bool bf16_ = false;
 };
 
 }  // namespace kiln::compiler

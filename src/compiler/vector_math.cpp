@@ -19,12 +19,16 @@ struct Table {
                         std::size_t);
   void (*matmul_panel)(const float*, std::size_t, std::size_t, std::size_t, const float*,
                        std::size_t, std::size_t, float*, std::size_t, std::size_t);
+  void (*matmul_panel_bf16)(const float*, std::size_t, std::size_t, std::size_t,
+                            const std::uint16_t*, std::size_t, std::size_t, float*, std::size_t,
+                            std::size_t);
 };
 
 #define KILN_TABLE(target)                                                                 \
   Table {                                                                                  \
 #target, target::unary, target::binary, target::sum, target::sum_squares, target::max, \
-        target::softmax_row, target::normalize_row, target::matmul_panel                   \
+        target::softmax_row, target::normalize_row, target::matmul_panel,                  \
+        target::matmul_panel_bf16                                                          \
   }
 
 const Table& table() {
@@ -70,6 +74,12 @@ void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::siz
                   const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
                   std::size_t cols) {
   table().matmul_panel(a, a_row, a_col, rows, b, ldb, k, c, ldc, cols);
+}
+
+void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
+                       const std::uint16_t* b, std::size_t ldb, std::size_t k, float* c,
+                       std::size_t ldc, std::size_t cols) {
+  table().matmul_panel_bf16(a, a_row, a_col, rows, b, ldb, k, c, ldc, cols);
 }
 
 }  // namespace kiln::compiler::vmath

@@ -275,25 +275,31 @@ namespace {
 
 /// matmul_panel for R rows; Full: all kPanel columns (a width the compiler knows, so that
 /// the accumulators live in registers).
-template <std::size_t R, bool Full>
-KILN_INLINE void panel_rows(const float* a, std::size_t a_row, std::size_t a_col, const float* b,
+/// An element of a panel as f32: itself, or a bfloat16 widened (exact: a shift).
+KILN_INLINE float widen(float x) { return x; }
+KILN_INLINE float widen(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
+
+template <std::size_t R, bool Full, class B>
+KILN_INLINE void panel_rows(const float* a, std::size_t a_row, std::size_t a_col, const B* b,
                             std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
                             std::size_t cols) {
   const std::size_t width = Full ? kPanel : cols;
   float acc[R][kPanel] = {};
   for (std::size_t p = 0; p < k; ++p) {
-    const float* row = b + p * ldb;
+    const B* row = b + p * ldb;
     for (std::size_t r = 0; r < R; ++r) {
       const float x = a[r * a_row + p * a_col];
-      for (std::size_t j = 0; j < width; ++j) acc[r][j] = fmadd(x, row[j], acc[r][j]);
+      for (std::size_t j = 0; j < width; ++j) acc[r][j] = fmadd(x, widen(row[j]), acc[r][j]);
     }
   }
   for (std::size_t r = 0; r < R; ++r)
     for (std::size_t j = 0; j < width; ++j) c[r * ldc + j] = acc[r][j];
 }
 
-template <std::size_t R>
-void panel_of(const float* a, std::size_t a_row, std::size_t a_col, const float* b, std::size_t ldb,
+template <std::size_t R, class B>
+void panel_of(const float* a, std::size_t a_row, std::size_t a_col, const B* b, std::size_t ldb,
               std::size_t k, float* c, std::size_t ldc, std::size_t cols) {
   if (cols == kPanel)
     panel_rows<R, true>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
@@ -301,11 +307,9 @@ void panel_of(const float* a, std::size_t a_row, std::size_t a_col, const float*
     panel_rows<R, false>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
 }
 
-}  // namespace
-
-void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
-                  const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
-                  std::size_t cols) {
+template <class B>
+void panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows, const B* b,
+           std::size_t ldb, std::size_t k, float* c, std::size_t ldc, std::size_t cols) {
   switch (rows) {
     case 1:
       return panel_of<1>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
@@ -316,6 +320,20 @@ void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::siz
     default:
       return panel_of<4>(a, a_row, a_col, b, ldb, k, c, ldc, cols);
   }
+}
+
+}  // namespace
+
+void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
+                  const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,
+                  std::size_t cols) {
+  panel(a, a_row, a_col, rows, b, ldb, k, c, ldc, cols);
+}
+
+void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
+                       const std::uint16_t* b, std::size_t ldb, std::size_t k, float* c,
+                       std::size_t ldc, std::size_t cols) {
+  panel(a, a_row, a_col, rows, b, ldb, k, c, ldc, cols);
 }
 
 }  // namespace kiln::compiler::vmath::KILN_VMATH_TARGET

@@ -4,20 +4,23 @@
 
 #include "compiler/vector_math.hpp"
 
-#define KILN_VMATH_DECLARE_TARGET(target)                                                      \
-  namespace kiln::compiler::vmath::target {                                                    \
-  void unary(Unary f, const float* x, float* y, std::size_t n);                                \
-  void binary(Binary f, const float* a, std::size_t a_stride, const float* b,                  \
-              std::size_t b_stride, float* y, std::size_t n);                                  \
-  double sum(const float* x, std::size_t n);                                                   \
-  double sum_squares(const float* x, std::size_t n, double center);                            \
-  float max(const float* x, std::size_t n);                                                    \
-  void softmax_row(const float* x, float* y, std::size_t n);                                   \
-  void normalize_row(const float* x, double mean, double scale, const float* gamma,            \
-                     const float* beta, float* y, std::size_t n);                              \
-  void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,    \
-                    const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc, \
-                    std::size_t cols);                                                         \
+#define KILN_VMATH_DECLARE_TARGET(target)                                                        \
+  namespace kiln::compiler::vmath::target {                                                      \
+  void unary(Unary f, const float* x, float* y, std::size_t n);                                  \
+  void binary(Binary f, const float* a, std::size_t a_stride, const float* b,                    \
+              std::size_t b_stride, float* y, std::size_t n);                                    \
+  double sum(const float* x, std::size_t n);                                                     \
+  double sum_squares(const float* x, std::size_t n, double center);                              \
+  float max(const float* x, std::size_t n);                                                      \
+  void softmax_row(const float* x, float* y, std::size_t n);                                     \
+  void normalize_row(const float* x, double mean, double scale, const float* gamma,              \
+                     const float* beta, float* y, std::size_t n);                                \
+  void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,      \
+                    const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,   \
+                    std::size_t cols);                                                           \
+  void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows, \
+                         const std::uint16_t* b, std::size_t ldb, std::size_t k, float* c,       \
+                         std::size_t ldc, std::size_t cols);                                     \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)

@@ -81,5 +81,22 @@ TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
   EXPECT_EQ(compiled.stats().skinny_matmuls, 3u);
 }
 
+TEST_P(CallAllocation, ABatchOneBf16MlpAllocatesNothing) {
+  // bf16 Linear layers at batch 1: column panels of bf16 weights. (Larger batches run
+  // oneDNN primitives, whose execution allocates inside oneDNN, bf16 or not.)
+  const auto model = [](Tensor x) {
+    for (int i = 0; i < 2; ++i)
+      x = relu(nn::Linear{256, 256, true, "layers." + std::to_string(i)}(x));
+    return nn::Linear{256, 10, true, "head"}(x);
+  };
+  const StagedGraph staged = stage(model)(f32_layout({1, 256}));
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
+  CompiledCallable compiled(staged, weights_for(staged),
+                            {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
+  expect_calls_allocate_nothing(compiled, {Tensor::random(f32_layout({1, 256}), 5)});
+  EXPECT_EQ(compiled.stats().bf16_matmuls, 3u);
+  EXPECT_EQ(compiled.stats().skinny_matmuls, 3u);
+}
+
 }  // namespace
 }  // namespace kiln

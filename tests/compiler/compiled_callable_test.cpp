@@ -5,8 +5,10 @@
 
 #include <cmath>
 #include <functional>
+#include <span>
 
 #include "../error_matchers.hpp"
+#include "compiler/vector_math.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"
@@ -509,6 +511,63 @@ TEST(CompiledCallable, MatmulsOfFewRowsRunAsColumnPanelsSplitOverWorkers) {
       EXPECT_EQ(compiled.stats().skinny_matmuls, b > 4 ? 0u : 1u) << what;
     }
   }
+}
+
+/// \p t with every element rounded to bfloat16 (an f32 tensor).
+Tensor rounded_to_bf16(const Tensor& t) {
+  std::vector<float> v;
+  for (double x : t.to_doubles())
+    v.push_back(compiler::vmath::from_bf16(compiler::vmath::to_bf16(static_cast<float>(x))));
+  return Tensor::from_data(std::span<const float>(v), t.shape());
+}
+
+/// The largest absolute difference between the elements of \p a and \p b.
+double max_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_doubles(), y = b.to_doubles();
+  double most = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) most = std::max(most, std::fabs(x[i] - y[i]));
+  return most;
+}
+
+TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
+  // Linear layers (bias + relu, then a transposed weight). Batch 1-4: column panels of
+  // bf16 weights with f32 activations, so the reference on bf16-rounded weights agrees up
+  // to summation order. Batch 40: oneDNN's bf16 GEMM, activations rounded too, so within
+  // bf16's error of that reference. Both differ from the f32 result: bf16 was used.
+  const auto model = [](Tensor x) {
+    const Tensor h = relu(matmul(x, weight("w1", f32({300, 200}))) + weight("b1", f32({200})));
+    return matmul(h, transpose(weight("w2", f32({150, 200}))));
+  };
+  const StagedGraph staged = stage(model)(f32({"b", 300}));
+  std::map<std::string, Tensor> weights = {{"w1", Tensor::random(f32({300, 200}), 1, -0.1, 0.1)},
+                                           {"b1", Tensor::random(f32({200}), 2)},
+                                           {"w2", Tensor::random(f32({150, 200}), 3, -0.1, 0.1)}};
+  std::map<std::string, Tensor> rounded = weights;
+  for (const char* name : {"w1", "w2"}) rounded[name] = rounded_to_bf16(weights[name]);
+  for (std::int64_t b : {1, 3, 40}) {
+    const std::vector<Tensor> in = inputs_for(staged, 60 + b, {{"b", b}});
+    const Tensor want = reference_run(staged.graph(), in, rounded)[0];
+    const Tensor f32_result = reference_run(staged.graph(), in, weights)[0];
+    for (int threads : {1, 2}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
+      CompiledCallable compiled(staged, weights,
+                                {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
+      const Tensor got = compiled.run(in)[0];
+      if (b <= 4) {
+        expect_close({got}, {want}, what);
+      } else {
+        EXPECT_LT(max_difference(got, want), 0.02) << what;
+      }
+      EXPECT_GT(max_difference(got, f32_result), 1e-4) << what;
+      EXPECT_EQ(compiled.stats().bf16_matmuls, 2u) << what;
+      EXPECT_EQ(compiled.stats().skinny_matmuls, b <= 4 ? 2u : 0u) << what;
+    }
+  }
+  KILN_EXPECT_THROW_MSG(
+      CompiledCallable(staged, weights,
+                       {.prepack_weights = false, .matmul_precision = MatmulPrecision::bf16}),
+      UserError, "needs prepack_weights = true");
 }
 
 TEST(CompiledCallable, MatmulsOfFewRowsOverEmptyOperands) {

@@ -240,5 +240,53 @@ TEST(VectorMath, MatmulPanelsSumInOrderOnEveryInstructionSet) {
   EXPECT_EQ(c, want);
 }
 
+TEST(VectorMath, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(from_bf16(0x3f80), 1.0f);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even (1); just above goes up.
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  EXPECT_EQ(to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+  EXPECT_EQ(to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);  // halfway, odd below: up to even
+  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::nanf("")))));
+  EXPECT_EQ(from_bf16(to_bf16(std::numeric_limits<float>::infinity())),
+            std::numeric_limits<float>::infinity());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-100, 100);
+  for (int i = 0; i < 1000; ++i) {
+    const float x = u(rng);
+    EXPECT_LE(std::fabs(from_bf16(to_bf16(x)) - x), std::fabs(x) * 0x1p-8f) << x;
+  }
+}
+
+TEST(VectorMath, Bf16MatmulPanelsWidenExactlyOnEveryInstructionSet) {
+  // The same sums as the f32 panel over the widened values, bit for bit, on every copy.
+  const std::size_t k = 45, ldc = 70;
+  std::vector<float> a(3 * k), widened(k * kPanel);
+  std::vector<std::uint16_t> b(k * kPanel);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : a) v = u(rng);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    b[i] = to_bf16(u(rng));
+    widened[i] = from_bf16(b[i]);
+  }
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (std::size_t rows = 1; rows <= 3; ++rows) {
+    for (std::size_t cols : {kPanel, std::size_t{21}}) {
+      std::vector<float> want(3 * ldc, -1.0f);
+      base::matmul_panel(a.data(), k, 1, rows, widened.data(), kPanel, k, want.data(), ldc, cols);
+      for (const auto& [available, run] :
+           {std::pair{true, &base::matmul_panel_bf16}, std::pair{avx2, &avx2::matmul_panel_bf16},
+            std::pair{avx512, &avx512::matmul_panel_bf16}}) {
+        if (!available) continue;
+        std::vector<float> got(3 * ldc, -1.0f);
+        run(a.data(), k, 1, rows, b.data(), kPanel, k, got.data(), ldc, cols);
+        ASSERT_EQ(got, want) << "rows " << rows << ", cols " << cols;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::compiler::vmath

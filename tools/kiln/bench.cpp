@@ -63,8 +63,9 @@ int bench_command(const BenchOptions& options) {
   const int threads = compile.context->num_threads();
   const StagedGraph staged = StagedGraph::from_module(std::move(module));
 
-  std::printf("kiln bench %s on %s, %d thread%s\n", options.model.model.c_str(),
-              options.model.device.c_str(), threads, threads == 1 ? "" : "s");
+  std::printf("kiln bench %s on %s, %d thread%s%s\n", options.model.model.c_str(),
+              options.model.device.c_str(), threads, threads == 1 ? "" : "s",
+              compile.matmul_precision == MatmulPrecision::bf16 ? ", bf16 matmuls" : "");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     std::printf("  arg%zu: %s%s\n", i,
                 ir::to_string(ir::TensorType{inputs[i].dtype(), inputs[i].shape(), {}}).c_str(),

@@ -30,6 +30,7 @@ struct ModelOptions {
   std::string device = "cpu:0";
   int threads = 0;                                 ///< 0: the context's default
   std::optional<std::vector<std::string>> passes;  ///< unset: the compiler's default
+  std::string matmul_precision = "f32";            ///< f32 or bf16
 };
 
 struct RunOptions {

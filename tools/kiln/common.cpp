@@ -200,6 +200,7 @@ CompileOptions compile_options(const ModelOptions& options) {
   out.context = std::make_shared<DeviceContext>(
       Device::parse(options.device), DeviceContextOptions{.num_threads = options.threads});
   if (options.passes) out.passes = *options.passes;
+  if (options.matmul_precision == "bf16") out.matmul_precision = MatmulPrecision::bf16;
   // Started by mpirun: each process runs the work of its own device (cpu:<rank>).
   if (launched_by_mpi()) out.cluster = mpi_cluster();
   return out;

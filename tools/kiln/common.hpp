@@ -37,7 +37,7 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
 std::map<std::string, Tensor> load_weights(const ir::Module& module, const ModelOptions& options,
                                            bool fill_missing);
 
-/// The compile options `--device`, `--threads` and `--passes` ask for.
+/// The compile options `--device`, `--threads`, `--passes` and `--matmul-precision` ask for.
 CompileOptions compile_options(const ModelOptions& options);
 
 /// Prints `kiln: WHAT...` on stderr once a step has taken a second, then the elapsed time

@@ -29,6 +29,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
   cmd.add_option("--device", o.device, "Device to compile for and run on")->capture_default_str();
   cmd.add_option("-t,--threads", o.threads,
                  "Worker threads (default: KILN_NUM_THREADS, else every available core)");
+  cmd.add_option("--matmul-precision", o.matmul_precision,
+                 "f32, or bf16: Linear layers multiply in bfloat16 (weights rounded once, sums "
+                 "in f32; on AMX / AVX512-BF16), as torch.autocast(bfloat16) does")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   if (with_passes) {
     std::string names;
     for (const std::string& p : passes::default_pipeline()) names += (names.empty() ? "" : ",") + p;

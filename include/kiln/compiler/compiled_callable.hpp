@@ -28,6 +28,19 @@
 
 namespace kiln {
 
+/// The arithmetic of f32 matmuls that read a weight or constant (Linear layers).
+enum class MatmulPrecision : unsigned char {
+  /// f32 products and sums: results as the reference computes them, up to summation order.
+  f32,
+  /// The weight rounded to bfloat16 once per plan; products summed in f32. Layers of more
+  /// than 4 rows also round their activations to bfloat16 on each call, and run on the
+  /// CPU's bf16 units (AMX, AVX512-BF16: several times f32's speed); layers of at most 4
+  /// rows (batch 1) keep f32 activations and read half the weight bytes. Results move by
+  /// bfloat16's rounding (relative 2^-9 per operand), as with PyTorch's
+  /// `torch.autocast("cpu", torch.bfloat16)`. Needs `prepack_weights`.
+  bf16,
+};
+
 struct CompileOptions {
   /// The context to run on; a CPU context with every available core when empty.
   std::shared_ptr<DeviceContext> context{};
@@ -51,6 +64,8 @@ struct CompileOptions {
   /// tiles instead). Matmuls of at most 4 rows (`Stats::skinny_matmuls`) run as column
   /// panels either way; this packs their weights' panels once too.
   bool prepack_weights = true;
+  /// f32 (the default) or bf16 for matmuls with a weight operand (`Stats::bf16_matmuls`).
+  MatmulPrecision matmul_precision = MatmulPrecision::f32;
   /// Where the devices of a multi-device module run (see `kiln::Cluster`): empty, every
   /// device in this process. With `mpi_cluster()`, each process runs the work of the
   /// devices it owns; outputs on other processes' devices come back without data, and
@@ -126,6 +141,7 @@ class CompiledCallable {
                                      ///< layer), run as column panels, newest plan
     std::size_t epilogues_in_gemm = 0;  ///< of the epilogues, those run inside the GEMM
                                         ///< (oneDNN post-ops, or a scale as sgemm's alpha)
+    std::size_t bf16_matmuls = 0;       ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
   };
   Stats stats() const;
 
