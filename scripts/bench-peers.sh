@@ -50,6 +50,23 @@ for threads in "$cores" 1; do
     done
   done
 done
+# Linear layers in bfloat16 in every system (kiln --matmul-precision bf16, torch.autocast,
+# bf16 operands in JAX and MAX; ONNX Runtime has no bf16 MatMul on the CPU).
+for threads in "$cores" 1; do
+  for batch in 1 16; do
+    taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/transformer_peers.py \
+      --kiln "$kiln" --prefix build/peers/transformer --layers 4 --dim 512 --heads 8 \
+      --batch "$batch" --seq 128 --threads "$threads" --iterations 30 --rounds 10 \
+      --max-python "$max_venv/bin/python" --bf16 \
+      --json "build/peers/transformer_bf16_t${threads}_b${batch}.json"
+    echo
+    taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/mlp_peers.py \
+      --kiln "$kiln" --prefix build/peers/mlp512 --layers 4 --dim 512 --hidden 512 \
+      --outputs 10 --batch "$batch" --threads "$threads" --iterations 1000 --rounds 10 \
+      --max-python "$max_venv/bin/python" --bf16 --json "build/peers/mlp512_bf16_t${threads}_b${batch}.json"
+    echo
+  done
+done
 # Kernels (GELU, SiLU, softmax, matmul) against PyTorch's, at each thread count.
 for threads in "$cores" 1; do
   taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/kernels_peers.py \

@@ -65,8 +65,14 @@ def max_threads():
     return count
 
 
-def max_ops():
+def max_ops(bf16=False):
+    from max.dtype import DType
     from max.graph import ops
+
+    def dense(x, w):
+        if not bf16:
+            return x @ w
+        return ops.cast(ops.cast(x, DType.bfloat16) @ ops.cast(w, DType.bfloat16), DType.float32)
 
     return types.SimpleNamespace(
         embed=lambda table, ids: ops.gather(table, ids, axis=0),
@@ -74,7 +80,7 @@ def max_ops():
         softmax=lambda t: ops.softmax(t, axis=-1),
         gelu_tanh=lambda t: ops.gelu(t, approximate="tanh"),
         layer_norm=lambda x, w, b, eps: ops.layer_norm(x, w, b, epsilon=eps),
-        mean_last=lambda t: ops.mean(t, axis=-1), rsqrt=ops.rsqrt, relu=ops.relu)
+        mean_last=lambda t: ops.mean(t, axis=-1), rsqrt=ops.rsqrt, relu=ops.relu, dense=dense)
 
 
 def compile_model(session, weights, args):
@@ -90,10 +96,10 @@ def compile_model(session, weights, args):
                      for name, value in weights.items()}
     if args.model == "mlp":
         input_type = TensorType(DType.float32, (args.batch, args.dim), device)
-        model = mlp(graph_weights, args, max_ops())
+        model = mlp(graph_weights, args, max_ops(args.bf16))
     else:
         input_type = TensorType(DType.int64, (args.batch, args.seq), device)
-        model = transformer(graph_weights, args, max_ops())
+        model = transformer(graph_weights, args, max_ops(args.bf16))
     with Graph("kiln_" + args.model, input_types=[input_type]) as graph:
         graph.output(model(graph.inputs[0].tensor))
     built = time.perf_counter()
@@ -184,6 +190,8 @@ def main():
     parser.add_argument("--serve", action="store_true",
                         help="time calls on request instead of --iterations (see serve())")
     parser.add_argument("--json")
+    parser.add_argument("--bf16", action="store_true",
+                        help="Linear layers multiply bf16 operands (cast in the graph)")
     args = parser.parse_args()
     if not args.compile_only and not (args.prefix and args.input and args.out):
         parser.error("--prefix, --input and --out are required without --compile-only")

@@ -11,7 +11,7 @@ U(±0.02)) and PREFIX.x_b<batch>.npy (the input, N(0, 1)).
 
     mlp_peers.py --kiln build/release/bin/kiln --prefix build/peers/mlp --layers 4
         --dim 512 --hidden 512 --outputs 10 --batch 1 --threads 2 [--iterations 200]
-        [--rounds 10] [--json out.json] [--max-python build/max-venv/bin/python]
+        [--rounds 10] [--json out.json] [--max-python build/max-venv/bin/python] [--bf16]
 """
 
 import argparse
@@ -21,12 +21,13 @@ import numpy as np
 
 
 def mlp(p, args, ops):
-    """The MLP over the weights p; ops.relu is the array library's relu."""
+    """The MLP over the weights p; ops.relu and ops.dense (x @ w) are the array
+    library's."""
 
     def model(x):
         for i in range(args.layers):
-            x = ops.relu(x @ p[f"layers.{i}.weight"] + p[f"layers.{i}.bias"])
-        return x @ p["head.weight"] + p["head.bias"]
+            x = ops.relu(ops.dense(x, p[f"layers.{i}.weight"]) + p[f"layers.{i}.bias"])
+        return ops.dense(x, p["head.weight"]) + p["head.bias"]
 
     return model
 

@@ -704,7 +704,7 @@ struct CompiledCallable::Impl {
       l.pack_rhs = prepack_weights && io.in.size() == 2 &&
                    plan.storage[plan.root(io.in[1])].arena_offset < 0 &&
                    plan.storage[plan.root(io.in[1])].fixed != nullptr;
-      l.bf16 = l.pack_rhs && matmul_precision == MatmulPrecision::bf16;
+      l.bf16 = matmul_precision == MatmulPrecision::bf16;
     }
   }
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "compiler/batched_bf16_matmul.hpp"
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
 #include "compiler/packed_matmul.hpp"
@@ -108,6 +109,9 @@ struct MatmulLayout {
   std::int64_t m = 0, k = 0, n = 0;
   std::shared_ptr<const PackedMatmul> packed;  // b packed once, for a plain 2-D GEMM
   std::shared_ptr<const SkinnyMatmul> skinny;  // a plain 2-D matmul of at most 4 rows
+  // bf16 plans: a batched matmul of activations (attention), with `scaled` set when it
+  // applies the epilogue's scale itself.
+  std::shared_ptr<const BatchedBf16Matmul> batched_bf16;
   // An epilogue that only multiplies by a scalar (attention's 1/sqrt(d)): sgemm's alpha,
   // read from `scale` on each call, the product written straight to `scaled`, the
   // epilogue's output.
@@ -215,6 +219,19 @@ void packed_matmul(const PackedMatmul& packed, std::int64_t n, const Launch* epi
   }
 }
 
+/// A batched bf16 matmul: the block's tiles, each then the epilogue over its rows (unless
+/// the matmul applied it: a scale).
+void batched_bf16_matmul(const BatchedBf16Matmul& mm, std::int64_t n, const Launch* epilogue) {
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // as in matmul_f32
+  const auto [first, last] = block_range(mm.tiles());
+  for (std::int64_t t = first; t < last; ++t) {
+    mm.run(t);
+    const std::int64_t at = mm.first_element(t);
+    if (epilogue != nullptr)
+      run_fused_f32_rows(*epilogue, at, (mm.first_element(t + 1) - at) / n, n, n);
+  }
+}
+
 /// A matmul of few rows: the block's panels, then the epilogue over their columns.
 void skinny_matmul(const SkinnyMatmul& skinny, std::int64_t m, std::int64_t n,
                    const Launch* epilogue) {
@@ -232,6 +249,11 @@ void matmul(const Launch& l) {
   }
   if (l.matmul != nullptr && l.matmul->packed != nullptr) {
     packed_matmul(*l.matmul->packed, l.matmul->n, l.epilogue);
+    return;
+  }
+  if (l.matmul != nullptr && l.matmul->batched_bf16 != nullptr) {
+    batched_bf16_matmul(*l.matmul->batched_bf16, l.matmul->n,
+                        l.matmul->scaled != nullptr ? nullptr : l.epilogue);
     return;
   }
   if (l.matmul != nullptr && l.matmul->scale != nullptr) {
@@ -625,6 +647,31 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
   return static_cast<std::uint32_t>(std::clamp<std::int64_t>(items / per_block, 1, most));
 }
 
+/// \p m (matrices over \p batch, each \p rows x \p cols) as one strided operand.
+StridedOperand strided(const Matrices& m, const Index& batch, std::int64_t rows,
+                       std::int64_t cols) {
+  StridedOperand out{m.data, batch, m.batch_strides};
+  out.shape.insert(out.shape.end(), {rows, cols});
+  out.strides.insert(out.strides.end(), {m.row, m.col});
+  return out;
+}
+
+/// bf16 plans: runs a batched matmul of activations as a BatchedBf16Matmul when oneDNN
+/// has a fast kernel for it (else it stays f32).
+void prepare_batched_bf16(Launch& launch, MatmulLayout& layout) {
+  const StridedOperand a = strided(layout.a, layout.batch, layout.m, layout.k),
+                       b = strided(layout.b, layout.batch, layout.k, layout.n);
+  if (!BatchedBf16Matmul::suits(a, b)) return;
+  float* c = layout.scale != nullptr ? layout.scaled : reinterpret_cast<float*>(launch.out[0].data);
+  try {
+    layout.batched_bf16 =
+        std::make_shared<const BatchedBf16Matmul>(a, b, c, launch.blocks, layout.scale);
+    launch.blocks = static_cast<std::uint32_t>(layout.batched_bf16->tiles());
+  } catch (const DeviceError&) {
+    // No fast bf16 kernel on this CPU: f32, as planned.
+  }
+}
+
 }  // namespace
 
 void prepare(Launch& launch, int threads) {
@@ -669,6 +716,8 @@ void prepare(Launch& launch, int threads) {
       }
       if (!layout->packed && !layout->skinny && launch.epilogue != nullptr)
         layout->scale = scale_of(*launch.epilogue, launch.out[0].data, &layout->scaled);
+      if (launch.bf16 && !launch.pack_rhs && !layout->batch.empty())
+        prepare_batched_bf16(launch, *layout);
       launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
     }
   } else if (launch.collective) {
@@ -687,7 +736,8 @@ bool skinny(const Launch& launch) {
 bool in_bf16(const Launch& launch) {
   if (launch.matmul == nullptr) return false;
   const MatmulLayout& m = *launch.matmul;
-  return (m.skinny != nullptr && m.skinny->bf16()) || (m.packed != nullptr && m.packed->bf16());
+  return (m.skinny != nullptr && m.skinny->bf16()) || (m.packed != nullptr && m.packed->bf16()) ||
+         m.batched_bf16 != nullptr;
 }
 
 bool epilogue_in_gemm(const Launch& launch) {

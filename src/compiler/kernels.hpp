@@ -58,8 +58,8 @@ struct Launch {
   // matmul launches, set by the planner: in[1] stays the same for the plan's life (a
   // weight or a constant), so prepare may pack it once for oneDNN (see PackedMatmul).
   bool pack_rhs = false;
-  // With pack_rhs, set by the planner: the product may be computed in bfloat16
-  // (`MatmulPrecision::bf16`).
+  // matmul launches, set by the planner: the product may be computed in bfloat16
+  // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.
   bool bf16 = false;
   ir::OpView view() const { return graph->op(op); }
 };

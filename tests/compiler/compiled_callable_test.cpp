@@ -570,6 +570,37 @@ TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
       UserError, "needs prepack_weights = true");
 }
 
+TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
+  // Attention over head views (a transposed K): the scores' 1/sqrt(d) applied as the
+  // operand is rounded (read on each call), the context's epilogue (+ 1) after the GEMM,
+  // tiles along the batch; within bf16's error of the f32 reference, and not equal to it.
+  const auto model = [](Tensor q, Tensor k, Tensor v) {
+    const Dim b = q.shape().dims()[0];
+    const auto heads = [&](const Tensor& t) {
+      return permute(reshape(t, Shape{b, 32, 4, 16}), {0, 2, 1, 3});  // [b, 4, 32, 16]
+    };
+    const Tensor scores = matmul(heads(q), transpose(heads(k), -1, -2)) * 0.25;
+    return matmul(softmax(scores, -1), heads(v)) + 1.0;
+  };
+  const StagedGraph staged =
+      stage(model)(f32({"b", 32, 64}), f32({"b", 32, 64}), f32({"b", 32, 64}));
+  for (std::int64_t b : {1, 3}) {
+    const std::vector<Tensor> in = inputs_for(staged, 80 + b, {{"b", b}});
+    const Tensor want = reference_run(staged.graph(), in, {})[0];
+    for (int threads : {1, 2}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
+      CompiledCallable compiled(staged, {},
+                                {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
+      const Tensor got = compiled.run(in)[0];
+      EXPECT_LT(max_difference(got, want), 0.02) << what;
+      EXPECT_GT(max_difference(got, want), 1e-6) << what;
+      EXPECT_EQ(compiled.stats().bf16_matmuls, 2u) << what;
+      EXPECT_EQ(compiled.stats().epilogues_in_gemm, 1u) << what;  // the scale
+    }
+  }
+}
+
 TEST(CompiledCallable, MatmulsOfFewRowsOverEmptyOperands) {
   // k = 0: sums of nothing are zeros; n = 0 or m = 0: nothing to compute. Weights packed
   // or not.

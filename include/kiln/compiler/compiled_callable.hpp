@@ -28,16 +28,18 @@
 
 namespace kiln {
 
-/// The arithmetic of f32 matmuls that read a weight or constant (Linear layers).
+/// The arithmetic of f32 matmuls.
 enum class MatmulPrecision : unsigned char {
   /// f32 products and sums: results as the reference computes them, up to summation order.
   f32,
   /// The weight rounded to bfloat16 once per plan; products summed in f32. Layers of more
   /// than 4 rows also round their activations to bfloat16 on each call, and run on the
   /// CPU's bf16 units (AMX, AVX512-BF16: several times f32's speed); layers of at most 4
-  /// rows (batch 1) keep f32 activations and read half the weight bytes. Results move by
-  /// bfloat16's rounding (relative 2^-9 per operand), as with PyTorch's
-  /// `torch.autocast("cpu", torch.bfloat16)`. Needs `prepack_weights`.
+  /// rows (batch 1) keep f32 activations and read half the weight bytes. Batched matmuls
+  /// of activations (attention's scores and context) round both operands on each call and
+  /// run oneDNN's batched bf16 GEMM (a scale epilogue applied as they are rounded). Other
+  /// matmuls stay f32. Results move by bfloat16's rounding (relative 2^-9 per operand),
+  /// as with PyTorch's `torch.autocast("cpu", torch.bfloat16)`. Needs `prepack_weights`.
   bf16,
 };
 

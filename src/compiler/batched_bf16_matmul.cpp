@@ -1,0 +1,163 @@
+#include "compiler/batched_bf16_matmul.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <dnnl.hpp>
+#include <string_view>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::compiler {
+namespace {
+
+using kiln::detail::cat;
+using Desc = dnnl::memory::desc;
+using DataType = dnnl::memory::data_type;
+using Dims = dnnl::memory::dims;
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+/// A primitive and what one execution of it reads: its memory objects and arguments.
+struct Step {
+  dnnl::primitive primitive;
+  std::vector<dnnl::memory> memory;
+  std::vector<dnnl_exec_arg_t> args;
+
+  void add(int arg, dnnl::memory m) {
+    memory.push_back(std::move(m));
+    args.push_back({arg, memory.back().get()});
+  }
+};
+
+/// \p op's dims with the first replaced by \p count, and the view's strides, as a desc.
+Desc view_desc(const StridedOperand& op, std::int64_t count) {
+  Dims dims(op.shape.begin(), op.shape.end()), strides(op.strides.begin(), op.strides.end());
+  dims[0] = count;
+  for (std::size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] == 1) strides[d] = 1;  // any stride reads a dim of one
+  return Desc(dims, DataType::f32, strides);
+}
+
+Desc dense_desc(Dims dims, DataType type) {
+  Dims strides(dims.size(), 1);
+  for (std::size_t d = dims.size() - 1; d-- > 0;) strides[d] = strides[d + 1] * dims[d + 1];
+  return Desc(dims, type, strides);
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+}  // namespace
+
+struct BatchedBf16Matmul::Impl {
+  struct Tile {
+    dnnl::stream stream;
+    Step round_a, round_b, multiply;
+  };
+  std::vector<Tile> tiles;
+};
+
+bool BatchedBf16Matmul::suits(const StridedOperand& a, const StridedOperand& b) {
+  const std::size_t r = a.shape.size();
+  if (r < 3 || b.shape.size() != r) return false;
+  for (std::size_t d = 0; d + 2 < r; ++d)
+    if (a.shape[d] != b.shape[d] || (a.shape[d] > 1 && (a.strides[d] == 0 || b.strides[d] == 0)))
+      return false;
+  return true;
+}
+
+BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOperand& b, float* c,
+                                     std::int64_t tiles, const float* scale)
+    : impl_(std::make_unique<Impl>()) {
+  // Build for one thread: each tile runs on the worker that runs its block.
+  const int saved_threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  struct Restore {
+    int threads;
+    ~Restore() { omp_set_num_threads(threads); }
+  } restore{saved_threads};
+
+  const std::size_t r = a.shape.size();
+  const std::int64_t m = a.shape[r - 2], k = a.shape[r - 1], n = b.shape[r - 1];
+  first_dim_ = a.shape[0];
+  per_entry_ = m * n;
+  for (std::size_t d = 1; d + 2 < r; ++d) per_entry_ *= a.shape[d];
+  tiles_ = std::clamp<std::int64_t>(tiles, 1, first_dim_);
+  dnnl::engine& engine = cpu_engine();
+  const Dims c_dims = [&] {
+    Dims dims(a.shape.begin(), a.shape.end() - 1);
+    dims.push_back(n);
+    return dims;
+  }();
+  impl_->tiles.resize(static_cast<std::size_t>(tiles_));
+  for (std::int64_t t = 0; t < tiles_; ++t) {
+    const std::int64_t e0 = first_dim_ * t / tiles_, count = first_dim_ * (t + 1) / tiles_ - e0;
+    Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
+    tile.stream = dnnl::stream(engine);
+    Dims a_dims(a.shape.begin(), a.shape.end()), b_dims(b.shape.begin(), b.shape.end()),
+        out_dims = c_dims;
+    a_dims[0] = b_dims[0] = out_dims[0] = count;
+    const Desc a16 = dense_desc(a_dims, DataType::bf16);
+    const Desc out = dense_desc(out_dims, DataType::f32);
+    const dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(a16, Desc(b_dims, DataType::bf16, dnnl::memory::format_tag::any), out),
+        user_scratchpad(), engine);
+    if (!std::string_view(pd.impl_info_str()).starts_with("brg"))
+      throw DeviceError(cat("no fast bf16 kernel for a batched [", m, ", ", k, "] x [", k, ", ", n,
+                            "] matmul (oneDNN offers ", pd.impl_info_str(), ")"));
+    dnnl::memory a_bf16(a16, engine), b_bf16(pd.weights_desc(), engine);
+
+    dnnl::primitive_attr round_attr = user_scratchpad();
+    if (scale != nullptr) round_attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+    const auto round = [&](Step& step, const StridedOperand& op, const dnnl::memory& to,
+                           const dnnl::primitive_attr& attr, bool scaled) {
+      dnnl::memory from(view_desc(op, count), engine,
+                        const_cast<float*>(op.data + e0 * op.strides[0]));
+      const dnnl::reorder::primitive_desc rpd(from, to, attr);
+      step.primitive = dnnl::reorder(rpd);
+      step.add(DNNL_ARG_FROM, from);
+      step.add(DNNL_ARG_TO, to);
+      if (rpd.scratchpad_desc().get_size() > 0)
+        step.add(DNNL_ARG_SCRATCHPAD, dnnl::memory(rpd.scratchpad_desc(), engine));
+      if (scaled)
+        step.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
+                 dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a), engine,
+                              const_cast<float*>(scale)));
+    };
+    round(tile.round_a, a, a_bf16, round_attr, scale != nullptr);
+    round(tile.round_b, b, b_bf16, user_scratchpad(), false);
+    tile.multiply.primitive = dnnl::matmul(pd);
+    tile.multiply.add(DNNL_ARG_SRC, a_bf16);
+    tile.multiply.add(DNNL_ARG_WEIGHTS, b_bf16);
+    tile.multiply.add(DNNL_ARG_DST, dnnl::memory(out, engine, c + e0 * per_entry_));
+    if (pd.scratchpad_desc().get_size() > 0)
+      tile.multiply.add(DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), engine));
+  }
+}
+
+BatchedBf16Matmul::~BatchedBf16Matmul() = default;
+
+std::int64_t BatchedBf16Matmul::first_element(std::int64_t t) const noexcept {
+  return first_dim_ * t / tiles_ * per_entry_;
+}
+
+void BatchedBf16Matmul::run(std::int64_t t) const {
+  const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
+  for (const Step* step : {&tile.round_a, &tile.round_b, &tile.multiply})
+    if (dnnl_primitive_execute(step->primitive.get(), tile.stream.get(),
+                               static_cast<int>(step->args.size()),
+                               step->args.data()) != dnnl_success)
+      throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
+  if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+    throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
+}
+
+}  // namespace kiln::compiler
