@@ -1,11 +1,9 @@
 #include "compiler/batched_bf16_matmul.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
-#include <dnnl.hpp>
 #include <string_view>
 
+#include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -17,10 +15,8 @@ using Desc = dnnl::memory::desc;
 using DataType = dnnl::memory::data_type;
 using Dims = dnnl::memory::dims;
 
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
+using onednn::cpu_engine;
+using onednn::user_scratchpad;
 
 /// A primitive and what one execution of it reads: its memory objects and arguments.
 struct Step {
@@ -49,12 +45,6 @@ Desc dense_desc(Dims dims, DataType type) {
   return Desc(dims, type, strides);
 }
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
 }  // namespace
 
 struct BatchedBf16Matmul::Impl {
@@ -77,13 +67,7 @@ bool BatchedBf16Matmul::suits(const StridedOperand& a, const StridedOperand& b) 
 BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOperand& b, float* c,
                                      std::int64_t tiles, const float* scale)
     : impl_(std::make_unique<Impl>()) {
-  // Build for one thread: each tile runs on the worker that runs its block.
-  const int saved_threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  struct Restore {
-    int threads;
-    ~Restore() { omp_set_num_threads(threads); }
-  } restore{saved_threads};
+  const onednn::OneOpenMpThread one_thread;  // each tile runs on the worker of its block
 
   const std::size_t r = a.shape.size();
   const std::int64_t m = a.shape[r - 2], k = a.shape[r - 1], n = b.shape[r - 1];

@@ -1,7 +1,5 @@
 #include "compiler/packed_matmul.hpp"
 
-#include <omp.h>
-
 #include <dnnl.hpp>
 #include <optional>
 #include <string_view>
@@ -10,6 +8,7 @@
 
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
+#include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -21,24 +20,9 @@ using kiln::detail::cat;
 using Desc = dnnl::memory::desc;
 using DataType = dnnl::memory::data_type;
 using Tag = dnnl::memory::format_tag;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-/// Runs the enclosing scope with one OpenMP thread on this thread: oneDNN sizes a
-/// primitive's blocking for the threads it may use, and a tile runs on one.
-class OneOpenMpThread {
- public:
-  OneOpenMpThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneOpenMpThread() { omp_set_num_threads(saved_); }
-  OneOpenMpThread(const OneOpenMpThread&) = delete;
-  OneOpenMpThread& operator=(const OneOpenMpThread&) = delete;
-
- private:
-  int saved_;
-};
+using onednn::cpu_engine;
+using onednn::OneOpenMpThread;
+using onednn::user_scratchpad;
 
 /// One post-op: an activation, or a binary op whose other operand is read at
 /// `data[row * row_stride + col * col_stride]` (a stride of 0 broadcasts).
@@ -231,8 +215,7 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
         ops.append_eltwise(1.0f, op.algorithm, op.alpha, op.beta);
       }
     }
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr attr = user_scratchpad();
     attr.set_post_ops(ops);
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(a_desc(rows), Desc({k, n}, operands, Tag::any),
@@ -270,9 +253,7 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
                          const_cast<float*>(a.data + r0 * a.row));
     if (bf16) {
       dnnl::memory rounded(a_desc(rows), engine);
-      dnnl::primitive_attr round_attr;
-      round_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      const dnnl::reorder::primitive_desc round_pd(given_a, rounded, round_attr);
+      const dnnl::reorder::primitive_desc round_pd(given_a, rounded, user_scratchpad());
       tile.round_a = dnnl::reorder(round_pd);
       tile.round_memory = {given_a, rounded};
       tile.round_args = {{DNNL_ARG_FROM, given_a.get()}, {DNNL_ARG_TO, rounded.get()}};

@@ -67,14 +67,19 @@ TEST_P(CallAllocation, ExecuteIntoAllocatesNothing) {
                                 {Tensor::random(TensorLayout(DType::i64, {2, 48}), 5, 0, 100)});
 }
 
-TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
-  // Matmuls of one row run on kiln's column panels, weights packed (the default).
+/// A batch-1 MLP: 256 -> 2 x 256 (relu) -> 10.
+StagedGraph batch_one_mlp() {
   const auto model = [](Tensor x) {
     for (int i = 0; i < 2; ++i)
       x = relu(nn::Linear{256, 256, true, "layers." + std::to_string(i)}(x));
     return nn::Linear{256, 10, true, "head"}(x);
   };
-  const StagedGraph staged = stage(model)(f32_layout({1, 256}));
+  return stage(model)(f32_layout({1, 256}));
+}
+
+TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
+  // Matmuls of one row run on kiln's column panels, weights packed (the default).
+  const StagedGraph staged = batch_one_mlp();
   auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
   CompiledCallable compiled(staged, weights_for(staged), {.context = ctx});
   expect_calls_allocate_nothing(compiled, {Tensor::random(f32_layout({1, 256}), 5)});
@@ -84,12 +89,7 @@ TEST_P(CallAllocation, ABatchOneMlpWithPackedWeightsAllocatesNothing) {
 TEST_P(CallAllocation, ABatchOneBf16MlpAllocatesNothing) {
   // bf16 Linear layers at batch 1: column panels of bf16 weights. (Larger batches run
   // oneDNN primitives, whose execution allocates inside oneDNN, bf16 or not.)
-  const auto model = [](Tensor x) {
-    for (int i = 0; i < 2; ++i)
-      x = relu(nn::Linear{256, 256, true, "layers." + std::to_string(i)}(x));
-    return nn::Linear{256, 10, true, "head"}(x);
-  };
-  const StagedGraph staged = stage(model)(f32_layout({1, 256}));
+  const StagedGraph staged = batch_one_mlp();
   auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{GetParam()});
   CompiledCallable compiled(staged, weights_for(staged),
                             {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
