@@ -88,6 +88,7 @@ struct Plan {
   std::vector<bool> absorbed;
   std::vector<bool> is_view;
   std::size_t epilogues = 0, views = 0;
+  std::size_t bf16_handoffs = 0;                   // see hand_off_bf16
   std::vector<Arena> arenas;                       // per device: places can be reused only
                                                    // by the device's own later launches
   std::vector<std::optional<DeviceGraph>> graphs;  // per device with launches
@@ -708,6 +709,27 @@ struct CompiledCallable::Impl {
     }
   }
 
+  // bf16 plans: a bf16 weight matmul whose output (or fused epilogue's) only another bf16
+  // weight matmul reads, as its left operand (an MLP's two layers), writes it as bf16 into
+  // the first half of its storage for that matmul to read as it is.
+  void hand_off_bf16(Plan& plan) {
+    if (matmul_precision != MatmulPrecision::bf16) return;
+    std::vector<bool> is_output(plan.storage.size(), false);
+    for (std::size_t s : plan.outputs) is_output[s] = true;
+    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+      Launch& producer = plan.launches[i];
+      if (plan.absorbed[i] || producer.matmul == nullptr || plan.io[i].out.size() != 1) continue;
+      const std::size_t s =
+          producer.epilogue != nullptr ? plan.io[i + 1].out[0] : plan.io[i].out[0];
+      const Storage& out = plan.storage[s];
+      if (is_output[s] || out.base >= 0 || out.arena_offset < 0 || out.readers.size() != 1 ||
+          plan.io[out.readers[0]].device != plan.io[i].device)
+        continue;
+      plan.bf16_handoffs +=
+          compiler::hand_off_bf16(producer, plan.launches[out.readers[0]]) ? 1 : 0;
+    }
+  }
+
   // Records the launches as a chain in program order: each kernel spreads its blocks over
   // every worker, which on a few cores beats running independent small kernels side by
   // side (plan.deps, the data and reuse dependencies, all point backwards, so a chain
@@ -718,6 +740,7 @@ struct CompiledCallable::Impl {
     for (std::size_t i = 0; i < plan.launches.size(); ++i)
       if (contexts[plan.io[i].device])
         compiler::prepare(plan.launches[i], contexts[plan.io[i].device]->num_threads());
+    hand_off_bf16(plan);
     plan.graphs.resize(devices.size());
     for (std::size_t d = 0; d < devices.size(); ++d) {
       if (!contexts[d]) continue;  // another process's device
@@ -770,6 +793,7 @@ struct CompiledCallable::Impl {
       stats.epilogues_in_gemm = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::epilogue_in_gemm(l); }));
+      stats.bf16_handoffs = plan->bf16_handoffs;
       stats.bf16_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::in_bf16(l); }));

@@ -733,6 +733,24 @@ bool skinny(const Launch& launch) {
   return launch.matmul != nullptr && launch.matmul->skinny != nullptr;
 }
 
+bool hand_off_bf16(Launch& producer, Launch& consumer) {
+  if (producer.matmul == nullptr || consumer.matmul == nullptr) return false;
+  // Prepared, not yet recorded: the plan still owns these exclusively.
+  auto* p = const_cast<PackedMatmul*>(producer.matmul->packed.get());
+  auto* c = const_cast<PackedMatmul*>(consumer.matmul->packed.get());
+  if (p == nullptr || c == nullptr || !p->bf16() || !c->bf16()) return false;
+  if (producer.epilogue != nullptr && !p->fuses_epilogue()) return false;
+  std::byte* out =
+      producer.epilogue != nullptr ? producer.epilogue->out[0].data : producer.out[0].data;
+  const MatmulLayout& reader = *consumer.matmul;
+  if (reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
+      reader.a.row != reader.k || reader.m != producer.matmul->m || reader.k != producer.matmul->n)
+    return false;
+  if (!p->write_bf16(out)) return false;
+  c->read_bf16(out);
+  return true;
+}
+
 bool in_bf16(const Launch& launch) {
   if (launch.matmul == nullptr) return false;
   const MatmulLayout& m = *launch.matmul;

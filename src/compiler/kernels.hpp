@@ -91,6 +91,12 @@ void prepare(Launch& launch, int threads);
 bool packed(const Launch& launch);
 /// True when the matmul launch \p launch has few rows and runs as column panels.
 bool skinny(const Launch& launch);
+/// bf16 plans: when the prepared matmul launches \p producer and \p consumer both run
+/// oneDNN's bf16 GEMM with packed weights, and \p consumer's left operand is \p producer's
+/// output (or its fused epilogue's) read densely, has the producer write it as bf16 values
+/// and the consumer read them as they are (no rounding pass, half the bytes). The caller
+/// guarantees that nothing else reads that output. \returns whether it did.
+bool hand_off_bf16(Launch& producer, Launch& consumer);
 /// True when prepare set the matmul launch \p launch to compute in bfloat16.
 bool in_bf16(const Launch& launch);
 /// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).

@@ -179,16 +179,26 @@ struct PackedMatmul::Impl {
   };
   std::vector<Kind> kinds;  // at most two: the row bands differ by at most one row
   std::vector<Tile> tiles;
+  // What was built, for write_bf16 to build it again.
+  MatrixRef a, b;
+  std::int64_t m = 0, k = 0, n = 0, count = 1;
+  std::vector<PostOp> post;
+  bool bf16 = false;
 
-  /// Builds the kinds and tiles for C = A B (then \p post) into \p dst, in bfloat16 with
-  /// \p bf16.
-  void build(MatrixRef a, MatrixRef b, float* dst, std::int64_t m, std::int64_t k, std::int64_t n,
-             std::int64_t count, const std::vector<PostOp>& post, bool bf16);
+  /// Builds the kinds and tiles for C = A B (then \p post) into \p dst (bf16 values with
+  /// \p dst_bf16, else f32), in bfloat16 with \p bf16.
+  void build(MatrixRef a, MatrixRef b, void* dst, bool dst_bf16, std::int64_t m, std::int64_t k,
+             std::int64_t n, std::int64_t count, const std::vector<PostOp>& post, bool bf16);
+  /// Points every tile's A at bf16 rows from \p a (dense [m, k]) and drops their rounding.
+  void read_bf16(const void* a);
 };
 
-void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_t m, std::int64_t k,
-                               std::int64_t n, std::int64_t count, const std::vector<PostOp>& post,
-                               bool bf16) {
+void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_bf16,
+                               std::int64_t m_, std::int64_t k_, std::int64_t n_,
+                               std::int64_t count_, const std::vector<PostOp>& post_, bool bf16_) {
+  a = a_, b = b_, m = m_, k = k_, n = n_, count = count_, post = post_, bf16 = bf16_;
+  const DataType out_type = dst_bf16 ? DataType::bf16 : DataType::f32;
+  const std::size_t out_size = dst_bf16 ? 2 : 4;
   const DataType operands = bf16 ? DataType::bf16 : DataType::f32;
   // The primitive's A: as given, or the tile's dense bf16 copy.
   const auto a_desc = [&](std::int64_t rows) {
@@ -219,7 +229,7 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
     attr.set_post_ops(ops);
     const dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(a_desc(rows), Desc({k, n}, operands, Tag::any),
-                           Desc({rows, n}, DataType::f32, {n, 1})),
+                           Desc({rows, n}, out_type, {n, 1})),
         attr, engine);
     // oneDNN falls back to its reference kernels (`ref:any`, orders of magnitude slower)
     // for combinations its optimised ones do not cover: then the caller's fallbacks
@@ -265,7 +275,8 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
     } else {
       add(DNNL_ARG_SRC, given_a);
     }
-    add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, DataType::f32, {n, 1}), engine, dst + r0 * n));
+    add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, out_type, {n, 1}), engine,
+                                   static_cast<std::byte*>(dst) + r0 * n * out_size));
     tile.args.push_back({DNNL_ARG_WEIGHTS, tile.kind->packed_b.get()});
     if (tile.kind->scratchpad.get_size() > 0)
       add(DNNL_ARG_SCRATCHPAD, dnnl::memory(tile.kind->scratchpad, engine));
@@ -274,6 +285,22 @@ void PackedMatmul::Impl::build(MatrixRef a, MatrixRef b, float* dst, std::int64_
         add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
             dnnl::memory(operand_desc(post[i], rows), engine,
                          const_cast<float*>(post[i].data + r0 * post[i].row_stride)));
+  }
+}
+
+void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
+  dnnl::engine& engine = cpu_engine();
+  for (std::int64_t t = 0; t < count; ++t) {
+    const std::int64_t r0 = m * t / count, rows = m * (t + 1) / count - r0;
+    Tile& tile = tiles[static_cast<std::size_t>(t)];
+    tile.round_a = {};
+    tile.round_memory.clear();
+    tile.round_args.clear();
+    // memory[0] / args[0]: the primitive's A, a dense bf16 [rows, k].
+    tile.memory[0] =
+        dnnl::memory(Desc({rows, k}, DataType::bf16, Tag::ab), engine,
+                     const_cast<std::byte*>(static_cast<const std::byte*>(rows_bf16)) + r0 * k * 2);
+    tile.args[0].memory = tile.memory[0].get();
   }
 }
 
@@ -292,8 +319,7 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
       epilogue ? post_ops_of(*epilogue, c) : std::nullopt;
   if (post) {
     try {
-      impl_->build(a, b, reinterpret_cast<float*>(epilogue->out[0].data), m, k, n, tiles_, *post,
-                   bf16);
+      impl_->build(a, b, epilogue->out[0].data, false, m, k, n, tiles_, *post, bf16);
       fuses_epilogue_ = true;
       return;
     } catch (const dnnl::error&) {
@@ -301,7 +327,7 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
     }
   }
   try {
-    impl_->build(a, b, c, m, k, n, tiles_, {}, bf16);
+    impl_->build(a, b, c, false, m, k, n, tiles_, {}, bf16);
   } catch (const dnnl::error& e) {
     throw DeviceError(cat("oneDNN has no packed ", bf16 ? "bf16 " : "", "matmul for [", m, ", ", k,
                           "] x [", k, ", ", n, "]: ", e.what()));
@@ -309,6 +335,26 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
 }
 
 PackedMatmul::~PackedMatmul() = default;
+
+bool PackedMatmul::write_bf16(void* out) {
+  if (!bf16_) return false;
+  const OneOpenMpThread one_thread;
+  auto fresh = std::make_unique<Impl>();
+  try {
+    fresh->build(impl_->a, impl_->b, out, true, impl_->m, impl_->k, impl_->n, impl_->count,
+                 impl_->post, true);
+  } catch (const dnnl::error&) {
+    return false;  // no such primitive: the output stays f32
+  }
+  impl_ = std::move(fresh);
+  if (reads_bf16_ != nullptr) impl_->read_bf16(reads_bf16_);
+  return true;
+}
+
+void PackedMatmul::read_bf16(const void* a) {
+  reads_bf16_ = a;
+  impl_->read_bf16(a);
+}
 
 void PackedMatmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];

@@ -54,6 +54,14 @@ class PackedMatmul {
   /// different threads.
   void run(std::int64_t t) const;
 
+  /// bf16 only: builds the primitives again to write the output (C, or the fused
+  /// epilogue's) as bf16 values, dense row-major at \p out, for another bf16 matmul to
+  /// read with `read_bf16`. \returns false, unchanged, when oneDNN has no such primitive.
+  bool write_bf16(void* out);
+  /// bf16 only: reads A as bf16 values, dense row-major [m, k] at \p a (another matmul's
+  /// `write_bf16` output), instead of rounding the f32 A on each call.
+  void read_bf16(const void* a);
+
   /// Whether a GEMM of this size is worth a primitive of its own: packing costs a
   /// primitive's creation (code generation, once per shape) and a copy of B.
   static bool worth_packing(std::int64_t m, std::int64_t k, std::int64_t n);
@@ -64,6 +72,7 @@ class PackedMatmul {
   std::int64_t m_ = 0, tiles_ = 1;
   bool fuses_epilogue_ = false;
   bool bf16_ = false;
+  const void* reads_bf16_ = nullptr;
 };
 
 }  // namespace kiln::compiler

@@ -539,6 +539,11 @@ TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
     return matmul(h, transpose(weight("w2", f32({150, 200}))));
   };
   const StagedGraph staged = stage(model)(f32({"b", 300}));
+  const auto model_h = [](Tensor x) {
+    const Tensor h = relu(matmul(x, weight("w1", f32({300, 200}))) + weight("b1", f32({200})));
+    return std::make_tuple(matmul(h, transpose(weight("w2", f32({150, 200})))), h);
+  };
+  const StagedGraph staged_h = stage(model_h)(f32({"b", 300}));
   std::map<std::string, Tensor> weights = {{"w1", Tensor::random(f32({300, 200}), 1, -0.1, 0.1)},
                                            {"b1", Tensor::random(f32({200}), 2)},
                                            {"w2", Tensor::random(f32({150, 200}), 3, -0.1, 0.1)}};
@@ -562,6 +567,14 @@ TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
       EXPECT_GT(max_difference(got, f32_result), 1e-4) << what;
       EXPECT_EQ(compiled.stats().bf16_matmuls, 2u) << what;
       EXPECT_EQ(compiled.stats().skinny_matmuls, b <= 4 ? 2u : 0u) << what;
+      // At batch 40 the first layer hands h to the second in bf16; returning h too keeps
+      // it f32 (rounded by the second layer instead): the same bits either way.
+      EXPECT_EQ(compiled.stats().bf16_handoffs, b <= 4 ? 0u : 1u) << what;
+      CompiledCallable with_h(staged_h, weights,
+                              {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
+      const std::vector<Tensor> both = with_h.run(in);
+      EXPECT_EQ(with_h.stats().bf16_handoffs, 0u) << what;
+      EXPECT_EQ(max_difference(both[0], got), 0.0) << what;
     }
   }
   KILN_EXPECT_THROW_MSG(

@@ -38,8 +38,10 @@ enum class MatmulPrecision : unsigned char {
   /// rows (batch 1) keep f32 activations and read half the weight bytes. Batched matmuls
   /// of activations (attention's scores and context) round both operands on each call and
   /// run oneDNN's batched bf16 GEMM (a scale epilogue applied as they are rounded). Other
-  /// matmuls stay f32. Results move by bfloat16's rounding (relative 2^-9 per operand),
-  /// as with PyTorch's `torch.autocast("cpu", torch.bfloat16)`. Needs `prepack_weights`.
+  /// matmuls stay f32. A layer's output that only the next bf16 layer reads is handed over
+  /// in bf16 (`Stats::bf16_handoffs`). Results move by bfloat16's rounding (relative 2^-9
+  /// per operand), as with PyTorch's `torch.autocast("cpu", torch.bfloat16)`. Needs
+  /// `prepack_weights`.
   bf16,
 };
 
@@ -66,7 +68,7 @@ struct CompileOptions {
   /// tiles instead). Matmuls of at most 4 rows (`Stats::skinny_matmuls`) run as column
   /// panels either way; this packs their weights' panels once too.
   bool prepack_weights = true;
-  /// f32 (the default) or bf16 for matmuls with a weight operand (`Stats::bf16_matmuls`).
+  /// f32 (the default) or bf16 (see MatmulPrecision; `Stats::bf16_matmuls`).
   MatmulPrecision matmul_precision = MatmulPrecision::f32;
   /// Where the devices of a multi-device module run (see `kiln::Cluster`): empty, every
   /// device in this process. With `mpi_cluster()`, each process runs the work of the
@@ -144,6 +146,8 @@ class CompiledCallable {
     std::size_t epilogues_in_gemm = 0;  ///< of the epilogues, those run inside the GEMM
                                         ///< (oneDNN post-ops, or a scale as sgemm's alpha)
     std::size_t bf16_matmuls = 0;       ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
+    std::size_t bf16_handoffs = 0;      ///< of their outputs, those written as bf16 for the next
+                                        ///< bf16 matmul, their only reader (an MLP's two layers)
   };
   Stats stats() const;
 
