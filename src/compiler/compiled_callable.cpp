@@ -722,11 +722,16 @@ struct CompiledCallable::Impl {
       const std::size_t s =
           producer.epilogue != nullptr ? plan.io[i + 1].out[0] : plan.io[i].out[0];
       const Storage& out = plan.storage[s];
-      if (is_output[s] || out.base >= 0 || out.arena_offset < 0 || out.readers.size() != 1 ||
-          plan.io[out.readers[0]].device != plan.io[i].device)
-        continue;
-      plan.bf16_handoffs +=
-          compiler::hand_off_bf16(producer, plan.launches[out.readers[0]]) ? 1 : 0;
+      if (is_output[s] || out.base >= 0 || out.arena_offset < 0 || out.readers.empty()) continue;
+      // The one reader, and its absorbed epilogue (listed to keep the operand live).
+      const std::size_t j = out.readers[0];
+      const bool one_reader =
+          std::all_of(out.readers.begin(), out.readers.end(), [&](std::size_t r) {
+            return r == j ||
+                   (r == j + 1 && plan.absorbed[r] && plan.launches[j].epilogue != nullptr);
+          });
+      if (!one_reader || plan.io[j].device != plan.io[i].device) continue;
+      plan.bf16_handoffs += compiler::hand_off_bf16(producer, plan.launches[j]) ? 1 : 0;
     }
   }
 

@@ -530,18 +530,18 @@ double max_difference(const Tensor& a, const Tensor& b) {
 }
 
 TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
-  // Linear layers (bias + relu, then a transposed weight). Batch 1-4: column panels of
+  // Linear layers (bias + relu, then a transposed weight, + 0.5). Batch 1-4: column panels of
   // bf16 weights with f32 activations, so the reference on bf16-rounded weights agrees up
   // to summation order. Batch 40: oneDNN's bf16 GEMM, activations rounded too, so within
   // bf16's error of that reference. Both differ from the f32 result: bf16 was used.
   const auto model = [](Tensor x) {
     const Tensor h = relu(matmul(x, weight("w1", f32({300, 200}))) + weight("b1", f32({200})));
-    return matmul(h, transpose(weight("w2", f32({150, 200}))));
+    return matmul(h, transpose(weight("w2", f32({150, 200})))) + 0.5;
   };
   const StagedGraph staged = stage(model)(f32({"b", 300}));
   const auto model_h = [](Tensor x) {
     const Tensor h = relu(matmul(x, weight("w1", f32({300, 200}))) + weight("b1", f32({200})));
-    return std::make_tuple(matmul(h, transpose(weight("w2", f32({150, 200})))), h);
+    return std::make_tuple(matmul(h, transpose(weight("w2", f32({150, 200})))) + 0.5, h);
   };
   const StagedGraph staged_h = stage(model_h)(f32({"b", 300}));
   std::map<std::string, Tensor> weights = {{"w1", Tensor::random(f32({300, 200}), 1, -0.1, 0.1)},
