@@ -109,6 +109,13 @@ TEST_P(CudaBackend, CopiesAndLaunchesRunInStreamOrder) {
     for (int i = 0; i < 100; ++i) ASSERT_EQ(out[i], 1.0f + 2.0f * static_cast<float>(i)) << i;
     if (gpu()) return;
     EXPECT_EQ(FakeCuda::get().kernel_launches, 1);
+    // The context is made current once, and again only after other code switched away.
+    const int switches = FakeCuda::get().context_switches;
+    ctx.synchronize();
+    EXPECT_EQ(FakeCuda::get().context_switches, switches);
+    FakeCuda::get().driver().cuCtxSetCurrent(nullptr);
+    ctx.synchronize();
+    EXPECT_EQ(FakeCuda::get().context_switches, switches + 2);
     EXPECT_EQ(FakeCuda::get().live_streams, 1);
   }
   // The last handle releases the stream, the primary context and every allocation.

@@ -172,7 +172,15 @@ const detail::CudaDriver& FakeCuda::driver() const {
       --fake().live_contexts;
       return CUDA_SUCCESS;
     };
-    d.cuCtxSetCurrent = [](CUcontext) { return CUDA_SUCCESS; };
+    d.cuCtxGetCurrent = [](CUcontext* ctx) {
+      *ctx = fake().current_context;
+      return CUDA_SUCCESS;
+    };
+    d.cuCtxSetCurrent = [](CUcontext ctx) {
+      fake().current_context = ctx;
+      ++fake().context_switches;
+      return CUDA_SUCCESS;
+    };
     d.cuCtxSynchronize = [] { return CUDA_SUCCESS; };
     d.cuMemAlloc = [](CUdeviceptr* p, std::size_t n) {
       ++fake().live_allocations;

@@ -66,6 +66,8 @@ struct FakeCuda {
   // What happened.
   int live_allocations = 0, live_streams = 0, live_contexts = 0, live_graph_execs = 0;
   int kernel_launches = 0, graph_launches = 0, graph_updates = 0, instantiations = 0;
+  CUcontext current_context = nullptr;  // this process's, not per thread: tests use one
+  int context_switches = 0;             // cuCtxSetCurrent calls
   std::vector<std::string> loaded_images;
   std::shared_ptr<FakeGraph> last_instantiated;  // the template of the last instantiation
 };

@@ -59,10 +59,11 @@ CudaStreamState::~CudaStreamState() {
 }
 
 void CudaStreamState::make_current() const {
-  thread_local CUcontext current = nullptr;
-  if (current == context) return;
+  // Asked each time (a thread-local read in the driver): other code on this thread, the
+  // CUDA runtime included, may have made another context current since.
+  CUcontext current = nullptr;
+  if (cu->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == context) return;
   check(cu->cuCtxSetCurrent(context), "cuCtxSetCurrent");
-  current = context;
 }
 
 void CudaStreamState::check(CUresult r, const char* what) const {

@@ -17,7 +17,7 @@ struct CudaDriver {
 #define KILN_CUDA_ENTRIES(X) \
   X(cuInit) X(cuGetErrorString) \
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent) \
   X(cuCtxSynchronize) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
   X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemAllocHost) X(cuMemFreeHost) \
