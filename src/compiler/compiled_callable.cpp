@@ -261,10 +261,15 @@ struct CompiledCallable::Impl {
         const Device d = graph.type(ir::Value{static_cast<std::uint32_t>(v)}).device;
         if (d.is_cuda())
           throw UserError(cat("CompiledCallable: @", graph.name(), " computes on ", d,
-                              ", but this build of kiln has no CUDA backend"));
+                              ", but compiled graphs run on CPU devices only so far (CUDA "
+                              "contexts run CUDA kernels and device graphs); place it on cpu:N"));
         used.emplace(d.index(), d);
       }
     }
+    if (given && given->device().is_cuda())
+      throw UserError(cat("CompiledCallable: the context is ", given->device(),
+                          ", but compiled graphs run on CPU devices only so far (CUDA contexts "
+                          "run CUDA kernels and device graphs); compile with a CPU context"));
     for (const auto& [index, d] : used) devices.push_back(d);
     if (devices.size() <= 1 && cluster->owns(devices.empty() ? Device::cpu() : devices[0])) {
       ctx = given ? given : std::make_shared<DeviceContext>();

@@ -15,9 +15,11 @@
 
 #include "../error_matchers.hpp"
 #include "fake_cuda_driver.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/runtime/device_graph.hpp"
+#include "kiln/stage/stage.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
 
 namespace kiln {
@@ -375,6 +377,13 @@ TEST_P(CudaBackend, ChildGraphsAndCapturedWorkNest) {
   KILN_EXPECT_THROW_MSG(
       DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { b.add_child_graph(cpu_graph, {}); }),
       UserError, "built for another context");
+}
+
+TEST_P(CudaBackend, CompiledGraphsSayTheyNeedACpuContext) {
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  const StagedGraph staged = stage([](Tensor x) { return x + 1.0; })(TensorLayout(DType::f32, {4}));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(staged, {}, {.context = ctx}), UserError,
+                        "the context is cuda:0", "compiled graphs run on CPU devices only");
 }
 
 #ifdef KILN_TEST_NVRTC
