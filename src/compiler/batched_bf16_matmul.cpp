@@ -16,19 +16,8 @@ using DataType = dnnl::memory::data_type;
 using Dims = dnnl::memory::dims;
 
 using onednn::cpu_engine;
+using onednn::Step;
 using onednn::user_scratchpad;
-
-/// A primitive and what one execution of it reads: its memory objects and arguments.
-struct Step {
-  dnnl::primitive primitive;
-  std::vector<dnnl::memory> memory;
-  std::vector<dnnl_exec_arg_t> args;
-
-  void add(int arg, dnnl::memory m) {
-    memory.push_back(std::move(m));
-    args.push_back({arg, memory.back().get()});
-  }
-};
 
 /// \p op's dims with the first replaced by \p count, and the view's strides, as a desc.
 Desc view_desc(const StridedOperand& op, std::int64_t count) {
@@ -101,29 +90,21 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
 
     dnnl::primitive_attr round_attr = user_scratchpad();
     if (scale != nullptr) round_attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
-    const auto round = [&](Step& step, const StridedOperand& op, const dnnl::memory& to,
-                           const dnnl::primitive_attr& attr, bool scaled) {
-      dnnl::memory from(view_desc(op, count), engine,
-                        const_cast<float*>(op.data + e0 * op.strides[0]));
-      const dnnl::reorder::primitive_desc rpd(from, to, attr);
-      step.primitive = dnnl::reorder(rpd);
-      step.add(DNNL_ARG_FROM, from);
-      step.add(DNNL_ARG_TO, to);
-      if (rpd.scratchpad_desc().get_size() > 0)
-        step.add(DNNL_ARG_SCRATCHPAD, dnnl::memory(rpd.scratchpad_desc(), engine));
-      if (scaled)
-        step.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
-                 dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a), engine,
-                              const_cast<float*>(scale)));
+    const auto view = [&](const StridedOperand& op) {
+      return dnnl::memory(view_desc(op, count), engine,
+                          const_cast<float*>(op.data + e0 * op.strides[0]));
     };
-    round(tile.round_a, a, a_bf16, round_attr, scale != nullptr);
-    round(tile.round_b, b, b_bf16, user_scratchpad(), false);
+    tile.round_a = onednn::reorder_step(view(a), a_bf16, round_attr);
+    if (scale != nullptr)
+      tile.round_a.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
+                       dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a), engine,
+                                    const_cast<float*>(scale)));
+    tile.round_b = onednn::reorder_step(view(b), b_bf16);
     tile.multiply.primitive = dnnl::matmul(pd);
     tile.multiply.add(DNNL_ARG_SRC, a_bf16);
     tile.multiply.add(DNNL_ARG_WEIGHTS, b_bf16);
     tile.multiply.add(DNNL_ARG_DST, dnnl::memory(out, engine, c + e0 * per_entry_));
-    if (pd.scratchpad_desc().get_size() > 0)
-      tile.multiply.add(DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), engine));
+    tile.multiply.add_scratchpad(pd.scratchpad_desc(), engine);
   }
 }
 
@@ -135,12 +116,8 @@ std::int64_t BatchedBf16Matmul::first_element(std::int64_t t) const noexcept {
 
 void BatchedBf16Matmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
-  for (const Step* step : {&tile.round_a, &tile.round_b, &tile.multiply})
-    if (dnnl_primitive_execute(step->primitive.get(), tile.stream.get(),
-                               static_cast<int>(step->args.size()),
-                               step->args.data()) != dnnl_success)
-      throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
-  if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+  if (!tile.round_a.run(tile.stream) || !tile.round_b.run(tile.stream) ||
+      !tile.multiply.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
     throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
 }
 

@@ -22,6 +22,7 @@ using DataType = dnnl::memory::data_type;
 using Tag = dnnl::memory::format_tag;
 using onednn::cpu_engine;
 using onednn::OneOpenMpThread;
+using onednn::Step;
 using onednn::user_scratchpad;
 
 /// One post-op: an activation, or a binary op whose other operand is read at
@@ -167,15 +168,10 @@ struct PackedMatmul::Impl {
     dnnl::memory packed_b;
   };
   struct Tile {
-    const Kind* kind = nullptr;
     dnnl::stream stream;
-    std::vector<dnnl::memory> memory;  // a, c, scratchpad, post-op operands
-    std::vector<dnnl_exec_arg_t> args;
-    // bf16: the reorder that rounds the tile's rows of A into `memory[0]`, and its
-    // arguments (A as given, that buffer).
-    dnnl::reorder round_a;
-    std::vector<dnnl::memory> round_memory;
-    std::vector<dnnl_exec_arg_t> round_args;
+    // bf16: rounds the tile's rows of A into the GEMM's A (empty otherwise).
+    Step round_a;
+    Step multiply;  // memory[0] / args[0]: A; then C, B, scratchpad, post-op operands
   };
   std::vector<Kind> kinds;  // at most two: the row bands differ by at most one row
   std::vector<Tile> tiles;
@@ -186,16 +182,19 @@ struct PackedMatmul::Impl {
   bool bf16 = false;
 
   /// Builds the kinds and tiles for C = A B (then \p post) into \p dst (bf16 values with
-  /// \p dst_bf16, else f32), in bfloat16 with \p bf16.
+  /// \p dst_bf16, else f32), in bfloat16 with \p bf16. B packed as a kind needs it is taken
+  /// from \p packed when there, else packed now.
   void build(MatrixRef a, MatrixRef b, void* dst, bool dst_bf16, std::int64_t m, std::int64_t k,
-             std::int64_t n, std::int64_t count, const std::vector<PostOp>& post, bool bf16);
+             std::int64_t n, std::int64_t count, const std::vector<PostOp>& post, bool bf16,
+             const std::vector<Kind>& packed = {});
   /// Points every tile's A at bf16 rows from \p a (dense [m, k]) and drops their rounding.
   void read_bf16(const void* a);
 };
 
 void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_bf16,
                                std::int64_t m_, std::int64_t k_, std::int64_t n_,
-                               std::int64_t count_, const std::vector<PostOp>& post_, bool bf16_) {
+                               std::int64_t count_, const std::vector<PostOp>& post_, bool bf16_,
+                               const std::vector<Kind>& packed) {
   a = a_, b = b_, m = m_, k = k_, n = n_, count = count_, post = post_, bf16 = bf16_;
   const DataType out_type = dst_bf16 ? DataType::bf16 : DataType::f32;
   const std::size_t out_size = dst_bf16 ? 2 : 4;
@@ -237,8 +236,9 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
     if (std::string_view(pd.impl_info_str()).starts_with("ref"))
       throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul");
     Kind kind{rows, dnnl::matmul(pd), pd.scratchpad_desc(), {}};
-    for (const Kind& other : kinds)
-      if (other.packed_b.get_desc() == pd.weights_desc()) kind.packed_b = other.packed_b;
+    for (const std::vector<Kind>* made : {static_cast<const std::vector<Kind>*>(&kinds), &packed})
+      for (const Kind& other : *made)
+        if (other.packed_b.get_desc() == pd.weights_desc()) kind.packed_b = other.packed_b;
     if (!kind.packed_b) {
       kind.packed_b = dnnl::memory(pd.weights_desc(), engine);
       dnnl::reorder(b_memory, kind.packed_b).execute(stream, b_memory, kind.packed_b);
@@ -252,39 +252,28 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
   for (std::int64_t t = 0; t < count; ++t) {
     const std::int64_t r0 = m * t / count, rows = m * (t + 1) / count - r0;
     Tile& tile = tiles[static_cast<std::size_t>(t)];
-    tile.kind = &kind_for(rows);
+    const Kind& kind = kind_for(rows);
     tile.stream = dnnl::stream(engine);
-    const auto add = [&](int arg, dnnl::memory memory) {
-      tile.memory.push_back(std::move(memory));
-      tile.args.push_back({arg, tile.memory.back().get()});
-    };
-    tile.memory.reserve(3 + post.size());
+    Step& mm = tile.multiply;
+    mm.primitive = kind.primitive;
     dnnl::memory given_a(Desc({rows, k}, DataType::f32, {a.row, a.col}), engine,
                          const_cast<float*>(a.data + r0 * a.row));
     if (bf16) {
       dnnl::memory rounded(a_desc(rows), engine);
-      const dnnl::reorder::primitive_desc round_pd(given_a, rounded, user_scratchpad());
-      tile.round_a = dnnl::reorder(round_pd);
-      tile.round_memory = {given_a, rounded};
-      tile.round_args = {{DNNL_ARG_FROM, given_a.get()}, {DNNL_ARG_TO, rounded.get()}};
-      if (round_pd.scratchpad_desc().get_size() > 0) {
-        tile.round_memory.emplace_back(round_pd.scratchpad_desc(), engine);
-        tile.round_args.push_back({DNNL_ARG_SCRATCHPAD, tile.round_memory.back().get()});
-      }
-      add(DNNL_ARG_SRC, rounded);
+      tile.round_a = onednn::reorder_step(given_a, rounded);
+      mm.add(DNNL_ARG_SRC, rounded);
     } else {
-      add(DNNL_ARG_SRC, given_a);
+      mm.add(DNNL_ARG_SRC, given_a);
     }
-    add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, out_type, {n, 1}), engine,
-                                   static_cast<std::byte*>(dst) + r0 * n * out_size));
-    tile.args.push_back({DNNL_ARG_WEIGHTS, tile.kind->packed_b.get()});
-    if (tile.kind->scratchpad.get_size() > 0)
-      add(DNNL_ARG_SCRATCHPAD, dnnl::memory(tile.kind->scratchpad, engine));
+    mm.add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, out_type, {n, 1}), engine,
+                                      static_cast<std::byte*>(dst) + r0 * n * out_size));
+    mm.add(DNNL_ARG_WEIGHTS, kind.packed_b);
+    mm.add_scratchpad(kind.scratchpad, engine);
     for (std::size_t i = 0; i < post.size(); ++i)
       if (post[i].binary)
-        add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
-            dnnl::memory(operand_desc(post[i], rows), engine,
-                         const_cast<float*>(post[i].data + r0 * post[i].row_stride)));
+        mm.add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+               dnnl::memory(operand_desc(post[i], rows), engine,
+                            const_cast<float*>(post[i].data + r0 * post[i].row_stride)));
   }
 }
 
@@ -294,13 +283,11 @@ void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
     const std::int64_t r0 = m * t / count, rows = m * (t + 1) / count - r0;
     Tile& tile = tiles[static_cast<std::size_t>(t)];
     tile.round_a = {};
-    tile.round_memory.clear();
-    tile.round_args.clear();
-    // memory[0] / args[0]: the primitive's A, a dense bf16 [rows, k].
-    tile.memory[0] =
+    Step& mm = tile.multiply;  // memory[0] / args[0]: the GEMM's A, a dense bf16 [rows, k]
+    mm.memory[0] =
         dnnl::memory(Desc({rows, k}, DataType::bf16, Tag::ab), engine,
                      const_cast<std::byte*>(static_cast<const std::byte*>(rows_bf16)) + r0 * k * 2);
-    tile.args[0].memory = tile.memory[0].get();
+    mm.args[0].memory = mm.memory[0].get();
   }
 }
 
@@ -342,7 +329,7 @@ bool PackedMatmul::write_bf16(void* out) {
   auto fresh = std::make_unique<Impl>();
   try {
     fresh->build(impl_->a, impl_->b, out, true, impl_->m, impl_->k, impl_->n, impl_->count,
-                 impl_->post, true);
+                 impl_->post, true, impl_->kinds);  // B as already packed
   } catch (const dnnl::error&) {
     return false;  // no such primitive: the output stays f32
   }
@@ -358,15 +345,10 @@ void PackedMatmul::read_bf16(const void* a) {
 
 void PackedMatmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
-  if (tile.round_a && dnnl_primitive_execute(tile.round_a.get(), tile.stream.get(),
-                                             static_cast<int>(tile.round_args.size()),
-                                             tile.round_args.data()) != dnnl_success)
+  if (!tile.round_a.run(tile.stream))
     throw DeviceError(cat("oneDNN could not round rows [", first_row(t), ", ", first_row(t + 1),
                           ") of ", m_, " to bf16"));
-  if (dnnl_primitive_execute(tile.kind->primitive.get(), tile.stream.get(),
-                             static_cast<int>(tile.args.size()),
-                             tile.args.data()) != dnnl_success ||
-      dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+  if (!tile.multiply.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
     throw DeviceError(
         cat("oneDNN matmul failed on rows [", first_row(t), ", ", first_row(t + 1), ") of ", m_));
 }

@@ -22,8 +22,7 @@ namespace kiln {
 
 /// CUDA C++ source that NVRTC compiles at run time for the context's GPU
 /// (`DeviceContext::compile_function(CudaSource{...})`). The PTX is cached by a hash of
-/// source, options and target, in memory and on disk (KILN_CACHE_DIR/ptx, else
-/// ~/.cache/kiln/ptx).
+/// source and target, in memory and on disk (KILN_CACHE_DIR/ptx, else ~/.cache/kiln/ptx).
 struct CudaSource {
   /// The translation unit, e.g. `extern "C" __global__ void scale(float* x, float s) {...}`.
   std::string code;

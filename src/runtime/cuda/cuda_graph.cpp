@@ -8,8 +8,6 @@
 namespace kiln::detail {
 namespace {
 
-CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 const char* update_result_name(CUgraphExecUpdateResult r) {
   switch (r) {
     case CU_GRAPH_EXEC_UPDATE_SUCCESS:
@@ -114,9 +112,9 @@ CUgraph CudaGraphExec::build(std::vector<GraphNodeDesc>& descs) {
           CUDA_MEMCPY3D p;
           std::memset(&p, 0, sizeof p);
           p.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-          p.srcDevice = address(d.src);
+          p.srcDevice = device_address(d.src);
           p.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-          p.dstDevice = address(d.dst);
+          p.dstDevice = device_address(d.dst);
           p.WidthInBytes = d.bytes;
           p.Height = 1;
           p.Depth = 1;
@@ -127,24 +125,9 @@ CUgraph CudaGraphExec::build(std::vector<GraphNodeDesc>& descs) {
           break;
         }
         case GraphNodeKind::memset: {
-          // 1-, 2- and 4-byte elements: one node; 8 and 16 bytes: one node per 32-bit word,
-          // a 2-D memset whose pitch is the element.
-          const bool words = d.pattern_size > 4;
-          if ((d.pattern_size != 1 && d.pattern_size % 2 != 0) || d.pattern_size > 16 ||
-              (words && d.pattern_size % 4 != 0))
-            throw InternalError(cat(what, ": elements of ", d.pattern_size, " bytes"));
-          const std::size_t element = words ? 4 : d.pattern_size;
-          for (std::size_t w = 0; w < (words ? d.pattern_size / 4 : 1); ++w) {
-            CUDA_MEMSET_NODE_PARAMS p;
-            std::memset(&p, 0, sizeof p);
-            unsigned int value = 0;
-            std::memcpy(&value, d.pattern.data() + 4 * w, element);
-            p.dst = address(d.dst) + 4 * w;
-            p.value = value;
-            p.elementSize = static_cast<unsigned int>(element);
-            p.width = words ? 1 : d.count;
-            p.height = words ? d.count : 1;
-            p.pitch = words ? d.pattern_size : d.count * element;
+          // A wide element is several CUDA nodes (see memset_params).
+          for (const CUDA_MEMSET_NODE_PARAMS& p :
+               memset_params(device_address(d.dst), d.count, d.pattern.data(), d.pattern_size)) {
             state_->check(
                 cu.cuGraphAddMemsetNode(&node, graph, dep_data, deps.size(), &p, state_->context),
                 what.c_str());

@@ -72,14 +72,32 @@ void CudaStreamState::check(CUresult r, const char* what) const {
                     static_cast<long>(r));
 }
 
+std::vector<CUDA_MEMSET_NODE_PARAMS> memset_params(CUdeviceptr dst, std::size_t count,
+                                                   const void* pattern, std::size_t size) {
+  const bool words = size > 4;
+  if ((size != 1 && size != 2 && size % 4 != 0) || size > 16)
+    throw InternalError(cat("memset of elements of ", size, " bytes"));
+  const std::size_t element = words ? 4 : size;
+  std::vector<CUDA_MEMSET_NODE_PARAMS> out(words ? size / 4 : 1);
+  for (std::size_t w = 0; w < out.size(); ++w) {
+    CUDA_MEMSET_NODE_PARAMS& p = out[w];
+    std::memset(&p, 0, sizeof p);
+    std::memcpy(&p.value, static_cast<const unsigned char*>(pattern) + 4 * w, element);
+    p.dst = dst + 4 * w;
+    p.elementSize = static_cast<unsigned int>(element);
+    p.width = words ? 1 : count;
+    p.height = words ? count : 1;
+    p.pitch = words ? size : count * element;
+  }
+  return out;
+}
+
 CudaCode::~CudaCode() {
   state->cu->cuCtxSetCurrent(state->context);
   state->cu->cuModuleUnload(module);
 }
 
 namespace {
-
-CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 /// The PTX of every process's NVRTC compilations, by source hash.
 PtxCache& ptx_cache() {
@@ -195,7 +213,7 @@ class CudaStream final : public StreamBackend {
       state_->cu->cuStreamSynchronize(state_->stream);
       state_->cu->cuMemFreeHost(ptr);
     } else {
-      state_->cu->cuMemFreeAsync(address(ptr), state_->stream);
+      state_->cu->cuMemFreeAsync(device_address(ptr), state_->stream);
     }
   }
 
@@ -256,35 +274,27 @@ class CudaStream final : public StreamBackend {
 
   void copy(void* dst, const void* src, std::size_t bytes) override {
     state_->make_current();
-    state_->check(state_->cu->cuMemcpyAsync(address(dst), address(src), bytes, state_->stream),
-                  "enqueue_copy (cuMemcpyAsync)");
+    state_->check(
+        state_->cu->cuMemcpyAsync(device_address(dst), device_address(src), bytes, state_->stream),
+        "enqueue_copy (cuMemcpyAsync)");
   }
 
   void fill(void* dst, std::size_t count, const void* pattern, std::size_t size) override {
     state_->make_current();
     const CudaDriver& cu = *state_->cu;
-    const CUdeviceptr d = address(dst);
-    if (size == 1) {
-      unsigned char v = 0;
-      std::memcpy(&v, pattern, 1);
-      state_->check(cu.cuMemsetD8Async(d, v, count, state_->stream), "enqueue_memset");
-    } else if (size == 2) {
-      unsigned short v = 0;
-      std::memcpy(&v, pattern, 2);
-      state_->check(cu.cuMemsetD16Async(d, v, count, state_->stream), "enqueue_memset");
-    } else if (size % 4 == 0 && size <= 16) {
-      // Each 32-bit word of the element is a column of a 2-D memset whose pitch is the
-      // element: one call per word.
-      for (std::size_t w = 0; w < size / 4; ++w) {
-        unsigned int v = 0;
-        std::memcpy(&v, static_cast<const unsigned char*>(pattern) + 4 * w, 4);
-        const CUresult r =
-            size == 4 ? cu.cuMemsetD32Async(d, v, count, state_->stream)
-                      : cu.cuMemsetD2D32Async(d + 4 * w, size, v, 1, count, state_->stream);
-        state_->check(r, "enqueue_memset");
-      }
-    } else {
-      throw InternalError(cat("enqueue_memset: elements of ", size, " bytes"));
+    for (const CUDA_MEMSET_NODE_PARAMS& p :
+         memset_params(device_address(dst), count, pattern, size)) {
+      const CUstream s = state_->stream;
+      CUresult r = CUDA_SUCCESS;
+      if (p.height != 1)
+        r = cu.cuMemsetD2D32Async(p.dst, p.pitch, p.value, p.width, p.height, s);
+      else if (p.elementSize == 1)
+        r = cu.cuMemsetD8Async(p.dst, static_cast<unsigned char>(p.value), p.width, s);
+      else if (p.elementSize == 2)
+        r = cu.cuMemsetD16Async(p.dst, static_cast<unsigned short>(p.value), p.width, s);
+      else
+        r = cu.cuMemsetD32Async(p.dst, p.value, p.width, s);
+      state_->check(r, "enqueue_memset");
     }
   }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/cuda/driver.hpp"
 #include "runtime/device_code.hpp"
@@ -62,6 +63,17 @@ struct CudaCode final : DeviceCode {
   CUfunction function = nullptr;
   ~CudaCode() override;
 };
+
+/// The device address of \p p (unified addressing: host pointers too).
+inline CUdeviceptr device_address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+/// The memsets that set \p count elements of \p size bytes at \p dst to \p pattern, as
+/// the driver takes them (elements of 1, 2 or 4 bytes): one for elements of 1, 2 and 4
+/// bytes (height 1); for 8 and 16, one per 32-bit word, a column of a 2-D memset whose
+/// pitch is the element. What a stream enqueues and a graph adds as nodes.
+/// \throws InternalError for another element size.
+std::vector<CUDA_MEMSET_NODE_PARAMS> memset_params(CUdeviceptr dst, std::size_t count,
+                                                   const void* pattern, std::size_t size);
 
 /// The CUDA backend on \p device through \p driver (tests pass a fake).
 /// \throws UserError for a device index this machine does not have.
