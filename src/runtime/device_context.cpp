@@ -220,6 +220,14 @@ void DeviceContext::enqueue_host(detail::HostCallback fn) const {
   impl_->host_function(std::move(fn));
 }
 
+void DeviceContext::enqueue_cuda(detail::CudaWork fn) const {
+  if (!device().is_cuda())
+    throw UserError(detail::cat("enqueue_cuda_work: ", device(),
+                                " has no CUDA stream; CUDA libraries' work runs on a CUDA "
+                                "context (Device::cuda(n))"));
+  impl_->cuda_work(std::move(fn));
+}
+
 void DeviceContext::check_host_callable(const std::string& name) const {
   if (device().is_cuda())
     throw UserError(detail::cat("compile_function: '", name, "' is a C++ callable, which runs on ",

@@ -49,6 +49,11 @@ DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
     detail::check_launch("DeviceGraphBuilder::add_function", node.kernel);
     detail::check_kernel_device("DeviceGraphBuilder::add_function", node.kernel, ctx_.device());
   }
+  if (node.kind == detail::GraphNodeKind::cuda_work && !ctx_.device().is_cuda())
+    throw UserError(detail::cat("DeviceGraphBuilder::add_cuda_work: the graph is for ",
+                                ctx_.device(),
+                                ", which has no CUDA stream; build it with a CUDA context "
+                                "(Device::cuda(n))"));
   node.dependencies.reserve(dependencies.nodes().size());
   for (const DeviceGraphNode& dep : dependencies.nodes()) {
     check_node(dep, detail::cat("dependency of new node ", index).c_str());

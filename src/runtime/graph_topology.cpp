@@ -30,6 +30,8 @@ const char* kind_name(GraphNodeKind kind) {
       return "empty";
     case GraphNodeKind::child:
       return "child graph";
+    case GraphNodeKind::cuda_work:
+      return "CUDA work";
   }
   return "?";
 }

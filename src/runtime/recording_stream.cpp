@@ -81,6 +81,12 @@ class RecordingStream final : public StreamBackend {
     node.host = std::move(fn);
     record(std::move(node));
   }
+  void cuda_work(CudaWork fn) override {
+    GraphNodeDesc node;
+    node.kind = GraphNodeKind::cuda_work;
+    node.cuda_work = std::move(fn);
+    record(std::move(node));
+  }
 
   std::shared_ptr<EventState> create_event() override { return std::make_shared<RecordingEvent>(); }
   void record(const std::shared_ptr<EventState>&) override {

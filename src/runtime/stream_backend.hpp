@@ -62,6 +62,9 @@ class StreamBackend {
   virtual void fill(void* dst, std::size_t count, const void* pattern,
                     std::size_t pattern_size) = 0;
   virtual void host_function(HostCallback fn) = 0;
+  /// Calls \p fn with the backend's native stream (CUDA: the CUstream) for another library
+  /// to enqueue on. Only CUDA streams have one (DeviceContext checks before calling).
+  virtual void cuda_work(CudaWork fn) = 0;
 
   virtual std::shared_ptr<EventState> create_event() = 0;
   virtual void record(const std::shared_ptr<EventState>& event) = 0;

@@ -87,6 +87,10 @@ class CudaBackend : public ::testing::TestWithParam<bool> {
     return ctx.compile_function(CudaModule{"fake module: axpy", "axpy"});
   }
   static FakeCuda& fake() { return FakeCuda::get(); }
+  /// The driver the context runs on, for work enqueued as another library would.
+  static const detail::CudaDriver& driver() {
+    return gpu() ? detail::CudaDriver::instance() : fake().driver();
+  }
 };
 
 #define KILN_FAKE_ONLY(why) \
@@ -377,6 +381,126 @@ TEST_P(CudaBackend, ChildGraphsAndCapturedWorkNest) {
   KILN_EXPECT_THROW_MSG(
       DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) { b.add_child_graph(cpu_graph, {}); }),
       UserError, "built for another context");
+}
+
+/// Sets \p count 32-bit words at \p dst to \p value on \p stream, as a library would.
+void set_words(const detail::CudaDriver& cu, void* stream, std::int32_t* dst, std::size_t count,
+               std::int32_t value) {
+  const CUresult r = cu.cuMemsetD32Async(detail::device_address(dst), static_cast<unsigned>(value),
+                                         count, static_cast<CUstream>(stream));
+  if (r != CUDA_SUCCESS) throw std::runtime_error("cuMemsetD32Async failed");
+}
+
+TEST_P(CudaBackend, CudaWorkRunsInStreamOrderAndIsCapturedIntoGraphs) {
+  DeviceContext ctx = context();
+  const detail::CudaDriver& cu = driver();
+  auto x = ctx.enqueue_create_buffer<std::int32_t>(64);
+  auto out = ctx.enqueue_create_host_buffer<std::int32_t>(64);
+  // Eagerly: between two kiln operations, in their order.
+  ctx.enqueue_memset(x, 1);
+  void* seen = nullptr;
+  ctx.enqueue_cuda_work([&](void* stream) {
+    seen = stream;
+    set_words(cu, stream, x.data(), 32, 7);
+  });
+  EXPECT_NE(seen, nullptr);
+  ctx.enqueue_copy(out, x);
+  ctx.synchronize();
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(out[i], i < 32 ? 7 : 1) << i;
+
+  // In a graph: captured once, when the graph is built, and run by every replay between
+  // its dependencies and its dependents.
+  int captures = 0, value = 5;
+  std::vector<std::int32_t> at_host;
+  const auto build = [&](DeviceGraphBuilder& b) {
+    auto clear = b.add_memset(x, 0, {});
+    auto work = b.add_cuda_work(
+        [&, v = value](void* stream) {
+          ++captures;
+          EXPECT_NE(stream, seen);  // a stream in capture, not the context's
+          set_words(cu, stream, x.data() + 16, 16, v);
+        },
+        {clear});
+    b.set_label(work, "library call");
+    auto copy = b.add_copy(out, x, work);
+    b.add_host_function([&] { at_host.push_back(out[16] + out[15]); }, copy);
+  };
+  auto graph = DeviceGraph::create(ctx, build);
+  EXPECT_EQ(captures, 1);
+  EXPECT_NE(graph.to_dot().find("library call"), std::string::npos);
+  for (int replay = 0; replay < 3; ++replay) graph.replay();
+  ctx.synchronize();
+  EXPECT_EQ(captures, 1);
+  EXPECT_EQ(at_host, (std::vector<std::int32_t>{5, 5, 5}));
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(out[i], i >= 16 && i < 32 ? 5 : 0) << i;
+  if (!gpu()) {
+    const auto& g = *fake().last_instantiated;
+    ASSERT_EQ(g.nodes.size(), 4u);
+    EXPECT_EQ(g.nodes[1]->type, CU_GRAPH_NODE_TYPE_GRAPH);
+    EXPECT_EQ(g.index_of(g.nodes[1]->dependencies.at(0)), 0);
+    EXPECT_EQ(g.index_of(g.nodes[2]->dependencies.at(0)), 1);
+    ASSERT_EQ(g.nodes[1]->child->nodes.size(), 1u);
+    EXPECT_EQ(g.nodes[1]->child->nodes[0]->type, CU_GRAPH_NODE_TYPE_MEMSET);
+    EXPECT_EQ(fake().live_streams, 1);  // the capture stream is gone
+  }
+
+  // An update captures the work again, with its new parameters.
+  value = 9;
+  graph.update(build);
+  EXPECT_EQ(captures, 2);
+  graph.replay();
+  ctx.synchronize();
+  EXPECT_EQ(at_host.back(), 9);
+
+  // A recording context adds CUDA work as a node too.
+  auto recorded = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    DeviceContext rec = b.recording_context();
+    rec.enqueue_memset(x, 3);
+    rec.enqueue_cuda_work([&](void* stream) { set_words(cu, stream, x.data(), 1, 4); });
+    rec.enqueue_copy(out, x);
+  });
+  recorded.replay();
+  ctx.synchronize();
+  EXPECT_EQ(out[0], 4);
+  EXPECT_EQ(out[1], 3);
+}
+
+TEST_P(CudaBackend, CudaWorkThatCannotBeCapturedSaysWhy) {
+  DeviceContext ctx = context();
+  const detail::CudaDriver& cu = driver();
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(
+          ctx,
+          [&](DeviceGraphBuilder& b) {
+            b.add_cuda_work(
+                [&](void* stream) { cu.cuStreamSynchronize(static_cast<CUstream>(stream)); }, {});
+          }),
+      DeviceError, "could not be captured");
+  try {
+    DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+      b.add_cuda_work([](void*) { throw std::runtime_error("the library refused"); }, {});
+    });
+    ADD_FAILURE() << "expected the work's exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "the library refused");
+  }
+  // The context is still usable, and nothing leaked.
+  auto x = ctx.enqueue_create_buffer<std::int32_t>(4);
+  ctx.enqueue_cuda_work([&](void* stream) { set_words(cu, stream, x.data(), 4, 2); });
+  std::vector<std::int32_t> out(4);
+  ctx.enqueue_copy(out, x);
+  ctx.synchronize();
+  EXPECT_EQ(out, (std::vector<std::int32_t>{2, 2, 2, 2}));
+  if (!gpu()) {
+    EXPECT_EQ(fake().live_streams, 1);
+    EXPECT_EQ(fake().captures, 2);
+  }
+
+  DeviceContext cpu;
+  KILN_EXPECT_THROW_MSG(cpu.enqueue_cuda_work([](void*) {}), UserError, "cpu:0 has no CUDA stream");
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(cpu, [](DeviceGraphBuilder& b) { b.add_cuda_work([](void*) {}, {}); }),
+      UserError, "add_cuda_work: the graph is for cpu:0, which has no CUDA stream");
 }
 
 TEST_P(CudaBackend, CompiledGraphsSayTheyNeedACpuContext) {

@@ -1,5 +1,6 @@
 #include "fake_cuda_driver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +25,12 @@ struct FakeEvent {
 };
 struct FakeExec {
   std::shared_ptr<FakeGraph> graph;
+};
+/// A stream; in capture, work enqueued on it becomes nodes of `capture`, each depending on
+/// the one before, instead of running.
+struct FakeStream {
+  std::unique_ptr<FakeGraph> capture;
+  bool invalidated = false;
 };
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
@@ -87,6 +94,31 @@ CUresult add_node(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::siz
   return CUDA_SUCCESS;
 }
 
+/// \p s when it is capturing (the null stream never is).
+FakeStream* capturing(CUstream s) {
+  auto* stream = reinterpret_cast<FakeStream*>(s);
+  return stream != nullptr && stream->capture ? stream : nullptr;
+}
+
+/// Appends \p node to \p s's capture after the node captured before it.
+CUresult capture(FakeStream* s, std::unique_ptr<FakeNode> node) {
+  if (!s->capture->nodes.empty()) node->dependencies.push_back(s->capture->nodes.back().get());
+  s->capture->nodes.push_back(std::move(node));
+  return CUDA_SUCCESS;
+}
+
+/// A memset node of \p p, or runs it now when \p stream is not capturing.
+CUresult memset_on(CUstream stream, const CUDA_MEMSET_NODE_PARAMS& p) {
+  if (FakeStream* s = capturing(stream)) {
+    auto node = std::make_unique<FakeNode>();
+    node->type = CU_GRAPH_NODE_TYPE_MEMSET;
+    node->memset = p;
+    return capture(s, std::move(node));
+  }
+  memset_2d(p);
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 int FakeGraph::index_of(const FakeNode* node) const {
@@ -127,6 +159,9 @@ const detail::CudaDriver& FakeCuda::driver() const {
       switch (r) {
         case CUDA_ERROR_ILLEGAL_ADDRESS:
           *text = "an illegal memory access was encountered";
+          break;
+        case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+          *text = "operation failed due to a previous error during capture";
           break;
         case CUDA_ERROR_NOT_FOUND:
           *text = "named symbol not found";
@@ -221,26 +256,32 @@ const detail::CudaDriver& FakeCuda::driver() const {
       std::free(p);
       return CUDA_SUCCESS;
     };
-    d.cuMemcpyAsync = [](CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream) {
+    d.cuMemcpyAsync = [](CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream stream) {
+      if (FakeStream* s = capturing(stream)) {
+        auto node = std::make_unique<FakeNode>();
+        node->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+        node->copy.srcMemoryType = node->copy.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+        node->copy.srcDevice = src;
+        node->copy.dstDevice = dst;
+        node->copy.WidthInBytes = n;
+        node->copy.Height = node->copy.Depth = 1;
+        return capture(s, std::move(node));
+      }
       std::memcpy(host(dst), host(src), n);
       return CUDA_SUCCESS;
     };
-    d.cuMemsetD8Async = [](CUdeviceptr dst, unsigned char v, std::size_t n, CUstream) {
-      std::memset(host(dst), v, n);
-      return CUDA_SUCCESS;
+    d.cuMemsetD8Async = [](CUdeviceptr dst, unsigned char v, std::size_t n, CUstream stream) {
+      return memset_on(stream, CUDA_MEMSET_NODE_PARAMS{dst, 0, v, 1, n, 1});
     };
-    d.cuMemsetD16Async = [](CUdeviceptr dst, unsigned short v, std::size_t n, CUstream) {
-      for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<char*>(host(dst)) + 2 * i, &v, 2);
-      return CUDA_SUCCESS;
+    d.cuMemsetD16Async = [](CUdeviceptr dst, unsigned short v, std::size_t n, CUstream stream) {
+      return memset_on(stream, CUDA_MEMSET_NODE_PARAMS{dst, 0, v, 2, n, 1});
     };
-    d.cuMemsetD32Async = [](CUdeviceptr dst, unsigned int v, std::size_t n, CUstream) {
-      for (std::size_t i = 0; i < n; ++i) std::memcpy(static_cast<char*>(host(dst)) + 4 * i, &v, 4);
-      return CUDA_SUCCESS;
+    d.cuMemsetD32Async = [](CUdeviceptr dst, unsigned int v, std::size_t n, CUstream stream) {
+      return memset_on(stream, CUDA_MEMSET_NODE_PARAMS{dst, 0, v, 4, n, 1});
     };
     d.cuMemsetD2D32Async = [](CUdeviceptr dst, std::size_t pitch, unsigned int v, std::size_t width,
-                              std::size_t height, CUstream) {
-      memset_2d(CUDA_MEMSET_NODE_PARAMS{dst, pitch, v, 4, width, height});
-      return CUDA_SUCCESS;
+                              std::size_t height, CUstream stream) {
+      return memset_on(stream, CUDA_MEMSET_NODE_PARAMS{dst, pitch, v, 4, width, height});
     };
     d.cuModuleLoadData = [](CUmodule* m, const void* image) {
       const std::string text(static_cast<const char*>(image));
@@ -275,7 +316,7 @@ const detail::CudaDriver& FakeCuda::driver() const {
       return CUDA_SUCCESS;
     };
     d.cuLaunchKernel = [](CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                          unsigned by, unsigned bz, unsigned, CUstream, void** params,
+                          unsigned by, unsigned bz, unsigned, CUstream stream, void** params,
                           void** extra) {
       if (params != nullptr) return CUDA_ERROR_INVALID_VALUE;  // kiln packs into `extra`
       const unsigned char* args = nullptr;
@@ -286,25 +327,64 @@ const detail::CudaDriver& FakeCuda::driver() const {
         args = static_cast<const unsigned char*>(extra[1]);
       }
       const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+      if (FakeStream* s = capturing(stream)) {
+        auto node = std::make_unique<FakeNode>();
+        node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+        node->function = f;
+        std::copy(grid, grid + 3, node->grid);
+        std::copy(block, block + 3, node->block);
+        if (args != nullptr) node->args.assign(args, args + *static_cast<std::size_t*>(extra[3]));
+        return capture(s, std::move(node));
+      }
       return record_error(run_kernel(f, grid, block, args));
     };
-    d.cuLaunchHostFunc = [](CUstream, CUhostFn fn, void* data) {
+    d.cuLaunchHostFunc = [](CUstream stream, CUhostFn fn, void* data) {
+      if (FakeStream* s = capturing(stream)) {
+        auto node = std::make_unique<FakeNode>();
+        node->type = CU_GRAPH_NODE_TYPE_HOST;
+        node->host.fn = fn;
+        node->host.userData = data;
+        return capture(s, std::move(node));
+      }
       fn(data);
       return CUDA_SUCCESS;
     };
     d.cuStreamCreate = [](CUstream* s, unsigned) {
       ++fake().live_streams;
-      *s = reinterpret_cast<CUstream>(new int(0));
+      *s = reinterpret_cast<CUstream>(new FakeStream);
       return CUDA_SUCCESS;
     };
     d.cuStreamDestroy = [](CUstream s) {
       --fake().live_streams;
-      delete reinterpret_cast<int*>(s);
+      delete reinterpret_cast<FakeStream*>(s);
       return CUDA_SUCCESS;
     };
-    d.cuStreamSynchronize = [](CUstream) {
+    d.cuStreamSynchronize = [](CUstream stream) {
+      if (FakeStream* s = capturing(stream)) {  // not allowed in capture: it invalidates it
+        s->invalidated = true;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      }
       const CUresult r = fake().sticky_error;
       return r;  // sticky, as a real context's fault is
+    };
+    d.cuStreamBeginCapture = [](CUstream stream, CUstreamCaptureMode) {
+      auto* s = reinterpret_cast<FakeStream*>(stream);
+      if (s == nullptr || s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+      s->capture = std::make_unique<FakeGraph>();
+      s->invalidated = false;
+      ++fake().captures;
+      return CUDA_SUCCESS;
+    };
+    d.cuStreamEndCapture = [](CUstream stream, CUgraph* graph) {
+      FakeStream* s = capturing(stream);
+      if (s == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+      std::unique_ptr<FakeGraph> captured = std::move(s->capture);
+      if (s->invalidated) {
+        *graph = nullptr;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      }
+      *graph = reinterpret_cast<CUgraph>(captured.release());
+      return CUDA_SUCCESS;
     };
     d.cuStreamWaitEvent = [](CUstream, CUevent, unsigned) { return CUDA_SUCCESS; };
     d.cuEventCreate = [](CUevent* e, unsigned) {

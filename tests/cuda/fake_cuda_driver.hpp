@@ -66,6 +66,7 @@ struct FakeCuda {
   // What happened.
   int live_allocations = 0, live_streams = 0, live_contexts = 0, live_graph_execs = 0;
   int kernel_launches = 0, graph_launches = 0, graph_updates = 0, instantiations = 0;
+  int captures = 0;                     // cuStreamBeginCapture calls
   CUcontext current_context = nullptr;  // this process's, not per thread: tests use one
   int context_switches = 0;             // cuCtxSetCurrent calls
   std::vector<std::string> loaded_images;

@@ -183,6 +183,20 @@ class DeviceContext {
     enqueue_host(detail::HostCallback(std::forward<F>(fn)));
   }
 
+  /// Lets another CUDA library (cuBLAS, cuDNN, NCCL, kernels launched through the CUDA
+  /// runtime) enqueue work in this context's stream order: calls \p fn(stream) now, on
+  /// the calling thread, with the device's primary CUDA context current; `stream` is this
+  /// context's `CUstream` (a `cudaStream_t`), passed as `void*`. \p fn should only enqueue
+  /// asynchronous work on `stream` (work it puts on other streams is not ordered with this
+  /// one). On a recording context the call adds a node, as
+  /// `DeviceGraphBuilder::add_cuda_work` does. An exception \p fn throws propagates.
+  /// \throws UserError on a CPU context.
+  template <class F>
+  requires std::is_invocable_v < const std::decay_t<F>
+  &, void* > void enqueue_cuda_work(F&& fn) const {
+    enqueue_cuda(detail::CudaWork(std::forward<F>(fn)));
+  }
+
   // ---- ordering -----------------------------------------------------------------------
 
   /// A new, unrecorded event usable with any context.
@@ -232,6 +246,7 @@ class DeviceContext {
   void enqueue_fill(void* dst, std::size_t count, const void* pattern,
                     std::size_t pattern_size) const;
   void enqueue_host(detail::HostCallback fn) const;
+  void enqueue_cuda(detail::CudaWork fn) const;
   void check_function_device(Device function_device, const std::string& name) const;
 
   std::shared_ptr<detail::StreamBackend> impl_;

@@ -32,7 +32,7 @@ namespace detail {
 class GraphExec;
 struct RecordingState;
 
-enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, child };
+enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, child, cuda_work };
 
 /// One recorded node, backend-neutral: what to run and what it waits for.
 struct GraphNodeDesc {
@@ -47,6 +47,7 @@ struct GraphNodeDesc {
   std::size_t pattern_size = 0;             // memset
   HostCallback host;                        // host
   std::shared_ptr<const GraphExec> child;   // child
+  CudaWork cuda_work;                       // cuda_work: called when the graph is built
   std::string label;                        // any kind: shown in DOT, traces, errors
 };
 }  // namespace detail
@@ -143,6 +144,22 @@ class DeviceGraphBuilder {
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::host;
     node.host = detail::HostCallback(std::forward<F>(fn));
+    return add(std::move(node), dependencies);
+  }
+
+  /// Work another CUDA library enqueues (cuBLAS, cuDNN, NCCL, CUDA-runtime launches), as
+  /// one node: when the graph is instantiated, and again on each `update`, \p fn(stream)
+  /// is called once on the calling thread with `stream` (a `CUstream`, as `void*`) in
+  /// CUDA stream capture; what it enqueues there becomes a child graph that every replay
+  /// runs. \p fn should only enqueue asynchronous work on `stream`: calls that capture
+  /// forbids (synchronizing, most allocations) make instantiation throw DeviceError.
+  /// \throws UserError on a CPU context's builder.
+  template <class F>
+  requires std::is_invocable_v < const std::decay_t<F>
+  &, void* > DeviceGraphNode add_cuda_work(F&& fn, const DeviceGraphDependencies& dependencies) {
+    detail::GraphNodeDesc node;
+    node.kind = detail::GraphNodeKind::cuda_work;
+    node.cuda_work = detail::CudaWork(std::forward<F>(fn));
     return add(std::move(node), dependencies);
   }
 

@@ -108,5 +108,7 @@ class InlineFunction<R(Args...), Capacity> {
 
 /// A host callback run in stream order (small enough to nest inside a BlockRunner).
 using HostCallback = InlineFunction<void(), 96>;
+/// Work another CUDA library enqueues on a stream it is given (a CUstream, as void*).
+using CudaWork = InlineFunction<void(void*), 96>;
 
 }  // namespace kiln::detail

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/str.hpp"
+#include "kiln/core/error.hpp"
 
 namespace kiln::detail {
 
@@ -120,6 +121,8 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
     case GraphNodeKind::empty:
       node.work.body = [](std::uint64_t, std::uint64_t) {};
       break;
+    case GraphNodeKind::cuda_work:
+      throw InternalError("a CUDA work node reached a CPU graph (the builder checks the device)");
     case GraphNodeKind::child: {
       // The topology keeps the child alive; its identity cannot change in an update.
       const auto* child = dynamic_cast<const CpuGraphExec*>(d.child.get());

@@ -184,6 +184,10 @@ class CpuStream final : public StreamBackend {
     push(std::move(c));
   }
 
+  void cuda_work(CudaWork) override {
+    throw InternalError("CUDA work reached a CPU stream (DeviceContext checks the device)");
+  }
+
   std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
     // A static schedule over more participants than cores would wait on descheduled ones.
     return std::make_shared<CpuGraphExec>(std::move(nodes),

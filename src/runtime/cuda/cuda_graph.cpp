@@ -151,6 +151,15 @@ CUgraph CudaGraphExec::build(std::vector<GraphNodeDesc>& descs) {
           state_->check(cu.cuGraphAddEmptyNode(&node, graph, dep_data, deps.size()), what.c_str());
           ends[i].push_back(node);
           break;
+        case GraphNodeKind::cuda_work: {
+          const CUgraph captured = capture(d.cuda_work, what);
+          const CUresult r =
+              cu.cuGraphAddChildGraphNode(&node, graph, dep_data, deps.size(), captured);
+          cu.cuGraphDestroy(captured);  // the node holds a copy
+          state_->check(r, what.c_str());
+          ends[i].push_back(node);
+          break;
+        }
         case GraphNodeKind::child: {
           const auto* child = dynamic_cast<const CudaGraphExec*>(d.child.get());
           if (child == nullptr)
@@ -168,6 +177,42 @@ CUgraph CudaGraphExec::build(std::vector<GraphNodeDesc>& descs) {
     throw;
   }
   return graph;
+}
+
+CUgraph CudaGraphExec::capture(const CudaWork& work, const std::string& what) const {
+  const CudaDriver& cu = *state_->cu;
+  CUstream stream = nullptr;
+  state_->check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), what.c_str());
+  CUgraph captured = nullptr;
+  CUresult ended = CUDA_SUCCESS;
+  try {
+    // Thread-local mode: only this thread's unsafe calls (synchronizing, allocating)
+    // invalidate the capture; other threads' CUDA work goes on as usual.
+    state_->check(cu.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                  what.c_str());
+    try {
+      work(stream);
+    } catch (...) {
+      cu.cuStreamEndCapture(stream, &captured);
+      if (captured != nullptr) cu.cuGraphDestroy(captured);
+      throw;
+    }
+    ended = cu.cuStreamEndCapture(stream, &captured);
+  } catch (...) {
+    cu.cuStreamDestroy(stream);
+    throw;
+  }
+  cu.cuStreamDestroy(stream);
+  if (ended != CUDA_SUCCESS || captured == nullptr) {
+    if (captured != nullptr) cu.cuGraphDestroy(captured);
+    throw DeviceError(
+        cat(what, ": its CUDA work could not be captured into the graph (", cu.error_text(ended),
+            "); the work must only enqueue asynchronous operations on the stream "
+            "it is given: no synchronization, no cudaMalloc or cudaFree, no "
+            "waiting on work outside the capture"),
+        static_cast<long>(ended));
+  }
+  return captured;
 }
 
 void CudaGraphExec::launch() const {

@@ -46,6 +46,8 @@ class CudaGraphExec final : public GraphExec {
   };
   /// A CUDA graph of \p descs (host callbacks moved into new slots).
   CUgraph build(std::vector<GraphNodeDesc>& descs);
+  /// What \p work enqueues on a stream in capture, as a graph; \p what names the node.
+  CUgraph capture(const CudaWork& work, const std::string& what) const;
   static void run_host_slot(void* slot);
 
   std::shared_ptr<const CudaStreamState> state_;

@@ -306,6 +306,11 @@ class CudaStream final : public StreamBackend {
     call.release();  // run_host_call owns it now
   }
 
+  void cuda_work(CudaWork fn) override {
+    state_->make_current();
+    fn(state_->stream);
+  }
+
   std::shared_ptr<EventState> create_event() override {
     return std::make_shared<CudaEvent>(state_);
   }

@@ -26,6 +26,7 @@ struct CudaDriver {
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetParamInfo) \
   X(cuLaunchKernel) X(cuLaunchHostFunc) \
   X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamWaitEvent) \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventQuery) \
   X(cuEventSynchronize) X(cuEventElapsedTime) \
   X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) \
