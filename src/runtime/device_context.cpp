@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <ostream>
 #include <string_view>
 #include <thread>
@@ -22,6 +23,22 @@ int cores_available() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void* block_shared_memory(std::size_t bytes) {
+  struct Buffer {
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    ~Buffer() { ::operator delete (data, std::align_val_t{64}); }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.size) {
+    auto* grown = static_cast<std::byte*>(::operator new (bytes, std::align_val_t{64}));
+    ::operator delete (buffer.data, std::align_val_t{64});
+    buffer.data = grown;
+    buffer.size = bytes;
+  }
+  return buffer.data;
 }
 }  // namespace detail
 

@@ -92,9 +92,12 @@ std::string GraphTopology::to_dot() const {
     const Node& node = nodes_[i];
     std::string label = cat(i, ": ", kind_name(node.kind));
     if (!node.label.empty()) label += cat("\\n", dot_escape(node.label));
-    if (node.kernel)
+    if (node.kernel) {
       label += cat(" '", dot_escape(node.kernel->name), "'\\ngrid ", node.config.grid_dim,
                    " block ", node.config.block_dim);  // \\n: DOT's line break
+      if (node.config.dynamic_shared_bytes > 0)
+        label += cat(" shared ", node.config.dynamic_shared_bytes, " B");
+    }
     out += cat("  n", i, " [label=\"", label, "\"];\n");
     for (std::uint32_t dep : node.dependencies) out += cat("  n", dep, " -> n", i, ";\n");
   }

@@ -50,6 +50,25 @@ FakeKernel axpy_kernel() {
           }};
 }
 
+/// Reverses x[0, n) through the block's dynamic shared memory: (int* x, int n).
+FakeKernel reverse_kernel() {
+  return {{8, 4}, [](const unsigned char* args, const unsigned*, const unsigned*) {
+            auto* x = arg<int*>(args, 0);
+            const auto n = arg<int>(args, 8);
+            std::vector<int> copy(x, x + n);
+            for (int i = 0; i < n; ++i) x[i] = copy[static_cast<std::size_t>(n - 1 - i)];
+            return CUDA_SUCCESS;
+          }};
+}
+
+const char* const kReverseSource =
+    "extern \"C\" __global__ void reverse(int* x, int n) {\n"
+    "  extern __shared__ int s[];\n"
+    "  for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = x[i];\n"
+    "  __syncthreads();\n"
+    "  for (int i = threadIdx.x; i < n; i += blockDim.x) x[i] = s[n - 1 - i];\n"
+    "}\n";
+
 const char* const kAxpySource =
     "extern \"C\" __global__ void axpy(float* y, const float* x, float a, int n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -71,6 +90,7 @@ class CudaBackend : public ::testing::TestWithParam<bool> {
     }
     FakeCuda::get().reset();
     FakeCuda::get().kernels["axpy"] = axpy_kernel();
+    FakeCuda::get().kernels["reverse"] = reverse_kernel();
     FakeCuda::get().kernels["fault"] = {{},
                                         [](const unsigned char*, const unsigned*, const unsigned*) {
                                           return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -501,6 +521,51 @@ TEST_P(CudaBackend, CudaWorkThatCannotBeCapturedSaysWhy) {
   KILN_EXPECT_THROW_MSG(
       DeviceGraph::create(cpu, [](DeviceGraphBuilder& b) { b.add_cuda_work([](void*) {}, {}); }),
       UserError, "add_cuda_work: the graph is for cpu:0, which has no CUDA stream");
+}
+
+TEST_P(CudaBackend, DynamicSharedMemoryBeyondTheDefaultIsAskedForAndChecked) {
+  DeviceContext ctx = context();
+  const auto reverse = gpu() ? ctx.compile_function(CudaSource{kReverseSource, "reverse"})
+                             : ctx.compile_function(CudaModule{"fake module: reverse", "reverse"});
+  constexpr int n = 20'000;  // 80 000 bytes: more than a block gets without asking
+  constexpr std::uint32_t bytes = n * sizeof(int);
+  std::vector<int> host(n);
+  for (int i = 0; i < n; ++i) host[static_cast<std::size_t>(i)] = i;
+  auto x = ctx.enqueue_create_buffer<int>(n);
+  ctx.enqueue_copy(x, host);
+  ctx.enqueue_function(reverse, LaunchConfig{1, 256, bytes}, x.data(), n);
+  std::vector<int> out(n);
+  ctx.enqueue_copy(out, x);
+  ctx.synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[static_cast<std::size_t>(i)], n - 1 - i) << i;
+  if (!gpu()) {
+    EXPECT_EQ(fake().last_shared_bytes, bytes);
+    EXPECT_EQ(fake().kernels["reverse"].max_dynamic_shared, static_cast<int>(bytes));
+  }
+
+  // In a graph: the kernel node carries the size; a replay reverses again.
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    b.add_function(reverse, LaunchConfig{1, 256, bytes}, {}, x.data(), n);
+  });
+  EXPECT_NE(graph.to_dot().find("shared 80000 B"), std::string::npos) << graph.to_dot();
+  graph.replay();
+  ctx.enqueue_copy(out, x);
+  ctx.synchronize();
+  for (int i = 0; i < n; ++i) ASSERT_EQ(out[static_cast<std::size_t>(i)], i) << i;
+  if (!gpu()) {
+    EXPECT_EQ(fake().last_instantiated->nodes.at(0)->shared_bytes, bytes);
+  }
+
+  // More than the device has: said before anything is enqueued.
+  KILN_EXPECT_THROW_MSG(
+      ctx.enqueue_function(reverse, LaunchConfig{1, 256, 300'000}, x.data(), n), UserError,
+      "kernel 'reverse' asks for 300000 bytes of dynamic shared memory per block, but cuda:0");
+  KILN_EXPECT_THROW_MSG(
+      DeviceGraph::create(ctx,
+                          [&](DeviceGraphBuilder& b) {
+                            b.add_function(reverse, LaunchConfig{1, 256, 300'000}, {}, x.data(), n);
+                          }),
+      UserError, "gives a block at most");
 }
 
 TEST_P(CudaBackend, CompiledGraphsSayTheyNeedACpuContext) {

@@ -35,9 +35,18 @@ struct FakeStream {
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
+/// Whether \p f may run with \p shared bytes of dynamic shared memory, as the driver checks.
+bool shared_fits(CUfunction f, unsigned shared) {
+  const auto* kernel = reinterpret_cast<const FakeKernel*>(f);
+  const int limit =
+      std::max(FakeCuda::kSharedDefault - kernel->static_shared, kernel->max_dynamic_shared);
+  return static_cast<int>(shared) <= limit;
+}
+
 CUresult run_kernel(CUfunction f, const unsigned grid[3], const unsigned block[3],
-                    const unsigned char* args) {
+                    const unsigned char* args, unsigned shared) {
   ++fake().kernel_launches;
+  fake().last_shared_bytes = shared;
   const auto* kernel = reinterpret_cast<const FakeKernel*>(f);
   return kernel->run(args, grid, block);
 }
@@ -60,7 +69,8 @@ void run_graph(const FakeGraph& graph) {
   for (const auto& node : graph.nodes) {
     switch (node->type) {
       case CU_GRAPH_NODE_TYPE_KERNEL:
-        record_error(run_kernel(node->function, node->grid, node->block, node->args.data()));
+        record_error(run_kernel(node->function, node->grid, node->block, node->args.data(),
+                                node->shared_bytes));
         break;
       case CU_GRAPH_NODE_TYPE_MEMCPY:
         std::memcpy(host(node->copy.dstDevice), host(node->copy.srcDevice),
@@ -193,9 +203,22 @@ const detail::CudaDriver& FakeCuda::driver() const {
       return CUDA_SUCCESS;
     };
     d.cuDeviceGetAttribute = [](int* v, CUdevice_attribute a, CUdevice) {
-      *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? fake().compute_capability / 10
-           : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? fake().compute_capability % 10
-                                                               : 1;
+      switch (a) {
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+          *v = fake().compute_capability / 10;
+          break;
+        case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+          *v = fake().compute_capability % 10;
+          break;
+        case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+          *v = FakeCuda::kSharedDefault;
+          break;
+        case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+          *v = FakeCuda::kSharedOptIn;
+          break;
+        default:
+          *v = 1;
+      }
       return CUDA_SUCCESS;
     };
     d.cuDevicePrimaryCtxRetain = [](CUcontext* ctx, CUdevice dev) {
@@ -315,10 +338,24 @@ const detail::CudaDriver& FakeCuda::driver() const {
       *size = sizes[i];
       return CUDA_SUCCESS;
     };
+    d.cuFuncGetAttribute = [](int* v, CUfunction_attribute a, CUfunction f) {
+      if (a != CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) return CUDA_ERROR_NOT_SUPPORTED;
+      *v = reinterpret_cast<const FakeKernel*>(f)->static_shared;
+      return CUDA_SUCCESS;
+    };
+    d.cuFuncSetAttribute = [](CUfunction f, CUfunction_attribute a, int v) {
+      auto* kernel = reinterpret_cast<FakeKernel*>(f);
+      if (a != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ||
+          v + kernel->static_shared > FakeCuda::kSharedOptIn)
+        return CUDA_ERROR_INVALID_VALUE;
+      kernel->max_dynamic_shared = v;
+      return CUDA_SUCCESS;
+    };
     d.cuLaunchKernel = [](CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                          unsigned by, unsigned bz, unsigned, CUstream stream, void** params,
+                          unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
                           void** extra) {
       if (params != nullptr) return CUDA_ERROR_INVALID_VALUE;  // kiln packs into `extra`
+      if (!shared_fits(f, shared)) return CUDA_ERROR_INVALID_VALUE;
       const unsigned char* args = nullptr;
       if (extra != nullptr) {
         if (extra[0] != CU_LAUNCH_PARAM_BUFFER_POINTER || extra[2] != CU_LAUNCH_PARAM_BUFFER_SIZE ||
@@ -333,10 +370,11 @@ const detail::CudaDriver& FakeCuda::driver() const {
         node->function = f;
         std::copy(grid, grid + 3, node->grid);
         std::copy(block, block + 3, node->block);
+        node->shared_bytes = shared;
         if (args != nullptr) node->args.assign(args, args + *static_cast<std::size_t*>(extra[3]));
         return capture(s, std::move(node));
       }
-      return record_error(run_kernel(f, grid, block, args));
+      return record_error(run_kernel(f, grid, block, args, shared));
     };
     d.cuLaunchHostFunc = [](CUstream stream, CUhostFn fn, void* data) {
       if (FakeStream* s = capturing(stream)) {
@@ -428,6 +466,8 @@ const detail::CudaDriver& FakeCuda::driver() const {
       node->block[0] = p->blockDimX;
       node->block[1] = p->blockDimY;
       node->block[2] = p->blockDimZ;
+      node->shared_bytes = p->sharedMemBytes;
+      if (!shared_fits(p->func, p->sharedMemBytes)) return CUDA_ERROR_INVALID_VALUE;
       if (p->kernelParams != nullptr) return CUDA_ERROR_INVALID_VALUE;
       if (p->extra != nullptr) {
         const auto* bytes = static_cast<const unsigned char*>(p->extra[1]);

@@ -26,6 +26,8 @@ struct FakeKernel {
   std::function<CUresult(const unsigned char* args, const unsigned grid[3],
                          const unsigned block[3])>
       run;
+  int static_shared = 0;       // bytes of __shared__ it declares
+  int max_dynamic_shared = 0;  // set with cuFuncSetAttribute (beyond the default limit)
 };
 
 /// A recorded CUDA graph node.
@@ -34,6 +36,7 @@ struct FakeNode {
   std::vector<const FakeNode*> dependencies;
   CUfunction function = nullptr;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  unsigned shared_bytes = 0;        // dynamic shared memory
   std::vector<unsigned char> args;  // copied, as the driver copies kernel parameters
   CUDA_MEMCPY3D copy{};
   CUDA_MEMSET_NODE_PARAMS memset{};
@@ -66,7 +69,9 @@ struct FakeCuda {
   // What happened.
   int live_allocations = 0, live_streams = 0, live_contexts = 0, live_graph_execs = 0;
   int kernel_launches = 0, graph_launches = 0, graph_updates = 0, instantiations = 0;
-  int captures = 0;                     // cuStreamBeginCapture calls
+  int captures = 0;                // cuStreamBeginCapture calls
+  unsigned last_shared_bytes = 0;  // dynamic shared memory of the last kernel launched
+  static constexpr int kSharedDefault = 48 << 10, kSharedOptIn = 227 << 10;
   CUcontext current_context = nullptr;  // this process's, not per thread: tests use one
   int context_switches = 0;             // cuCtxSetCurrent calls
   std::vector<std::string> loaded_images;

@@ -100,6 +100,38 @@ TEST_P(DeviceContextThreads, PerBlockKernelsRunOncePerBlock) {
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], static_cast<float>(i)) << i;
 }
 
+TEST_P(DeviceContextThreads, DynamicSharedMemoryIsOneBufferPerBlock) {
+  // Each block's threads write their slot of the block's shared memory; its last thread
+  // sums them (threads of a per_thread block run in order on one worker). A buffer shared
+  // between blocks, or one of the wrong size, gives other sums.
+  constexpr std::uint32_t blocks = 64, threads = 32;
+  auto sums = ctx.enqueue_create_buffer<std::int64_t>(blocks);
+  auto fn = ctx.compile_function([](std::int64_t* out) {
+    auto* slots = dynamic_shared_memory<std::int64_t>();
+    const std::uint32_t t = thread_idx().x, b = block_idx().x;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(slots) % 64, 0u);
+    slots[t] = std::int64_t{b} * 1000 + t;
+    if (t + 1 == block_dim().x) {
+      std::int64_t sum = 0;
+      for (std::uint32_t i = 0; i < block_dim().x; ++i) sum += slots[i];
+      out[b] = sum;
+    }
+  });
+  ctx.enqueue_function(fn, LaunchConfig{blocks, threads, threads * sizeof(std::int64_t)},
+                       sums.data());
+  const auto v = read_back(ctx, sums);
+  for (std::uint32_t b = 0; b < blocks; ++b)
+    ASSERT_EQ(v[b], std::int64_t{b} * 1000 * threads + threads * (threads - 1) / 2) << b;
+
+  // None asked for: a null pointer.
+  auto none = ctx.enqueue_create_buffer<int>(1);
+  auto check =
+      ctx.compile_function([](int* out) { *out = dynamic_shared_memory<int>() == nullptr ? 1 : 0; },
+                           {.name = "none", .form = KernelForm::per_block});
+  ctx.enqueue_function(check, LaunchConfig{1, 1}, none.data());
+  EXPECT_EQ(read_back(ctx, none)[0], 1);
+}
+
 TEST_P(DeviceContextThreads, CopiesBetweenHostAndDeviceAndBack) {
   constexpr std::size_t n = 3'000'000;  // several copy blocks
   std::vector<float> src(n);

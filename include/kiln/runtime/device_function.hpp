@@ -114,6 +114,9 @@ struct BoundKernel {
     KernelIndices& idx = t_kernel_indices;
     idx.grid_dim = config.grid_dim;
     idx.block_dim = config.block_dim;
+    idx.dynamic_shared = config.dynamic_shared_bytes == 0
+                             ? nullptr
+                             : block_shared_memory(config.dynamic_shared_bytes);
     const std::uint32_t gx = config.grid_dim.x, gy = config.grid_dim.y;
     std::uint32_t bx = 0, by = 0, bz = 0;
     if (begin != 0) {  // divisions cost more than a tiny kernel: only for later chunks

@@ -5,6 +5,7 @@
 /// `grid_dim()`, as in CUDA.
 
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 
@@ -47,11 +48,19 @@ struct Dim3 {
 /// `(x, y, z)`.
 std::ostream& operator<<(std::ostream& os, const Dim3& d);
 
-/// How many blocks, and how many threads per block, a kernel launch runs.
-/// Every component must be >= 1 (checked when the launch is enqueued).
+/// How many blocks, and how many threads per block, a kernel launch runs, and how many
+/// bytes of dynamic shared memory each block gets. Every dimension must be >= 1 (checked
+/// when the launch is enqueued).
 struct LaunchConfig {
   Dim3 grid_dim;
   Dim3 block_dim;
+  /// Bytes of memory shared by the threads of one block for the launch's duration, beyond
+  /// what the kernel declares statically: CUDA kernels reach it through `extern
+  /// __shared__`, CPU kernels through `dynamic_shared_memory<T>()`. Its contents start
+  /// undefined. On CUDA, more than the device's default per-block limit (48 KiB) is
+  /// requested from the driver as the kernel is launched, up to the device's opt-in limit
+  /// (227 KiB on an H100/H200); beyond it, the launch throws UserError naming the limit.
+  std::uint32_t dynamic_shared_bytes = 0;
 };
 
 /// How a CPU kernel is invoked.
@@ -70,8 +79,12 @@ struct KernelIndices {
   Dim3 thread_idx{0u, 0u, 0u};
   Dim3 block_dim;
   Dim3 grid_dim;
+  void* dynamic_shared = nullptr;  // the block's dynamic shared memory (CPU kernels)
 };
 inline thread_local KernelIndices t_kernel_indices;
+/// This thread's buffer of at least \p bytes (64-byte aligned) for the dynamic shared
+/// memory of the blocks it runs; grows (allocates) only when a launch asks for more.
+void* block_shared_memory(std::size_t bytes);
 }  // namespace detail
 
 /// Index of the current block in the grid. Valid inside a kernel only.
@@ -82,5 +95,13 @@ inline Dim3 thread_idx() noexcept { return detail::t_kernel_indices.thread_idx; 
 inline Dim3 block_dim() noexcept { return detail::t_kernel_indices.block_dim; }
 /// Blocks in the grid of the running launch.
 inline Dim3 grid_dim() noexcept { return detail::t_kernel_indices.grid_dim; }
+/// The current block's dynamic shared memory (`LaunchConfig::dynamic_shared_bytes` bytes,
+/// 64-byte aligned), as CUDA's `extern __shared__ T memory[]`: the threads of one block
+/// (in a `per_thread` kernel, its invocations) see the same bytes, other blocks other
+/// bytes. nullptr when the launch asked for none. Valid inside a CPU kernel only.
+template <class T = std::byte>
+T* dynamic_shared_memory() noexcept {
+  return static_cast<T*>(detail::t_kernel_indices.dynamic_shared);
+}
 
 }  // namespace kiln

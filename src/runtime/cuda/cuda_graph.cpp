@@ -102,6 +102,8 @@ CUgraph CudaGraphExec::build(std::vector<GraphNodeDesc>& descs) {
           p.blockDimX = c.block_dim.x;
           p.blockDimY = c.block_dim.y;
           p.blockDimZ = c.block_dim.z;
+          code->allow_dynamic_shared(c.dynamic_shared_bytes, "DeviceGraph", d.kernel.info->name);
+          p.sharedMemBytes = c.dynamic_shared_bytes;
           p.extra = size > 0 ? extra : nullptr;  // the driver copies the parameters
           state_->check(cu.cuGraphAddKernelNode(&node, graph, dep_data, deps.size(), &p),
                         what.c_str());

@@ -41,6 +41,12 @@ CudaStreamState::CudaStreamState(const CudaDriver& driver, Device dev) : cu(&dri
   cu->check(cu->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle),
             "cuDeviceGetAttribute");
   arch = cat("compute_", major * 10 + minor);
+  cu->check(cu->cuDeviceGetAttribute(&shared_default,
+                                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, handle),
+            "cuDeviceGetAttribute");
+  cu->check(cu->cuDeviceGetAttribute(&shared_opt_in,
+                                     CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, handle),
+            "cuDeviceGetAttribute");
   cu->check(cu->cuDevicePrimaryCtxRetain(&context, handle), "cuDevicePrimaryCtxRetain");
   try {
     make_current();
@@ -95,6 +101,32 @@ std::vector<CUDA_MEMSET_NODE_PARAMS> memset_params(CUdeviceptr dst, std::size_t 
 CudaCode::~CudaCode() {
   state->cu->cuCtxSetCurrent(state->context);
   state->cu->cuModuleUnload(module);
+}
+
+void CudaCode::allow_dynamic_shared(std::uint32_t bytes, const char* where,
+                                    const std::string& name) const {
+  if (bytes == 0 || static_cast<long long>(bytes) <= dynamic_shared_allowed.load()) return;
+  const long long total = static_cast<long long>(bytes) + static_shared;
+  if (total > state->shared_opt_in)
+    throw UserError(cat(
+        where, ": kernel '", name, "' asks for ", bytes,
+        " bytes of dynamic shared memory per block",
+        static_shared > 0 ? cat(" on top of its ", static_shared, " static bytes") : std::string(),
+        ", but ", state->device, " (", state->name, ") gives a block at most ",
+        state->shared_opt_in,
+        " bytes; give each block less work (more blocks), or keep the data in "
+        "global memory"));
+  if (total > state->shared_default) {
+    state->make_current();
+    state->check(
+        state->cu->cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      static_cast<int>(bytes)),
+        "cuFuncSetAttribute (max dynamic shared memory)");
+  }
+  int allowed = dynamic_shared_allowed.load();
+  while (allowed < static_cast<int>(bytes) &&
+         !dynamic_shared_allowed.compare_exchange_weak(allowed, static_cast<int>(bytes))) {
+  }
 }
 
 namespace {
@@ -242,6 +274,9 @@ class CudaStream final : public StreamBackend {
                           request.entry, "' (", why,
                           "); in C++ source declare it extern \"C\" so that its name is kept"));
     }
+    state_->check(cu.cuFuncGetAttribute(&code->static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                        code->function),
+                  "cuFuncGetAttribute");
     for (std::size_t i = 0;; ++i) {
       std::size_t offset = 0, size = 0;
       if (cu.cuFuncGetParamInfo(code->function, i, &offset, &size) != CUDA_SUCCESS) break;
@@ -262,9 +297,10 @@ class CudaStream final : public StreamBackend {
     void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, kernel.args.data(),
                      CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
     const LaunchConfig& c = kernel.config;
+    code->allow_dynamic_shared(c.dynamic_shared_bytes, "enqueue_function", kernel.info->name);
     const CUresult r = state_->cu->cuLaunchKernel(
         code->function, c.grid_dim.x, c.grid_dim.y, c.grid_dim.z, c.block_dim.x, c.block_dim.y,
-        c.block_dim.z, 0, state_->stream, nullptr, size > 0 ? extra : nullptr);
+        c.block_dim.z, c.dynamic_shared_bytes, state_->stream, nullptr, size > 0 ? extra : nullptr);
     if (r != CUDA_SUCCESS)
       throw DeviceError(
           cat("launching kernel '", kernel.info->name, "' on ", state_->device, " with grid ",

@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -42,6 +43,8 @@ struct CudaStreamState {
   CUcontext context = nullptr;
   CUstream stream = nullptr;
   std::string arch;                    // "compute_90": what NVRTC targets
+  int shared_default = 48 << 10;       // bytes of shared memory a block may use unasked
+  int shared_opt_in = 48 << 10;        // ... and at most, once the kernel asks
   std::string name;                    // "NVIDIA H200"
   mutable HostFailures host_failures;  // written from driver threads
 
@@ -61,7 +64,15 @@ struct CudaCode final : DeviceCode {
   std::shared_ptr<const CudaStreamState> state;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
+  int static_shared = 0;  // bytes of __shared__ the kernel declares
+  // The most dynamic shared memory the driver has been told this kernel may use.
+  mutable std::atomic<int> dynamic_shared_allowed{0};
   ~CudaCode() override;
+
+  /// Lets launches of this kernel use \p bytes of dynamic shared memory (asking the
+  /// driver when above the default limit). \p where and \p name (the kernel's) are for
+  /// the message. \throws UserError when the device cannot give that much.
+  void allow_dynamic_shared(std::uint32_t bytes, const char* where, const std::string& name) const;
 };
 
 /// The device address of \p p (unified addressing: host pointers too).
