@@ -10,6 +10,7 @@
 #include <numeric>
 #include <optional>
 
+#include "compiler/cuda_launches.hpp"
 #include "compiler/kernels.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/passes.hpp"
@@ -72,7 +73,7 @@ struct LaunchIo {
 /// One device's memory for a plan.
 struct Arena {
   std::size_t bytes = 0;
-  std::unique_ptr<std::byte[], void (*)(std::byte*)> memory{nullptr, [](std::byte*) {}};
+  std::shared_ptr<std::byte> memory;  // host memory, or a CUDA context's device memory
 };
 
 struct Plan {
@@ -92,6 +93,8 @@ struct Plan {
   std::vector<Arena> arenas;                       // per device: places can be reused only
                                                    // by the device's own later launches
   std::vector<std::optional<DeviceGraph>> graphs;  // per device with launches
+  // CUDA: each output's bytes, copied back to the host after each call.
+  std::vector<std::vector<std::byte>> host_outputs;
 
   /// The storage whose bytes \p s reads: itself, or the base of a view.
   std::size_t root(std::size_t s) const {
@@ -217,6 +220,11 @@ struct CompiledCallable::Impl {
   // first appears, so that calls check agreement without building a map.
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> symbol_first_use;
   bool replay_graph;
+  // The module runs on a CUDA context: plans in its memory, launches as CUDA kernels.
+  bool on_cuda = false;
+  compiler::CudaKernelCache cuda_kernels;
+  // CUDA: device copies of weights and constants, by their host bytes.
+  std::map<const std::byte*, std::shared_ptr<DeviceBuffer<std::uint8_t>>> device_copies;
   bool fuse_epilogues;
   bool prepack_weights;
   MatmulPrecision matmul_precision;
@@ -253,24 +261,23 @@ struct CompiledCallable::Impl {
   // the given context (or a default one) whatever its device index, as before devices
   // were counted; a multi-device one gets the given context for its device and new ones
   // (sharing the cores) for the others.
-  void open_devices(const std::shared_ptr<DeviceContext>& given) {
-    std::map<int, Device> used;
+  void open_devices(std::shared_ptr<DeviceContext> given) {
+    std::map<std::pair<bool, int>, Device> used;
     for (std::size_t g = 0; g < module.num_graphs(); ++g) {
       const ir::Graph& graph = module.graph(g);
       for (std::size_t v = 0; v < graph.num_values(); ++v) {
         const Device d = graph.type(ir::Value{static_cast<std::uint32_t>(v)}).device;
-        if (d.is_cuda())
-          throw UserError(cat("CompiledCallable: @", graph.name(), " computes on ", d,
-                              ", but compiled graphs run on CPU devices only so far (CUDA "
-                              "contexts run CUDA kernels and device graphs); place it on cpu:N"));
-        used.emplace(d.index(), d);
+        used.emplace(std::make_pair(d.is_cuda(), d.index()), d);
       }
     }
-    if (given && given->device().is_cuda())
-      throw UserError(cat("CompiledCallable: the context is ", given->device(),
-                          ", but compiled graphs run on CPU devices only so far (CUDA contexts "
-                          "run CUDA kernels and device graphs); compile with a CPU context"));
-    for (const auto& [index, d] : used) devices.push_back(d);
+    for (const auto& [key, d] : used) devices.push_back(d);
+    const bool any_cuda =
+        std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+    if ((any_cuda || (given && given->device().is_cuda())) && devices.size() > 1)
+      throw UserError(cat("CompiledCallable: the module computes on ", devices.size(),
+                          " devices, one of them CUDA; compiled graphs on CUDA run on one GPU "
+                          "so far (sharding across GPUs needs NCCL, not built yet)"));
+    if (any_cuda && !given) given = std::make_shared<DeviceContext>(devices[0]);
     if (devices.size() <= 1 && cluster->owns(devices.empty() ? Device::cpu() : devices[0])) {
       ctx = given ? given : std::make_shared<DeviceContext>();
       devices = {devices.empty() ? ctx->device() : devices[0]};
@@ -289,12 +296,14 @@ struct CompiledCallable::Impl {
         throw UserError(cat("CompiledCallable: this process (", cluster->str(),
                             ") drives none of the module's devices"));
     }
+    on_cuda = ctx->device().is_cuda();
     for (const auto& c : contexts)
       launch_fns.push_back(
-          c ? std::make_unique<DeviceFunction<void (*)(const Launch*, Kernel)>>(
-                  c->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
-                                      {.name = "kiln_kernel", .form = KernelForm::per_block}))
-            : nullptr);
+          c && !on_cuda
+              ? std::make_unique<DeviceFunction<void (*)(const Launch*, Kernel)>>(
+                    c->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
+                                        {.name = "kiln_kernel", .form = KernelForm::per_block}))
+              : nullptr);
   }
 
   /// The slot of \p d in `devices` (single-device modules: 0).
@@ -346,6 +355,11 @@ struct CompiledCallable::Impl {
             throw UserError(
                 cat("CompiledCallable: no CPU kernel for ", op.describe(), " in @", graph.name()));
         }
+        if (on_cuda && (step.kind == StepKind::kernel || step.kind == StepKind::collective)) {
+          if (const std::string why = compiler::cuda_unsupported(op.name()); !why.empty())
+            throw UserError(cat("CompiledCallable on ", ctx->device(), ": ", op.describe(), " in @",
+                                graph.name(), ": ", why));
+        }
         p.steps.push_back(std::move(step));
       }
       programs.emplace(&graph, std::move(p));
@@ -383,6 +397,20 @@ struct CompiledCallable::Impl {
 
   // ---- planning ----------------------------------------------------------------------------
 
+  /// CUDA: the device copy of the \p bytes fixed bytes at \p host (a weight or a
+  /// constant), made on first use and kept for the callable's life.
+  std::byte* device_copy(const std::byte* host, std::size_t bytes) {
+    auto& copy = device_copies[host];
+    if (!copy) {
+      copy = std::make_shared<DeviceBuffer<std::uint8_t>>(
+          ctx->enqueue_create_buffer<std::uint8_t>(std::max<std::size_t>(bytes, 1)));
+      ctx->enqueue_copy(
+          std::span<std::uint8_t>(copy->data(), bytes),
+          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(host), bytes));
+    }
+    return reinterpret_cast<std::byte*>(copy->data());
+  }
+
   std::unique_ptr<Plan> make_plan(const std::vector<Tensor>& inputs) {
     auto plan = std::make_unique<Plan>();
     const ir::Graph& entry = module.entry();
@@ -416,8 +444,10 @@ struct CompiledCallable::Impl {
     plan->outputs = instantiate(*plan, entry, args, "", new_storage);
     plan->absorbed.assign(plan->launches.size(), false);
     plan->is_view.assign(plan->launches.size(), false);
-    fold_views(*plan);
-    if (fuse_epilogues) absorb_epilogues(*plan);
+    if (!on_cuda) {  // views and epilogues are what the CPU kernels read and run
+      fold_views(*plan);
+      if (fuse_epilogues) absorb_epilogues(*plan);
+    }
     assign_memory(*plan);
     for (std::size_t i = 1; i < plan->launches.size(); ++i)
       if (plan->absorbed[i] && !plan->is_view[i]) {
@@ -540,6 +570,8 @@ struct CompiledCallable::Impl {
           plan.storage[s].fixed = reinterpret_cast<std::byte*>(
               const_cast<char*>(op.find("value")->as_dense().bytes.data()));  // read only
         }
+        if (on_cuda)
+          plan.storage[s].fixed = device_copy(plan.storage[s].fixed, plan.storage[s].bytes);
         where[op.result(0).id] = s;
         continue;
       }
@@ -693,9 +725,16 @@ struct CompiledCallable::Impl {
     for (const ArenaAllocator& a : arenas) {
       Arena& arena = plan.arenas.emplace_back();
       arena.bytes = std::max<std::size_t>(a.peak(), kAlign);
-      arena.memory = {
-          static_cast<std::byte*>(::operator new (arena.bytes, std::align_val_t{kAlign})),
-          [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
+      if (on_cuda) {
+        auto buffer = std::make_shared<DeviceBuffer<std::uint8_t>>(
+            ctx->enqueue_create_buffer<std::uint8_t>(arena.bytes));
+        arena.memory =
+            std::shared_ptr<std::byte>(buffer, reinterpret_cast<std::byte*>(buffer->data()));
+      } else {
+        arena.memory = {
+            static_cast<std::byte*>(::operator new (arena.bytes, std::align_val_t{kAlign})),
+            [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
+      }
     }
     for (std::size_t i = 0; i < n; ++i) {
       Launch& l = plan.launches[i];
@@ -747,6 +786,10 @@ struct CompiledCallable::Impl {
   // One graph per device, of that device's launches. Devices meet only in collectives,
   // whose launches block until every rank has reached them.
   void record(Plan& plan) {
+    if (on_cuda) {
+      record_cuda(plan);
+      return;
+    }
     for (std::size_t i = 0; i < plan.launches.size(); ++i)
       if (contexts[plan.io[i].device])
         compiler::prepare(plan.launches[i], contexts[plan.io[i].device]->num_threads());
@@ -775,6 +818,31 @@ struct CompiledCallable::Impl {
       });
     }
     ++stats.graph_builds;
+  }
+
+  // CUDA: one graph of the launches in program order (CUDA kernels, cuBLAS GEMMs captured
+  // into it, copies), and host buffers for the outputs.
+  void record_cuda(Plan& plan) {
+    plan.graphs.resize(1);
+    plan.graphs[0] = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
+      bool first = true;
+      for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+        const DeviceGraphDependencies after =
+            first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
+        first = false;
+        const DeviceGraphNode node =
+            compiler::add_cuda_launch(b, *ctx, plan.launches[i], after, cuda_kernels);
+        b.set_label(node, plan.labels[i]);
+      }
+    });
+    for (std::size_t s : plan.outputs) plan.host_outputs.emplace_back(plan.storage[s].bytes);
+    ctx->synchronize();  // the weights' copies
+    ++stats.graph_builds;
+  }
+
+  /// Where output \p i of \p plan is readable on the host after a call.
+  const std::byte* host_output(const Plan& plan, std::size_t i) const {
+    return on_cuda ? plan.host_outputs[i].data() : plan.address(plan.outputs[i]);
   }
 
   // The plan for these inputs' shapes, made (and recorded) on first use. Locked by caller.
@@ -832,7 +900,8 @@ struct CompiledCallable::Impl {
     std::scoped_lock lock(mutex);
     Plan& plan = run_plan(inputs);
     std::vector<Tensor> out;
-    for (std::size_t s : plan.outputs) {
+    for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
+      const std::size_t s = plan.outputs[i];
       const Storage& st = plan.storage[s];
       std::vector<Dim> dims(st.shape.begin(), st.shape.end());
       if (!contexts[st.device]) {  // another process computed it: no data here
@@ -840,7 +909,7 @@ struct CompiledCallable::Impl {
         continue;
       }
       out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), devices[st.device],
-                                       plan.address(s), st.bytes));
+                                       host_output(plan, i), st.bytes));
     }
     return out;
   }
@@ -857,8 +926,7 @@ struct CompiledCallable::Impl {
       if (outputs[i].size() != st.bytes)
         throw UserError(cat("CompiledCallable::execute_into: output ", i, " is ", st.bytes,
                             " bytes but its buffer has ", outputs[i].size()));
-      if (contexts[st.device])
-        std::memcpy(outputs[i].data(), plan.address(plan.outputs[i]), st.bytes);
+      if (contexts[st.device]) std::memcpy(outputs[i].data(), host_output(plan, i), st.bytes);
     }
   }
 
@@ -870,9 +938,35 @@ struct CompiledCallable::Impl {
     return out;
   }
 
+  // CUDA: the inputs copied to the device, one replay, the outputs copied back.
+  void run_cuda(Plan& plan, const std::vector<Tensor>& inputs) {
+    const auto bytes_of = [](std::byte* p, std::size_t n) {
+      return std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(p), n);
+    };
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::size_t n = plan.storage[plan.inputs[i]].bytes;
+      ctx->enqueue_copy(bytes_of(plan.address(plan.inputs[i]), n),
+                        std::span<const std::uint8_t>(
+                            reinterpret_cast<const std::uint8_t*>(inputs[i].bytes().data()), n));
+    }
+    plan.graphs[0]->replay();
+    for (std::size_t i = 0; i < plan.outputs.size(); ++i)
+      ctx->enqueue_copy(
+          std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(plan.host_outputs[i].data()),
+                                  plan.host_outputs[i].size()),
+          std::span<const std::uint8_t>(
+              reinterpret_cast<const std::uint8_t*>(plan.address(plan.outputs[i])),
+              plan.host_outputs[i].size()));
+    ctx->synchronize();
+  }
+
   // Copies the inputs in, runs the plan for their shapes and waits for it. Locked by caller.
   Plan& run_plan(const std::vector<Tensor>& inputs) {
     Plan& plan = plan_for(inputs);
+    if (on_cuda) {
+      run_cuda(plan, inputs);
+      return plan;
+    }
     for (std::size_t i = 0; i < inputs.size(); ++i)
       std::memcpy(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
                   plan.storage[plan.inputs[i]].bytes);

@@ -15,6 +15,7 @@
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "runtime/checks.hpp"
+#include "runtime/gemm.hpp"
 #include "runtime/stream_backend.hpp"
 
 namespace kiln {
@@ -236,6 +237,15 @@ void DeviceContext::enqueue_kernel(detail::KernelLaunch kernel) const {
 void DeviceContext::enqueue_host(detail::HostCallback fn) const {
   impl_->host_function(std::move(fn));
 }
+
+#ifndef KILN_CUDA_PATHS
+namespace detail {
+void enqueue_gemm_f32(const DeviceContext& ctx, void*, const GemmF32&) {
+  throw UserError(cat("a GPU GEMM was asked of ", ctx.device(),
+                      ", but this build of kiln has no CUDA backend"));
+}
+}  // namespace detail
+#endif
 
 void DeviceContext::enqueue_cuda(detail::CudaWork fn) const {
   if (!device().is_cuda())

@@ -3,17 +3,22 @@
 // errors, events, the CUDA graph built for a device graph, updates and their fallback,
 // nesting, capture, clean-up) is tested on every machine, GPU or not.
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../error_matchers.hpp"
+#include "compiler/cuda_launches.hpp"
 #include "fake_cuda_driver.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/core/error.hpp"
@@ -99,7 +104,8 @@ class CudaBackend : public ::testing::TestWithParam<bool> {
   static bool gpu() { return GetParam(); }
   static DeviceContext context(int index = 0) {
     if (gpu()) return DeviceContext(Device::cuda(index));
-    return DeviceContext(detail::make_cuda_stream(Device::cuda(index), FakeCuda::get().driver()));
+    return DeviceContext(detail::make_cuda_stream(Device::cuda(index), FakeCuda::get().driver(),
+                                                  &FakeCuda::get().blas()));
   }
   /// The fake loads any module naming the entry; a GPU gets the kernel from NVRTC.
   static DeviceFunction<CudaKernel> axpy(const DeviceContext& ctx) {
@@ -568,11 +574,115 @@ TEST_P(CudaBackend, DynamicSharedMemoryBeyondTheDefaultIsAskedForAndChecked) {
       UserError, "gives a block at most");
 }
 
-TEST_P(CudaBackend, CompiledGraphsSayTheyNeedACpuContext) {
+TEST_P(CudaBackend, CompiledGraphsSayWhatTheyCannotRunOnCudaYet) {
   const auto ctx = std::make_shared<DeviceContext>(context());
-  const StagedGraph staged = stage([](Tensor x) { return x + 1.0; })(TensorLayout(DType::f32, {4}));
+  const StagedGraph staged =
+      stage([](Tensor x) { return softmax(x, -1); })(TensorLayout(DType::f32, {4}));
   KILN_EXPECT_THROW_MSG(CompiledCallable(staged, {}, {.context = ctx}), UserError,
-                        "the context is cuda:0", "compiled graphs run on CPU devices only");
+                        "CompiledCallable on cuda:0", "no CUDA kernel for kiln.softmax yet",
+                        "compile the module for a CPU device");
+}
+
+#if defined(KILN_TEST_NVRTC) && defined(KILN_TEST_HOST_CXX)
+/// The fake driver runs a generated elementwise kernel by compiling its CUDA source for
+/// the host: a prelude gives it CUDA's index variables, and a trampoline runs every
+/// thread of the grid in turn (the kernels are grid-stride loops with no cooperation).
+void emulate_on_host(const std::string& name, const std::string& source) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln_host_cuda_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path src = dir / (name + ".cpp"), lib = dir / (name + ".so");
+  std::ofstream(src) << "#include <math.h>\n"
+                        "struct KilnHostDim3 { unsigned x = 1, y = 1, z = 1; };\n"
+                        "static KilnHostDim3 threadIdx, blockIdx, blockDim, gridDim;\n"
+                        "#define __global__\n"
+                     << source
+                     << "extern \"C\" unsigned long kiln_host_args_size() {\n"
+                        "  return sizeof(KilnFusedArgs);\n}\n"
+                        "extern \"C\" void kiln_host_launch(const void* args, unsigned grid,\n"
+                        "                                   unsigned block) {\n"
+                        "  gridDim.x = grid;\n  blockDim.x = block;\n"
+                        "  for (unsigned b = 0; b < grid; ++b)\n"
+                        "    for (unsigned t = 0; t < block; ++t) {\n"
+                        "      blockIdx.x = b;\n      threadIdx.x = t;\n      "
+                     << name << "(*static_cast<const KilnFusedArgs*>(args));\n    }\n}\n";
+  const std::string command = std::string(KILN_TEST_HOST_CXX) +
+                              " -std=c++17 -O1 -shared -fPIC -o '" + lib.string() + "' '" +
+                              src.string() + "'";
+  if (std::system(command.c_str()) != 0)
+    throw std::runtime_error("host compile failed: " + command);
+  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) throw std::runtime_error(dlerror());
+  using Launch = void (*)(const void*, unsigned, unsigned);
+  using Size = unsigned long (*)();
+  const auto launch = reinterpret_cast<Launch>(dlsym(handle, "kiln_host_launch"));
+  const auto size = reinterpret_cast<Size>(dlsym(handle, "kiln_host_args_size"));
+  FakeCuda::get().kernels[name] = {
+      {size()},
+      [launch](const unsigned char* args, const unsigned grid[3], const unsigned block[3]) {
+        launch(args, grid[0], block[0]);
+        return CUDA_SUCCESS;
+      }};
+}
+
+TEST_P(CudaBackend, ACompiledGraphRunsOnCudaAsOnTheCpu) {
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  // A weight matmul over a batch of rows with a fused epilogue (bias, relu), a reshape,
+  // one matrix against a batch of weights, a batch against a batch, and a chain of
+  // elementwise ops with constants.
+  const auto f32 = [](Shape shape) { return TensorLayout(DType::f32, std::move(shape)); };
+  const auto model = [&](Tensor x) {
+    const Tensor h = relu(matmul(x, weight("w1", f32({8, 16}))) + weight("b1", f32({16})));
+    const Tensor u = matmul(reshape(h, Shape({6, 16})), weight("w3", f32({2, 16, 5})));
+    const Tensor z = matmul(h, weight("w2", f32({2, 16, 5})));
+    return std::make_tuple(gelu(z) * 0.5 + 1.0, u);
+  };
+  const StagedGraph staged = stage(model)(f32({2, 3, 8}));
+  const std::map<std::string, Tensor> weights{
+      {"w1", Tensor::random(f32({8, 16}), 1, -0.5, 0.5)},
+      {"b1", Tensor::random(f32({16}), 2, -0.5, 0.5)},
+      {"w2", Tensor::random(f32({2, 16, 5}), 3, -0.5, 0.5)},
+      {"w3", Tensor::random(f32({2, 16, 5}), 4, -0.5, 0.5)}};
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  CompiledCallable on_gpu(staged, weights, {.context = ctx});
+  CompiledCallable on_cpu(staged, weights);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor x = Tensor::random(f32({2, 3, 8}), 10 + call, -1, 1);
+    const std::vector<Tensor> got = on_gpu.run({x}), want = on_cpu.run({x});
+    ASSERT_EQ(got.size(), 2u);
+    for (std::size_t o = 0; o < 2; ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape());
+      const auto g = got[o].to_vector<float>(), w = want[o].to_vector<float>();
+      for (std::size_t i = 0; i < g.size(); ++i)
+        ASSERT_NEAR(g[i], w[i], 1e-5f) << "call " << call << " output " << o << " element " << i;
+    }
+  }
+  EXPECT_EQ(on_gpu.stats().plans, 1u);
+  if (!gpu()) {
+    compiler::set_cuda_source_observer(nullptr);
+    EXPECT_EQ(fake().gemms, 6);  // 3 matmuls x 2 calls
+    // In program order, one after another: GEMMs as captured child graphs, elementwise
+    // kernels, the reshape as a copy.
+    const auto& g = *fake().last_instantiated;
+    std::vector<CUgraphNodeType> types;
+    for (const auto& node : g.nodes) types.push_back(node->type);
+    const auto count = [&](CUgraphNodeType t) { return std::count(types.begin(), types.end(), t); };
+    EXPECT_EQ(count(CU_GRAPH_NODE_TYPE_GRAPH), 3);
+    EXPECT_EQ(count(CU_GRAPH_NODE_TYPE_MEMCPY), 1);
+    EXPECT_GE(count(CU_GRAPH_NODE_TYPE_KERNEL), 2);
+    EXPECT_EQ(count(CU_GRAPH_NODE_TYPE_KERNEL) + 4, static_cast<long>(types.size()));
+    for (std::size_t i = 1; i < g.nodes.size(); ++i)
+      EXPECT_EQ(g.index_of(g.nodes[i]->dependencies.at(0)), static_cast<int>(i) - 1);
+  }
+}
+#endif
+
+TEST_P(CudaBackend, CompiledGraphsRefuseSeveralDevicesWithCuda) {
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  const StagedGraph staged = stage([](Tensor x) { return transfer_to(x, Device::cpu(1)) + 1.0; })(
+      TensorLayout(DType::f32, {4}));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(staged, {}, {.context = ctx}), UserError,
+                        "one of them CUDA", "one GPU so far");
 }
 
 #ifdef KILN_TEST_NVRTC

@@ -555,4 +555,70 @@ const detail::CudaDriver& FakeCuda::driver() const {
   return table;
 }
 
+namespace {
+
+struct FakeBlasHandle {
+  CUstream stream = nullptr;
+};
+
+struct FakeGemm {
+  int m, n, k, lda, ldb, ldc, batch;
+  long long sa, sb, sc;
+  float alpha, beta;
+  const float *a, *b;
+  float* c;
+
+  static void run(void* data) {
+    const auto& g = *static_cast<const FakeGemm*>(data);
+    ++fake().gemms;
+    for (int p = 0; p < g.batch; ++p)
+      for (int j = 0; j < g.n; ++j)
+        for (int i = 0; i < g.m; ++i) {  // column-major, no transposes
+          double sum = 0;
+          for (int l = 0; l < g.k; ++l)
+            sum +=
+                static_cast<double>(g.a[p * g.sa + i + l * g.lda]) * g.b[p * g.sb + l + j * g.ldb];
+          float& out = g.c[p * g.sc + i + j * g.ldc];
+          out = static_cast<float>(g.alpha * sum + (g.beta == 0 ? 0.0 : g.beta * out));
+        }
+  }
+};
+
+}  // namespace
+
+const detail::Cublas& FakeCuda::blas() const {
+  static const detail::Cublas table = [] {
+    detail::Cublas t;
+    t.cublasCreate = [](cublasHandle_t* h) {
+      *h = reinterpret_cast<cublasHandle_t>(new FakeBlasHandle);
+      return CUBLAS_STATUS_SUCCESS;
+    };
+    t.cublasDestroy = [](cublasHandle_t h) {
+      delete reinterpret_cast<FakeBlasHandle*>(h);
+      return CUBLAS_STATUS_SUCCESS;
+    };
+    t.cublasSetStream = [](cublasHandle_t h, cudaStream_t s) {
+      reinterpret_cast<FakeBlasHandle*>(h)->stream = reinterpret_cast<CUstream>(s);
+      return CUBLAS_STATUS_SUCCESS;
+    };
+    t.cublasSetWorkspace = [](cublasHandle_t, void*, std::size_t) { return CUBLAS_STATUS_SUCCESS; };
+    t.cublasSgemmStridedBatched =
+        [](cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+           const float* alpha, const float* a, int lda, long long sa, const float* b, int ldb,
+           long long sb, const float* beta, float* c, int ldc, long long sc, int batch) {
+          if (ta != CUBLAS_OP_N || tb != CUBLAS_OP_N || lda < m || ldb < k || ldc < m)
+            return CUBLAS_STATUS_INVALID_VALUE;
+          auto call = std::make_shared<FakeGemm>(
+              FakeGemm{m, n, k, lda, ldb, ldc, batch, sa, sb, sc, *alpha, *beta, a, b, c});
+          fake().gemm_calls.push_back(call);
+          const CUresult r = fake().driver().cuLaunchHostFunc(
+              reinterpret_cast<FakeBlasHandle*>(h)->stream, &FakeGemm::run, call.get());
+          return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+        };
+    t.cublasGetStatusString = [](cublasStatus_t) { return "fake cuBLAS error"; };
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace kiln::testing

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/cublas.hpp"
 #include "runtime/cuda/driver.hpp"
 
 namespace kiln::testing {
@@ -57,6 +58,9 @@ struct FakeCuda {
   static FakeCuda& get();
   /// The driver table, every entry a fake.
   const detail::CudaDriver& driver() const;
+  /// A cuBLAS whose GEMMs are host functions on the handle's stream (so that stream
+  /// capture records them), computing what cuBLAS computes (column-major).
+  const detail::Cublas& blas() const;
   /// Forgets everything but the registered kernels; the counters restart.
   void reset();
 
@@ -69,7 +73,9 @@ struct FakeCuda {
   // What happened.
   int live_allocations = 0, live_streams = 0, live_contexts = 0, live_graph_execs = 0;
   int kernel_launches = 0, graph_launches = 0, graph_updates = 0, instantiations = 0;
-  int captures = 0;                // cuStreamBeginCapture calls
+  int captures = 0;                               // cuStreamBeginCapture calls
+  int gemms = 0;                                  // GEMMs run
+  std::vector<std::shared_ptr<void>> gemm_calls;  // what their host functions read
   unsigned last_shared_bytes = 0;  // dynamic shared memory of the last kernel launched
   static constexpr int kSharedDefault = 48 << 10, kSharedOptIn = 227 << 10;
   CUcontext current_context = nullptr;  // this process's, not per thread: tests use one

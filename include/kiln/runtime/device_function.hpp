@@ -217,6 +217,14 @@ class DeviceFunction {
     }
   }
 
+  /// Internal: a launch of this CUDA kernel with each parameter's value given as bytes
+  /// (checked as `bind` checks them; used by compiled plans).
+  detail::KernelLaunch bind_bytes(
+      const LaunchConfig& config,
+      std::span<const detail::ArgBytes> args) const requires std::is_same_v<K, CudaKernel> {
+    return detail::KernelLaunch{info_, config, {}, detail::pack_device_args(*info_, args)};
+  }
+
  private:
   friend class DeviceContext;
   DeviceFunction(K k, std::shared_ptr<const detail::FunctionInfo> info, Device device)

@@ -163,6 +163,15 @@ class DeviceGraphBuilder {
     return add(std::move(node), dependencies);
   }
 
+  /// Internal: a node of a bound launch (`DeviceFunction::bind_bytes`; compiled plans).
+  DeviceGraphNode add_launch(detail::KernelLaunch launch,
+                             const DeviceGraphDependencies& dependencies) {
+    detail::GraphNodeDesc node;
+    node.kind = detail::GraphNodeKind::kernel;
+    node.kernel = std::move(launch);
+    return add(std::move(node), dependencies);
+  }
+
   /// A node that does nothing: a join point for many dependencies.
   DeviceGraphNode add_empty(const DeviceGraphDependencies& dependencies);
 

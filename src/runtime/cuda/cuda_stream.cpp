@@ -9,6 +9,7 @@
 #include "kiln/core/error.hpp"
 #include "runtime/cuda/cuda_graph.hpp"
 #include "runtime/cuda/nvrtc.hpp"
+#include "runtime/gemm.hpp"
 
 namespace kiln::detail {
 
@@ -24,7 +25,8 @@ std::pair<std::exception_ptr, std::string> HostFailures::take() {
   return {std::exchange(error_, nullptr), std::exchange(where_, {})};
 }
 
-CudaStreamState::CudaStreamState(const CudaDriver& driver, Device dev) : cu(&driver), device(dev) {
+CudaStreamState::CudaStreamState(const CudaDriver& driver, Device dev, const Cublas* blas)
+    : cu(&driver), device(dev), blas_(blas) {
   int count = 0;
   cu->check(cu->cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (device.index() >= count)
@@ -60,6 +62,10 @@ CudaStreamState::CudaStreamState(const CudaDriver& driver, Device dev) : cu(&dri
 CudaStreamState::~CudaStreamState() {
   cu->cuCtxSetCurrent(context);
   cu->cuStreamSynchronize(stream);  // work still queued uses memory about to be freed
+  if (blas_handle_ != nullptr) {
+    blas_->cublasDestroy(blas_handle_);
+    cu->cuMemFree(blas_workspace_);
+  }
   cu->cuStreamDestroy(stream);
   cu->cuDevicePrimaryCtxRelease(handle);
 }
@@ -101,6 +107,32 @@ std::vector<CUDA_MEMSET_NODE_PARAMS> memset_params(CUdeviceptr dst, std::size_t 
 CudaCode::~CudaCode() {
   state->cu->cuCtxSetCurrent(state->context);
   state->cu->cuModuleUnload(module);
+}
+
+std::pair<const Cublas*, cublasHandle_t> CudaStreamState::blas() const {
+  std::scoped_lock lock(blas_mutex_);
+  if (blas_handle_ == nullptr) {
+    if (blas_ == nullptr) blas_ = &Cublas::instance();
+    make_current();
+    // A workspace of the handle's own: cuBLAS then allocates nothing while a graph
+    // captures its GEMMs (32 MiB: what NVIDIA suggests for Hopper).
+    constexpr std::size_t kWorkspace = std::size_t{32} << 20;
+    check(cu->cuMemAlloc(&blas_workspace_, kWorkspace), "cuMemAlloc (cuBLAS workspace)");
+    cublasHandle_t created = nullptr;
+    try {
+      blas_->check(blas_->cublasCreate(&created), cat("cublasCreate on ", device));
+      blas_->check(
+          blas_->cublasSetWorkspace(created, reinterpret_cast<void*>(blas_workspace_), kWorkspace),
+          "cublasSetWorkspace");
+    } catch (...) {
+      if (created != nullptr) blas_->cublasDestroy(created);
+      cu->cuMemFree(blas_workspace_);
+      blas_workspace_ = 0;
+      throw;
+    }
+    blas_handle_ = created;
+  }
+  return {blas_, blas_handle_};
 }
 
 void CudaCode::allow_dynamic_shared(std::uint32_t bytes, const char* where,
@@ -427,12 +459,37 @@ class CudaStream final : public StreamBackend {
   }
 
   std::shared_ptr<CudaStreamState> state_;
+
+ public:
+  const CudaStreamState& state() const { return *state_; }
 };
 
 }  // namespace
 
-std::shared_ptr<StreamBackend> make_cuda_stream(Device device, const CudaDriver& driver) {
-  return std::make_shared<CudaStream>(std::make_shared<CudaStreamState>(driver, device));
+std::shared_ptr<StreamBackend> make_cuda_stream(Device device, const CudaDriver& driver,
+                                                const Cublas* blas) {
+  return std::make_shared<CudaStream>(std::make_shared<CudaStreamState>(driver, device, blas));
+}
+
+void enqueue_gemm_f32(const DeviceContext& ctx, void* stream, const GemmF32& g) {
+  const auto* cuda = dynamic_cast<const CudaStream*>(ctx.backend().get());
+  if (cuda == nullptr)
+    throw UserError(cat("a GPU GEMM was asked of ", ctx.device(), ", which is not a CUDA device"));
+  constexpr std::int64_t kMax = 0x7fffffff;
+  if (g.m > kMax || g.n > kMax || g.k > kMax || g.batch > kMax)
+    throw UserError(cat("a GEMM of ", g.batch, " x ", g.m, " x ", g.k, " x ", g.n,
+                        " is too large for one cuBLAS call (sizes up to 2^31 - 1)"));
+  const auto [blas, handle] = cuda->state().blas();
+  const auto s = static_cast<CUstream>(stream);
+  blas->check(blas->cublasSetStream(handle, s), "cublasSetStream");
+  // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS reads B as n x k, A as k x m.
+  const float one = 1.0f, zero = 0.0f;
+  const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+  blas->check(blas->cublasSgemmStridedBatched(
+                  handle, CUBLAS_OP_N, CUBLAS_OP_N, i(g.n), i(g.m), i(g.k), &one, g.b, i(g.n),
+                  g.stride_b, g.a, i(g.k), g.stride_a, &zero, g.c, i(g.n), g.stride_c, i(g.batch)),
+              cat("cublasSgemmStridedBatched (", g.batch, " x ", g.m, " x ", g.k, " x ", g.n,
+                  ") on ", ctx.device()));
 }
 
 std::shared_ptr<StreamBackend> make_cuda_stream(Device device) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cuda/cublas.hpp"
 #include "runtime/cuda/driver.hpp"
 #include "runtime/device_code.hpp"
 #include "runtime/stream_backend.hpp"
@@ -48,7 +49,7 @@ struct CudaStreamState {
   std::string name;                    // "NVIDIA H200"
   mutable HostFailures host_failures;  // written from driver threads
 
-  CudaStreamState(const CudaDriver& driver, Device device);
+  CudaStreamState(const CudaDriver& driver, Device device, const Cublas* blas = nullptr);
   ~CudaStreamState();
   CudaStreamState(const CudaStreamState&) = delete;
   CudaStreamState& operator=(const CudaStreamState&) = delete;
@@ -57,6 +58,15 @@ struct CudaStreamState {
   void make_current() const;
   /// driver.check with the device in the message.
   void check(CUresult r, const char* what) const;
+  /// This device's cuBLAS handle (made on first use, with a workspace of its own so that
+  /// its GEMMs can be captured into graphs). \throws UserError without cuBLAS.
+  std::pair<const Cublas*, cublasHandle_t> blas() const;
+
+ private:
+  mutable std::mutex blas_mutex_;
+  mutable const Cublas* blas_;
+  mutable cublasHandle_t blas_handle_ = nullptr;
+  mutable CUdeviceptr blas_workspace_ = 0;
 };
 
 /// A loaded `__global__` function: its module, handle and parameter layout.
@@ -86,8 +96,10 @@ inline CUdeviceptr device_address(const void* p) { return reinterpret_cast<CUdev
 std::vector<CUDA_MEMSET_NODE_PARAMS> memset_params(CUdeviceptr dst, std::size_t count,
                                                    const void* pattern, std::size_t size);
 
-/// The CUDA backend on \p device through \p driver (tests pass a fake).
+/// The CUDA backend on \p device through \p driver and \p blas (tests pass fakes; no
+/// \p blas: cuBLAS, loaded when a GEMM first needs it).
 /// \throws UserError for a device index this machine does not have.
-std::shared_ptr<StreamBackend> make_cuda_stream(Device device, const CudaDriver& driver);
+std::shared_ptr<StreamBackend> make_cuda_stream(Device device, const CudaDriver& driver,
+                                                const Cublas* blas = nullptr);
 
 }  // namespace kiln::detail

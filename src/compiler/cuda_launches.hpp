@@ -1,0 +1,35 @@
+#pragma once
+// Internal: a compiled plan's launches on a CUDA context, as device-graph nodes.
+// Elementwise launches (fused bodies and single ops) are CUDA kernels generated from the
+// body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
+// GEMMs captured into the graph (CUDA work); reshapes are copies. Other ops have no CUDA
+// kernel yet: `cuda_unsupported` says so before anything runs.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "compiler/kernels.hpp"
+#include "kiln/runtime/device_graph.hpp"
+
+namespace kiln::compiler {
+
+/// Elementwise kernels compiled for one context, by source.
+using CudaKernelCache = std::map<std::string, DeviceFunction<CudaKernel>>;
+
+/// Called with each elementwise kernel's name and CUDA source just before it is compiled
+/// (for tests and tools that want to see or emulate the generated code); none by default.
+void set_cuda_source_observer(
+    std::function<void(const std::string& name, const std::string& source)> observer);
+
+/// Empty when launches of op \p op_name can run on CUDA, else what to tell the user.
+std::string cuda_unsupported(std::string_view op_name);
+
+/// Adds \p l (its views bound to device memory of \p ctx) to \p b after \p after.
+/// \throws UserError for what the CUDA kernels do not cover (dtypes other than f32,
+/// matmuls that broadcast batch dimensions both ways).
+DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                                const DeviceGraphDependencies& after, CudaKernelCache& kernels);
+
+}  // namespace kiln::compiler
