@@ -4,6 +4,7 @@
 #include "kiln/compiler/compiled_callable.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -95,6 +96,10 @@ struct Plan {
   std::vector<std::optional<DeviceGraph>> graphs;  // per device with launches
   // CUDA: each output's bytes, copied back to the host after each call.
   std::vector<std::vector<std::byte>> host_outputs;
+  // CUDA plans with a gather: where it reports an index out of range ({1, index, axis
+  // length}), and that report's copy on the host after each call.
+  std::shared_ptr<DeviceBuffer<std::int64_t>> cuda_error;
+  std::array<std::int64_t, 3> host_error{};
 
   /// The storage whose bytes \p s reads: itself, or the base of a view.
   std::size_t root(std::size_t s) const {
@@ -823,6 +828,14 @@ struct CompiledCallable::Impl {
   // CUDA: one graph of the launches in program order (CUDA kernels, cuBLAS GEMMs captured
   // into it, copies), and host buffers for the outputs.
   void record_cuda(Plan& plan) {
+    for (std::size_t i = 0; i < plan.launches.size() && !plan.cuda_error; ++i)
+      if (plan.launches[i].view().name() == "kiln.gather") {
+        plan.cuda_error = std::make_shared<DeviceBuffer<std::int64_t>>(
+            ctx->enqueue_create_buffer<std::int64_t>(3));
+        ctx->enqueue_memset(*plan.cuda_error, std::int64_t{0});
+      }
+    long long* const error =
+        plan.cuda_error ? reinterpret_cast<long long*>(plan.cuda_error->data()) : nullptr;
     plan.graphs.resize(1);
     plan.graphs[0] = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
       bool first = true;
@@ -831,7 +844,7 @@ struct CompiledCallable::Impl {
             first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
         first = false;
         const DeviceGraphNode node =
-            compiler::add_cuda_launch(b, *ctx, plan.launches[i], after, cuda_kernels);
+            compiler::add_cuda_launch(b, *ctx, plan.launches[i], after, cuda_kernels, error);
         b.set_label(node, plan.labels[i]);
       }
     });
@@ -957,7 +970,15 @@ struct CompiledCallable::Impl {
           std::span<const std::uint8_t>(
               reinterpret_cast<const std::uint8_t*>(plan.address(plan.outputs[i])),
               plan.host_outputs[i].size()));
+    if (plan.cuda_error) ctx->enqueue_copy(plan.host_error, *plan.cuda_error);
     ctx->synchronize();
+    if (plan.cuda_error && plan.host_error[0] != 0) {
+      ctx->enqueue_memset(*plan.cuda_error, std::int64_t{0});
+      ctx->synchronize();
+      throw UserError(cat("CompiledCallable on ", ctx->device(), ": a gather's index ",
+                          plan.host_error[1], " is outside [0, ", plan.host_error[2],
+                          "); the outputs of this call are not valid"));
+    }
   }
 
   // Copies the inputs in, runs the plan for their shapes and waits for it. Locked by caller.

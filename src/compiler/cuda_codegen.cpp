@@ -130,7 +130,10 @@ std::string cuda_fused_source(const FusedProgram& p, const CudaKernelShape& shap
     s << "    const float " << value(op.result) << " = " << expression(op) << ";\n";
   s << "    a.out[i] = " << value(p.result) << ";\n"
     << "  }\n"
-    << "}\n";
+    << "}\n"
+    << "#ifdef KILN_HOST_EMULATION\n"  // tests without a GPU run it on the host
+    << "KILN_HOST_TRAMPOLINE(" << name << ", KilnFusedArgs)\n"
+    << "#endif\n";
   return s.str();
 }
 

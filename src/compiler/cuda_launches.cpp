@@ -36,6 +36,138 @@ bool all_f32(const Launch& l) {
   throw UserError(cat("CompiledCallable on CUDA: ", l.view().describe(), ": ", what));
 }
 
+/// Library entry \p entry, compiled for \p ctx on first use.
+const DeviceFunction<CudaKernel>& library_kernel(const DeviceContext& ctx, const std::string& entry,
+                                                 CudaKernelCache& kernels) {
+  const std::string key = "library:" + entry;
+  auto it = kernels.find(key);
+  if (it == kernels.end()) {
+    if (source_observer()) source_observer()(entry, cuda_library_source());
+    it = kernels.emplace(key, ctx.compile_function(CudaSource{cuda_library_source(), entry})).first;
+  }
+  return it->second;
+}
+
+/// A launch of \p fn with \p args (a trivially copyable struct laid out as the kernel's).
+template <class Args>
+DeviceGraphNode add_struct_launch(DeviceGraphBuilder& b, const DeviceFunction<CudaKernel>& fn,
+                                  const LaunchConfig& config, const Args& args,
+                                  const DeviceGraphDependencies& after) {
+  const detail::ArgBytes bytes{&args, sizeof(Args)};
+  return b.add_launch(fn.bind_bytes(config, std::span<const detail::ArgBytes>(&bytes, 1)), after);
+}
+
+constexpr std::int64_t kThreads = 256, kMostBlocks = 4096;
+
+/// Blocks of kThreads for a grid-stride loop over \p n items.
+std::int64_t blocks_for(std::int64_t n) {
+  return std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, kMostBlocks);
+}
+
+// The host side of the library's argument structs (same layout: 8-byte fields first).
+struct RowsArgs {
+  const float* x;
+  float* y;
+  const float* gamma;
+  const float* beta;
+  long long outer, len, inner;
+  float eps;
+  int kind;
+};
+struct CopyArgs {
+  const void* in;
+  void* out;
+  long long n;
+  long long shape[8];
+  long long strides[8];
+  int rank;
+  int bytes;
+};
+struct GatherArgs {
+  const void* x;
+  const void* ids;
+  void* out;
+  long long* error;
+  long long outer, axis_len, count, inner;
+  int id_bytes;
+  int bytes;
+};
+
+/// Softmax or a norm along one axis: one block per line.
+DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                         const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  if (!all_f32(l)) refuse(l, "softmax and norms run on CUDA over f32 values only so far");
+  const std::string& name = l.view().name();
+  const View& x = l.in[0];
+  const bool softmax = name == "kiln.softmax" || name == "kiln.log_softmax";
+  const std::size_t axis = softmax
+                               ? kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size())
+                               : x.shape.size() - 1;
+  RowsArgs a{};
+  a.x = reinterpret_cast<const float*>(x.data);
+  a.y = reinterpret_cast<float*>(l.out[0].data);
+  a.outer = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis)));
+  a.len = x.shape.empty() ? 1 : x.shape[axis];
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
+  a.kind = name == "kiln.softmax"       ? 0
+           : name == "kiln.log_softmax" ? 1
+           : name == "kiln.layer_norm"  ? 2
+                                        : 3;
+  if (!softmax) {
+    a.eps = static_cast<float>(l.view().find("eps")->as_float());
+    a.gamma = reinterpret_cast<const float*>(l.in[1].data);
+    if (a.kind == 2) a.beta = reinterpret_cast<const float*>(l.in[2].data);
+  }
+  std::int64_t threads = 32;  // a power of two, up to 256, for the block reduction
+  while (threads < 256 && threads < a.len) threads *= 2;
+  const std::int64_t lines = std::max<std::int64_t>(1, a.outer * a.inner);
+  return add_struct_launch(b, library_kernel(ctx, "kiln_rows", kernels),
+                           LaunchConfig{std::min<std::int64_t>(lines, 65535), threads}, a, after);
+}
+
+/// A copy of \p l's input into its output through per-dim strides of the input.
+DeviceGraphNode add_strided_copy(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                                 const Index& strides, const DeviceGraphDependencies& after,
+                                 CudaKernelCache& kernels) {
+  const View& out = l.out[0];
+  if (out.shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
+  CopyArgs a{};
+  a.in = l.in[0].data;
+  a.out = out.data;
+  a.n = elements(out.shape);
+  a.rank = static_cast<int>(out.shape.size());
+  a.bytes = static_cast<int>(size_of(out.dtype));
+  for (std::size_t d = 0; d < out.shape.size(); ++d) {
+    a.shape[d] = out.shape[d];
+    a.strides[d] = strides[d];
+  }
+  return add_struct_launch(b, library_kernel(ctx, "kiln_copy", kernels),
+                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
+}
+
+DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                           long long* error) {
+  const View &x = l.in[0], &ids = l.in[1];
+  if (ids.dtype != DType::i64 && ids.dtype != DType::i32)
+    refuse(l, "gather takes i32 or i64 indices on CUDA");
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  GatherArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.outer = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis)));
+  a.axis_len = x.shape[axis];
+  a.count = elements(ids.shape);
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
+  a.id_bytes = static_cast<int>(size_of(ids.dtype));
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather", kernels),
+                           LaunchConfig{blocks_for(a.outer * a.count * a.inner), kThreads}, a,
+                           after);
+}
+
 /// A generated kernel over \p l's elements, and its KilnFusedArgs as 8-byte words.
 DeviceGraphNode add_elementwise(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
@@ -69,12 +201,8 @@ DeviceGraphNode add_elementwise(DeviceGraphBuilder& b, const DeviceContext& ctx,
   const std::int64_t n = elements(out.shape);
   words.push_back(reinterpret_cast<std::uint64_t>(out.data));
   words.push_back(static_cast<std::uint64_t>(n));
-  // A grid-stride loop: 256 threads a block, at most 4096 blocks (enough for every SM).
-  constexpr std::int64_t kThreads = 256, kMostBlocks = 4096;
-  const std::int64_t blocks =
-      std::clamp<std::int64_t>((n + kThreads - 1) / kThreads, 1, kMostBlocks);
   const detail::ArgBytes arg{words.data(), words.size() * sizeof(std::uint64_t)};
-  return b.add_launch(it->second.bind_bytes(LaunchConfig{blocks, kThreads},
+  return b.add_launch(it->second.bind_bytes(LaunchConfig{blocks_for(n), kThreads},
                                             std::span<const detail::ArgBytes>(&arg, 1)),
                       after);
 }
@@ -123,16 +251,21 @@ void set_cuda_source_observer(
 }
 
 std::string cuda_unsupported(std::string_view op_name) {
-  if (op_name == "kiln.fused" || is_elementwise(op_name) || op_name == "kiln.matmul" ||
-      op_name == "kiln.reshape")
+  static const std::string_view kSupported[] = {
+      "kiln.fused",      "kiln.matmul",   "kiln.reshape",   "kiln.softmax",      "kiln.log_softmax",
+      "kiln.layer_norm", "kiln.rms_norm", "kiln.transpose", "kiln.broadcast_to", "kiln.gather"};
+  if (is_elementwise(op_name) ||
+      std::find(std::begin(kSupported), std::end(kSupported), op_name) != std::end(kSupported))
     return {};
   return cat("no CUDA kernel for ", op_name,
-             " yet: compiled graphs on CUDA run elementwise ops, matmul and reshape so far; "
-             "compile the module for a CPU device");
+             " yet: compiled graphs on CUDA run elementwise ops, matmul, softmax, layer and RMS "
+             "norm, transpose, broadcast_to, gather and reshape so far; compile the module for "
+             "a CPU device");
 }
 
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                                const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                long long* error) {
   const std::string& name = l.view().name();
   if (name == "kiln.matmul") {
     const detail::GemmF32 g = gemm_of(l);
@@ -147,6 +280,20 @@ DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx,
         std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(l.in[0].data), bytes),
         after);
   }
+  if (name == "kiln.softmax" || name == "kiln.log_softmax" || name == "kiln.layer_norm" ||
+      name == "kiln.rms_norm")
+    return add_rows(b, ctx, l, after, kernels);
+  if (name == "kiln.transpose") {
+    const Index perm = l.view().find("perm")->as_int_array();
+    const Index in_strides = kernel::strides_of(l.in[0].shape);
+    Index strides;
+    for (std::int64_t p : perm) strides.push_back(in_strides[kernel::axis_of(p, perm.size())]);
+    return add_strided_copy(b, ctx, l, strides, after, kernels);
+  }
+  if (name == "kiln.broadcast_to")
+    return add_strided_copy(b, ctx, l, broadcast_strides(l.in[0].shape, l.out[0].shape), after,
+                            kernels);
+  if (name == "kiln.gather") return add_gather(b, ctx, l, after, kernels, error);
   return add_elementwise(b, ctx, l, after, kernels);
 }
 

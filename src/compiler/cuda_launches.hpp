@@ -2,8 +2,10 @@
 // Internal: a compiled plan's launches on a CUDA context, as device-graph nodes.
 // Elementwise launches (fused bodies and single ops) are CUDA kernels generated from the
 // body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
-// GEMMs captured into the graph (CUDA work); reshapes are copies. Other ops have no CUDA
-// kernel yet: `cuda_unsupported` says so before anything runs.
+// GEMMs captured into the graph (CUDA work); softmax, log-softmax, layer and RMS norm,
+// transpose, broadcast_to and gather are kernels of kiln's CUDA library
+// (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel yet:
+// `cuda_unsupported` says so before anything runs.
 
 #include <functional>
 #include <map>
@@ -26,10 +28,16 @@ void set_cuda_source_observer(
 /// Empty when launches of op \p op_name can run on CUDA, else what to tell the user.
 std::string cuda_unsupported(std::string_view op_name);
 
+/// The CUDA C++ of kiln's kernel library (entries kiln_rows, kiln_copy, kiln_gather).
+const std::string& cuda_library_source();
+
 /// Adds \p l (its views bound to device memory of \p ctx) to \p b after \p after.
+/// \p error is 3 words of device memory where a gather reports an index out of range
+/// ({1, index, axis length}; the caller checks and clears it).
 /// \throws UserError for what the CUDA kernels do not cover (dtypes other than f32,
 /// matmuls that broadcast batch dimensions both ways).
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                const DeviceGraphDependencies& after, CudaKernelCache& kernels);
+                                const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                long long* error);
 
 }  // namespace kiln::compiler

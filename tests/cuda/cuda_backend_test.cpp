@@ -8,11 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -577,52 +580,109 @@ TEST_P(CudaBackend, DynamicSharedMemoryBeyondTheDefaultIsAskedForAndChecked) {
 TEST_P(CudaBackend, CompiledGraphsSayWhatTheyCannotRunOnCudaYet) {
   const auto ctx = std::make_shared<DeviceContext>(context());
   const StagedGraph staged =
-      stage([](Tensor x) { return softmax(x, -1); })(TensorLayout(DType::f32, {4}));
+      stage([](Tensor x) { return sum(x, {0}); })(TensorLayout(DType::f32, {4}));
   KILN_EXPECT_THROW_MSG(CompiledCallable(staged, {}, {.context = ctx}), UserError,
-                        "CompiledCallable on cuda:0", "no CUDA kernel for kiln.softmax yet",
+                        "CompiledCallable on cuda:0", "no CUDA kernel for kiln.reduce_sum yet",
                         "compile the module for a CPU device");
 }
 
 #if defined(KILN_TEST_NVRTC) && defined(KILN_TEST_HOST_CXX)
-/// The fake driver runs a generated elementwise kernel by compiling its CUDA source for
-/// the host: a prelude gives it CUDA's index variables, and a trampoline runs every
-/// thread of the grid in turn (the kernels are grid-stride loops with no cooperation).
+/// What a prelude gives kiln's CUDA sources so that they compile for the host: CUDA's
+/// index variables (per emulated thread), __shared__ as one array per block, and
+/// __syncthreads as a barrier of the block's threads. KILN_HOST_TRAMPOLINE (which every
+/// kiln kernel source names under KILN_HOST_EMULATION) then exports a launcher that runs a
+/// grid: one host thread per CUDA thread of a block, the blocks in turn.
+const char* const kHostPrelude = R"(#include <math.h>
+#include <barrier>
+#include <thread>
+#include <vector>
+struct KilnHostDim3 { unsigned x = 1, y = 1, z = 1; };
+static thread_local KilnHostDim3 threadIdx, blockIdx;
+static KilnHostDim3 blockDim, gridDim;
+static std::barrier<>* kiln_host_barrier;
+#define __global__
+#define __device__
+#define __shared__ static
+#define __syncthreads() kiln_host_barrier->arrive_and_wait()
+template <class F>
+void kiln_host_run(unsigned grid, unsigned block, const F& body) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  std::barrier<> bar(block);
+  kiln_host_barrier = &bar;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t)
+    threads.emplace_back([&, t] {
+      threadIdx.x = t;
+      for (unsigned b = 0; b < grid; ++b) {
+        blockIdx.x = b;
+        body();
+        bar.arrive_and_wait();
+      }
+    });
+  for (auto& th : threads) th.join();
+}
+#define KILN_HOST_TRAMPOLINE(name, Args)                                          \
+  extern "C" unsigned long kiln_host_args_size_##name() { return sizeof(Args); } \
+  extern "C" void kiln_host_launch_##name(const void* a, unsigned g, unsigned b) { \
+    kiln_host_run(g, b, [&] { name(*static_cast<const Args*>(a)); });           \
+  }
+#define KILN_HOST_EMULATION 1
+)";
+
+/// The fake driver runs kernel \p name of kiln's CUDA \p source by compiling the source
+/// for the host (once per source) with kHostPrelude.
 void emulate_on_host(const std::string& name, const std::string& source) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("kiln_host_cuda_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::filesystem::path src = dir / (name + ".cpp"), lib = dir / (name + ".so");
-  std::ofstream(src) << "#include <math.h>\n"
-                        "struct KilnHostDim3 { unsigned x = 1, y = 1, z = 1; };\n"
-                        "static KilnHostDim3 threadIdx, blockIdx, blockDim, gridDim;\n"
-                        "#define __global__\n"
-                     << source
-                     << "extern \"C\" unsigned long kiln_host_args_size() {\n"
-                        "  return sizeof(KilnFusedArgs);\n}\n"
-                        "extern \"C\" void kiln_host_launch(const void* args, unsigned grid,\n"
-                        "                                   unsigned block) {\n"
-                        "  gridDim.x = grid;\n  blockDim.x = block;\n"
-                        "  for (unsigned b = 0; b < grid; ++b)\n"
-                        "    for (unsigned t = 0; t < block; ++t) {\n"
-                        "      blockIdx.x = b;\n      threadIdx.x = t;\n      "
-                     << name << "(*static_cast<const KilnFusedArgs*>(args));\n    }\n}\n";
-  const std::string command = std::string(KILN_TEST_HOST_CXX) +
-                              " -std=c++17 -O1 -shared -fPIC -o '" + lib.string() + "' '" +
-                              src.string() + "'";
-  if (std::system(command.c_str()) != 0)
-    throw std::runtime_error("host compile failed: " + command);
-  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) throw std::runtime_error(dlerror());
+  static std::map<std::string, void*> libraries;  // by source
+  void*& handle = libraries[source];
+  if (handle == nullptr) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("kiln_host_cuda_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string stem = std::to_string(libraries.size());
+    const std::filesystem::path src = dir / (stem + ".cpp"), lib = dir / (stem + ".so");
+    std::ofstream(src) << kHostPrelude << source;
+    const std::string command = std::string(KILN_TEST_HOST_CXX) +
+                                " -std=c++20 -O1 -pthread -shared -fPIC -o '" + lib.string() +
+                                "' '" + src.string() + "'";
+    if (std::system(command.c_str()) != 0)
+      throw std::runtime_error("host compile failed: " + command);
+    handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) throw std::runtime_error(dlerror());
+  }
   using Launch = void (*)(const void*, unsigned, unsigned);
   using Size = unsigned long (*)();
-  const auto launch = reinterpret_cast<Launch>(dlsym(handle, "kiln_host_launch"));
-  const auto size = reinterpret_cast<Size>(dlsym(handle, "kiln_host_args_size"));
+  const auto launch = reinterpret_cast<Launch>(dlsym(handle, ("kiln_host_launch_" + name).c_str()));
+  const auto size = reinterpret_cast<Size>(dlsym(handle, ("kiln_host_args_size_" + name).c_str()));
+  if (launch == nullptr || size == nullptr)
+    throw std::runtime_error("no host trampoline for " + name);
   FakeCuda::get().kernels[name] = {
       {size()},
       [launch](const unsigned char* args, const unsigned grid[3], const unsigned block[3]) {
         launch(args, grid[0], block[0]);
         return CUDA_SUCCESS;
       }};
+}
+
+/// Runs \p staged on \p ctx and on the CPU, twice each, and expects the same outputs.
+void expect_cuda_matches_cpu(const std::shared_ptr<DeviceContext>& ctx, const StagedGraph& staged,
+                             const std::map<std::string, Tensor>& weights,
+                             const std::function<Tensor(int)>& input) {
+  CompiledCallable on_gpu(staged, weights, {.context = ctx});
+  CompiledCallable on_cpu(staged, weights);
+  for (int call = 0; call < 2; ++call) {
+    const Tensor x = input(call);
+    const std::vector<Tensor> got = on_gpu.run({x}), want = on_cpu.run({x});
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape());
+      const auto g = got[o].to_vector<float>(), w = want[o].to_vector<float>();
+      for (std::size_t i = 0; i < g.size(); ++i)
+        ASSERT_NEAR(g[i], w[i], 1e-5f * (1 + std::fabs(w[i])))
+            << "call " << call << " output " << o << " element " << i;
+    }
+  }
+  EXPECT_EQ(on_gpu.stats().plans, 1u);
 }
 
 TEST_P(CudaBackend, ACompiledGraphRunsOnCudaAsOnTheCpu) {
@@ -644,20 +704,9 @@ TEST_P(CudaBackend, ACompiledGraphRunsOnCudaAsOnTheCpu) {
       {"w2", Tensor::random(f32({2, 16, 5}), 3, -0.5, 0.5)},
       {"w3", Tensor::random(f32({2, 16, 5}), 4, -0.5, 0.5)}};
   const auto ctx = std::make_shared<DeviceContext>(context());
-  CompiledCallable on_gpu(staged, weights, {.context = ctx});
-  CompiledCallable on_cpu(staged, weights);
-  for (int call = 0; call < 2; ++call) {
-    const Tensor x = Tensor::random(f32({2, 3, 8}), 10 + call, -1, 1);
-    const std::vector<Tensor> got = on_gpu.run({x}), want = on_cpu.run({x});
-    ASSERT_EQ(got.size(), 2u);
-    for (std::size_t o = 0; o < 2; ++o) {
-      ASSERT_EQ(got[o].shape(), want[o].shape());
-      const auto g = got[o].to_vector<float>(), w = want[o].to_vector<float>();
-      for (std::size_t i = 0; i < g.size(); ++i)
-        ASSERT_NEAR(g[i], w[i], 1e-5f) << "call " << call << " output " << o << " element " << i;
-    }
-  }
-  EXPECT_EQ(on_gpu.stats().plans, 1u);
+  expect_cuda_matches_cpu(ctx, staged, weights, [&](int call) {
+    return Tensor::random(f32({2, 3, 8}), 10 + call, -1, 1);
+  });
   if (!gpu()) {
     compiler::set_cuda_source_observer(nullptr);
     EXPECT_EQ(fake().gemms, 6);  // 3 matmuls x 2 calls
@@ -676,6 +725,56 @@ TEST_P(CudaBackend, ACompiledGraphRunsOnCudaAsOnTheCpu) {
   }
 }
 #endif
+
+TEST_P(CudaBackend, AnAttentionBlockRunsOnCudaAsOnTheCpu) {
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  // Embedding (gather), layer norm, heads split by reshape and transpose, scores with a
+  // softmax, heads merged, an RMS norm, a log-softmax along a middle axis and a
+  // broadcast_to: every op of kiln's CUDA library.
+  const auto f32 = [](Shape shape) { return TensorLayout(DType::f32, std::move(shape)); };
+  const auto model = [&](Tensor ids) {
+    const Tensor e = embedding(weight("table", f32({11, 8})), ids);  // [2, 5, 8]
+    const Tensor n = layer_norm(e, weight("g", f32({8})), weight("b", f32({8})));
+    const auto heads = [&](const char* w) {  // [2, 2, 5, 4]
+      return transpose(reshape(matmul(n, weight(w, f32({8, 8}))), Shape({2, 5, 2, 4})), 1, 2);
+    };
+    const Tensor q = heads("wq"), k = heads("wk"), v = heads("wv");
+    const Tensor s = softmax(matmul(q, transpose(k, 2, 3)) * 0.5, -1);  // [2, 2, 5, 5]
+    const Tensor c = reshape(transpose(matmul(s, v), 1, 2), Shape({2, 5, 8}));
+    const Tensor o = rms_norm(c + e, weight("g2", f32({8})));
+    return std::make_tuple(log_softmax(o, 1), broadcast_to(weight("g", f32({8})), Shape({3, 8})));
+  };
+  const StagedGraph staged = stage(model)(TensorLayout(DType::i64, {2, 5}));
+  std::map<std::string, Tensor> weights;
+  int seed = 20;
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{{"table", {11, 8}},
+                                                                              {"g", {8}},
+                                                                              {"b", {8}},
+                                                                              {"wq", {8, 8}},
+                                                                              {"wk", {8, 8}},
+                                                                              {"wv", {8, 8}},
+                                                                              {"g2", {8}}})
+    weights.emplace(name, Tensor::random(f32(shape), seed++, -1, 1));
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  const auto ids = [](int call) {
+    std::vector<std::int64_t> v(10);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<std::int64_t>((i * 7 + call) % 11);
+    return Tensor::from_bytes(DType::i64, Shape({2, 5}), Device::cpu(), v.data(),
+                              v.size() * sizeof(std::int64_t));
+  };
+  expect_cuda_matches_cpu(ctx, staged, weights, ids);
+
+  // An index outside the table is an error of the call that names it; the next call runs.
+  CompiledCallable on_gpu(staged, weights, {.context = ctx});
+  std::vector<std::int64_t> bad(10, 3);
+  bad[4] = 11;
+  KILN_EXPECT_THROW_MSG(on_gpu.run({Tensor::from_bytes(DType::i64, Shape({2, 5}), Device::cpu(),
+                                                       bad.data(), bad.size() * 8)}),
+                        UserError, "a gather's index 11 is outside [0, 11)");
+  EXPECT_NO_THROW(on_gpu.run({ids(0)}));
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
 
 TEST_P(CudaBackend, CompiledGraphsRefuseSeveralDevicesWithCuda) {
   const auto ctx = std::make_shared<DeviceContext>(context());

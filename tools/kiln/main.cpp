@@ -26,7 +26,10 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
       ->type_name("NAME=FILE");
   cmd.add_option("-w,--weights", o.weights, "Weights as safetensors, by full dotted name")
       ->type_name("FILE");
-  cmd.add_option("--device", o.device, "Device to compile for and run on")->capture_default_str();
+  cmd.add_option("--device", o.device,
+                 "Device to compile for and run on: cpu:N, or cuda:N (a GPU: elementwise ops, "
+                 "matmul, softmax, norms, transpose, gather and reshape so far)")
+      ->capture_default_str();
   cmd.add_option("-t,--threads", o.threads,
                  "Worker threads (default: KILN_NUM_THREADS, else every available core)");
   cmd.add_option("--matmul-precision", o.matmul_precision,

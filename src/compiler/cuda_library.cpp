@@ -1,0 +1,155 @@
+#include "compiler/cuda_launches.hpp"
+
+namespace kiln::compiler {
+
+const std::string& cuda_library_source() {
+  static const std::string source =
+      R"(// kiln's CUDA kernels for the ops that are neither elementwise (generated) nor GEMMs
+// (cuBLAS). Each entry takes one struct. Under KILN_HOST_EMULATION (tests without a GPU)
+// a prelude supplies CUDA's built-ins and KILN_HOST_TRAMPOLINE a host launcher.
+#ifndef KILN_HOST_EMULATION
+#define KILN_HOST_TRAMPOLINE(name, Args)
+#endif
+
+// One element of `bytes` bytes from in[src] to out[i].
+__device__ void kiln_copy_element(unsigned char* out, long long i, const unsigned char* in,
+                                  long long src, int bytes) {
+  switch (bytes) {
+    case 1: out[i] = in[src]; break;
+    case 2: ((unsigned short*)out)[i] = ((const unsigned short*)in)[src]; break;
+    case 4: ((unsigned int*)out)[i] = ((const unsigned int*)in)[src]; break;
+    default: ((unsigned long long*)out)[i] = ((const unsigned long long*)in)[src]; break;
+  }
+}
+
+// v summed (or its maximum) over the block's threads (blockDim.x a power of two <= 1024),
+// through scratch; every thread gets the result.
+__device__ float kiln_block_reduce(float v, bool max, float* scratch) {
+  scratch[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float o = scratch[threadIdx.x + s];
+      scratch[threadIdx.x] = max ? fmaxf(scratch[threadIdx.x], o) : scratch[threadIdx.x] + o;
+    }
+    __syncthreads();
+  }
+  const float r = scratch[0];
+  __syncthreads();
+  return r;
+}
+
+// Softmax, log-softmax, layer norm and RMS norm along one axis: element i of line
+// (o, j) at o * len * inner + i * inner + j. One block per line.
+struct KilnRowsArgs {
+  const float* x;
+  float* y;
+  const float* gamma;  // norms: a scale per position along the axis
+  const float* beta;   // layer norm: a shift per position
+  long long outer, len, inner;
+  float eps;
+  int kind;  // 0 softmax, 1 log_softmax, 2 layer_norm, 3 rms_norm
+};
+
+extern "C" __global__ void kiln_rows(KilnRowsArgs a) {
+  __shared__ float scratch[1024];
+  const long long s = a.inner;
+  for (long long line = blockIdx.x; line < a.outer * a.inner; line += gridDim.x) {
+    const long long base = (line / a.inner) * a.len * a.inner + line % a.inner;
+    const float* x = a.x + base;
+    float* y = a.y + base;
+    if (a.kind <= 1) {
+      float m = -3.402823466e+38f;  // -FLT_MAX: NVRTC has no math.h
+      for (long long i = threadIdx.x; i < a.len; i += blockDim.x) m = fmaxf(m, x[i * s]);
+      m = kiln_block_reduce(m, true, scratch);
+      float sum = 0.0f;
+      for (long long i = threadIdx.x; i < a.len; i += blockDim.x) sum += expf(x[i * s] - m);
+      sum = kiln_block_reduce(sum, false, scratch);
+      if (a.kind == 0) {
+        for (long long i = threadIdx.x; i < a.len; i += blockDim.x)
+          y[i * s] = expf(x[i * s] - m) / sum;
+      } else {
+        const float shift = m + logf(sum);
+        for (long long i = threadIdx.x; i < a.len; i += blockDim.x) y[i * s] = x[i * s] - shift;
+      }
+    } else {
+      float mean = 0.0f;
+      if (a.kind == 2) {
+        float sum = 0.0f;
+        for (long long i = threadIdx.x; i < a.len; i += blockDim.x) sum += x[i * s];
+        mean = kiln_block_reduce(sum, false, scratch) / (float)a.len;
+      }
+      float var = 0.0f;
+      for (long long i = threadIdx.x; i < a.len; i += blockDim.x) {
+        const float d = x[i * s] - mean;
+        var += d * d;
+      }
+      var = kiln_block_reduce(var, false, scratch) / (float)a.len;
+      const float scale = 1.0f / sqrtf(var + a.eps);
+      for (long long i = threadIdx.x; i < a.len; i += blockDim.x)
+        y[i * s] = (x[i * s] - mean) * scale * a.gamma[i] + (a.beta ? a.beta[i] : 0.0f);
+    }
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_rows, KilnRowsArgs)
+
+// out[i] = in[offset of i], the offset from out's index through per-dim strides of in
+// (transpose, broadcast_to): any element size.
+struct KilnCopyArgs {
+  const unsigned char* in;
+  unsigned char* out;
+  long long n;
+  long long shape[8];
+  long long strides[8];
+  int rank;
+  int bytes;
+};
+
+extern "C" __global__ void kiln_copy(KilnCopyArgs a) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+    long long rest = i, src = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      src += (rest % a.shape[d]) * a.strides[d];
+      rest /= a.shape[d];
+    }
+    kiln_copy_element(a.out, i, a.in, src, a.bytes);
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_copy, KilnCopyArgs)
+
+// out[o, t, j] = x[o, ids[t], j] (x viewed as outer x axis_len x inner). An index outside
+// [0, axis_len) writes zeros and is reported in error: {1, index, axis_len}.
+struct KilnGatherArgs {
+  const unsigned char* x;
+  const void* ids;
+  unsigned char* out;
+  long long* error;
+  long long outer, axis_len, count, inner;
+  int id_bytes;
+  int bytes;
+};
+
+extern "C" __global__ void kiln_gather(KilnGatherArgs a) {
+  const long long n = a.outer * a.count * a.inner;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    const long long j = i % a.inner, t = (i / a.inner) % a.count, o = i / (a.inner * a.count);
+    const long long id =
+        a.id_bytes == 8 ? ((const long long*)a.ids)[t] : (long long)((const int*)a.ids)[t];
+    if (id < 0 || id >= a.axis_len) {
+      a.error[1] = id;
+      a.error[2] = a.axis_len;
+      a.error[0] = 1;
+      for (int b = 0; b < a.bytes; ++b) a.out[i * a.bytes + b] = 0;
+      continue;
+    }
+    kiln_copy_element(a.out, i, a.x, (o * a.axis_len + id) * a.inner + j, a.bytes);
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_gather, KilnGatherArgs)
+)";
+  return source;
+}
+
+}  // namespace kiln::compiler
