@@ -27,6 +27,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/runtime/device_graph.hpp"
+#include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
 
@@ -773,6 +774,36 @@ TEST_P(CudaBackend, AnAttentionBlockRunsOnCudaAsOnTheCpu) {
                                                        bad.data(), bad.size() * 8)}),
                         UserError, "a gather's index 11 is outside [0, 11)");
   EXPECT_NO_THROW(on_gpu.run({ids(0)}));
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
+TEST_P(CudaBackend, TheDemoTransformerRunsOnCudaAsOnTheCpu) {
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  // kiln demo's model, small: embedding, two blocks sharing one subgraph body (layer norm,
+  // attention, GELU MLP), a final RMS norm and the LM head.
+  const nn::TransformerBlock block{.dim = 16, .heads = 2, .hidden = 32};
+  const auto model = [&](Tensor ids) {
+    Tensor x = nn::Embedding{.vocab = 20, .dim = 16, .name = "embed"}(ids);
+    const auto layer = as_subgraph(block, {.name = "block"});
+    for (int i = 0; i < 2; ++i) {
+      name_scope scope("layers." + std::to_string(i));
+      x = layer(x);
+    }
+    x = nn::RMSNorm{.dim = 16, .name = "final_norm"}(x);
+    return nn::Linear{.in = 16, .out = 20, .bias = false, .name = "lm_head"}(x);
+  };
+  const StagedGraph staged = stage(model)(TensorLayout(DType::i64, {"batch", "seq"}));
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 100;
+  for (const auto& [name, type] : module_weights(staged.graph()))
+    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.5, 0.5));
+  const auto ids = [](int call) {
+    std::vector<std::int64_t> v(2 * 6);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 5 + call) % 20);
+    return Tensor::from_bytes(DType::i64, Shape({2, 6}), Device::cpu(), v.data(),
+                              v.size() * sizeof(std::int64_t));
+  };
+  expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, weights, ids);
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
