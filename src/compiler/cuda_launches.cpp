@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "compiler/cuda_codegen.hpp"
@@ -78,10 +79,21 @@ struct CopyArgs {
   const void* in;
   void* out;
   long long n;
+  long long in_offset, out_offset;
   long long shape[8];
-  long long strides[8];
+  long long in_strides[8];
+  long long out_strides[8];
   int rank;
   int bytes;
+};
+struct ReduceArgs {
+  const float* x;
+  float* y;
+  long long outputs, count;
+  long long kept_shape[8], kept_strides[8];
+  long long red_shape[8], red_strides[8];
+  int kept_rank, red_rank;
+  int kind;
 };
 struct GatherArgs {
   const void* x;
@@ -125,24 +137,122 @@ DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const 
                            LaunchConfig{std::min<std::int64_t>(lines, 65535), threads}, a, after);
 }
 
-/// A copy of \p l's input into its output through per-dim strides of the input.
-DeviceGraphNode add_strided_copy(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                 const Index& strides, const DeviceGraphDependencies& after,
-                                 CudaKernelCache& kernels) {
-  const View& out = l.out[0];
-  if (out.shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
+/// For each index of \p shape, an element of \p in (at in_offset + index . in_strides) to
+/// \p out (likewise): one kernel of the library's strided copy.
+struct StridedCopy {
+  const std::byte* in;
+  std::byte* out;
+  Index shape;
+  std::int64_t in_offset = 0, out_offset = 0;
+  Index in_strides, out_strides;
+};
+
+DeviceGraphNode add_copy(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                         const StridedCopy& c, const DeviceGraphDependencies& after,
+                         CudaKernelCache& kernels) {
+  if (c.shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
   CopyArgs a{};
-  a.in = l.in[0].data;
-  a.out = out.data;
-  a.n = elements(out.shape);
-  a.rank = static_cast<int>(out.shape.size());
-  a.bytes = static_cast<int>(size_of(out.dtype));
-  for (std::size_t d = 0; d < out.shape.size(); ++d) {
-    a.shape[d] = out.shape[d];
-    a.strides[d] = strides[d];
+  a.in = c.in;
+  a.out = c.out;
+  a.n = elements(c.shape);
+  a.in_offset = c.in_offset;
+  a.out_offset = c.out_offset;
+  a.rank = static_cast<int>(c.shape.size());
+  a.bytes = static_cast<int>(size_of(l.out[0].dtype));
+  for (std::size_t d = 0; d < c.shape.size(); ++d) {
+    a.shape[d] = c.shape[d];
+    a.in_strides[d] = c.in_strides[d];
+    a.out_strides[d] = c.out_strides[d];
   }
   return add_struct_launch(b, library_kernel(ctx, "kiln_copy", kernels),
                            LaunchConfig{blocks_for(a.n), kThreads}, a, after);
+}
+
+/// \p l's output from its input read through per-dim strides \p in_strides (starting
+/// at element \p in_offset).
+DeviceGraphNode add_strided_read(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                                 Index in_strides, std::int64_t in_offset,
+                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  const View& out = l.out[0];
+  return add_copy(b, ctx, l,
+                  {l.in[0].data, out.data, out.shape, in_offset, 0, std::move(in_strides),
+                   kernel::strides_of(out.shape)},
+                  after, kernels);
+}
+
+/// Concat: each input into its slab of the output, one copy after another.
+DeviceGraphNode add_concat(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  const View& out = l.out[0];
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), out.shape.size());
+  const Index out_strides = kernel::strides_of(out.shape);
+  std::optional<DeviceGraphNode> last;
+  std::int64_t at = 0;
+  for (const View& in : l.in) {
+    const DeviceGraphDependencies deps = last ? DeviceGraphDependencies{*last} : after;
+    last = add_copy(b, ctx, l,
+                    {in.data, out.data, in.shape, 0, at * out_strides[axis],
+                     kernel::strides_of(in.shape), out_strides},
+                    deps, kernels);
+    at += in.shape[axis];
+  }
+  return *last;
+}
+
+/// Split: each output from its slab of the input, one copy after another.
+DeviceGraphNode add_split(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                          const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  const View& in = l.in[0];
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), in.shape.size());
+  const Index in_strides = kernel::strides_of(in.shape);
+  std::optional<DeviceGraphNode> last;
+  std::int64_t at = 0;
+  for (const View& out : l.out) {
+    const DeviceGraphDependencies deps = last ? DeviceGraphDependencies{*last} : after;
+    last = add_copy(b, ctx, l,
+                    {in.data, out.data, out.shape, at * in_strides[axis], 0, in_strides,
+                     kernel::strides_of(out.shape)},
+                    deps, kernels);
+    at += out.shape[axis];
+  }
+  return *last;
+}
+
+DeviceGraphNode add_reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  if (!all_f32(l)) refuse(l, "reductions run on CUDA over f32 values only so far");
+  const View& x = l.in[0];
+  if (x.shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
+  std::vector<bool> reduced(x.shape.size(), false);
+  for (std::int64_t ax : l.view().find("axes")->as_int_array())
+    reduced[kernel::axis_of(ax, x.shape.size())] = true;
+  const Index st = kernel::strides_of(x.shape);
+  ReduceArgs a{};
+  a.x = reinterpret_cast<const float*>(x.data);
+  a.y = reinterpret_cast<float*>(l.out[0].data);
+  a.outputs = 1;
+  a.count = 1;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    if (reduced[d]) {
+      a.red_shape[a.red_rank] = x.shape[d];
+      a.red_strides[a.red_rank++] = st[d];
+      a.count *= x.shape[d];
+    } else {
+      a.kept_shape[a.kept_rank] = x.shape[d];
+      a.kept_strides[a.kept_rank++] = st[d];
+      a.outputs *= x.shape[d];
+    }
+  }
+  const std::string& name = l.view().name();
+  a.kind = name == "kiln.reduce_sum"    ? 0
+           : name == "kiln.reduce_mean" ? 1
+           : name == "kiln.reduce_max"  ? 2
+                                        : 3;
+  std::int64_t threads = 32;
+  while (threads < 256 && threads < a.count) threads *= 2;
+  return add_struct_launch(b, library_kernel(ctx, "kiln_reduce", kernels),
+                           LaunchConfig{std::clamp<std::int64_t>(a.outputs, 1, 65535), threads}, a,
+                           after);
 }
 
 DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
@@ -252,15 +362,18 @@ void set_cuda_source_observer(
 
 std::string cuda_unsupported(std::string_view op_name) {
   static const std::string_view kSupported[] = {
-      "kiln.fused",      "kiln.matmul",   "kiln.reshape",   "kiln.softmax",      "kiln.log_softmax",
-      "kiln.layer_norm", "kiln.rms_norm", "kiln.transpose", "kiln.broadcast_to", "kiln.gather"};
+      "kiln.fused",        "kiln.matmul",     "kiln.reshape",     "kiln.softmax",
+      "kiln.log_softmax",  "kiln.layer_norm", "kiln.rms_norm",    "kiln.transpose",
+      "kiln.broadcast_to", "kiln.gather",     "kiln.slice",       "kiln.concat",
+      "kiln.split",        "kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max",
+      "kiln.reduce_min"};
   if (is_elementwise(op_name) ||
       std::find(std::begin(kSupported), std::end(kSupported), op_name) != std::end(kSupported))
     return {};
   return cat("no CUDA kernel for ", op_name,
              " yet: compiled graphs on CUDA run elementwise ops, matmul, softmax, layer and RMS "
-             "norm, transpose, broadcast_to, gather and reshape so far; compile the module for "
-             "a CPU device");
+             "norm, reductions, transpose, broadcast_to, slice, concat, split, gather and "
+             "reshape so far; compile the module for a CPU device");
 }
 
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
@@ -288,11 +401,27 @@ DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx,
     const Index in_strides = kernel::strides_of(l.in[0].shape);
     Index strides;
     for (std::int64_t p : perm) strides.push_back(in_strides[kernel::axis_of(p, perm.size())]);
-    return add_strided_copy(b, ctx, l, strides, after, kernels);
+    return add_strided_read(b, ctx, l, strides, 0, after, kernels);
   }
   if (name == "kiln.broadcast_to")
-    return add_strided_copy(b, ctx, l, broadcast_strides(l.in[0].shape, l.out[0].shape), after,
+    return add_strided_read(b, ctx, l, broadcast_strides(l.in[0].shape, l.out[0].shape), 0, after,
                             kernels);
+  if (name == "kiln.slice") {
+    const View& x = l.in[0];
+    const Index starts = l.view().find("starts")->as_int_array();
+    const Index steps = l.view().find("steps")->as_int_array();
+    const Index st = kernel::strides_of(x.shape);
+    Index strides;
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      offset += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * st[d];
+      strides.push_back(steps[d] * st[d]);
+    }
+    return add_strided_read(b, ctx, l, strides, offset, after, kernels);
+  }
+  if (name == "kiln.concat") return add_concat(b, ctx, l, after, kernels);
+  if (name == "kiln.split") return add_split(b, ctx, l, after, kernels);
+  if (name.starts_with("kiln.reduce_")) return add_reduce(b, ctx, l, after, kernels);
   if (name == "kiln.gather") return add_gather(b, ctx, l, after, kernels, error);
   return add_elementwise(b, ctx, l, after, kernels);
 }

@@ -3,9 +3,9 @@
 // Elementwise launches (fused bodies and single ops) are CUDA kernels generated from the
 // body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
 // GEMMs captured into the graph (CUDA work); softmax, log-softmax, layer and RMS norm,
-// transpose, broadcast_to and gather are kernels of kiln's CUDA library
-// (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel yet:
-// `cuda_unsupported` says so before anything runs.
+// reductions, transpose, broadcast_to, slice, concat, split and gather are kernels of
+// kiln's CUDA library (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel
+// yet: `cuda_unsupported` says so before anything runs.
 
 #include <functional>
 #include <map>
@@ -28,7 +28,8 @@ void set_cuda_source_observer(
 /// Empty when launches of op \p op_name can run on CUDA, else what to tell the user.
 std::string cuda_unsupported(std::string_view op_name);
 
-/// The CUDA C++ of kiln's kernel library (entries kiln_rows, kiln_copy, kiln_gather).
+/// The CUDA C++ of kiln's kernel library (entries kiln_rows, kiln_copy, kiln_reduce,
+/// kiln_gather).
 const std::string& cuda_library_source();
 
 /// Adds \p l (its views bound to device memory of \p ctx) to \p b after \p after.

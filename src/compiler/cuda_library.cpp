@@ -93,14 +93,17 @@ extern "C" __global__ void kiln_rows(KilnRowsArgs a) {
 }
 KILN_HOST_TRAMPOLINE(kiln_rows, KilnRowsArgs)
 
-// out[i] = in[offset of i], the offset from out's index through per-dim strides of in
-// (transpose, broadcast_to): any element size.
+// For each index of `shape`: out[out_offset + index . out_strides] =
+// in[in_offset + index . in_strides] (transpose, broadcast_to, slice, the pieces of concat
+// and split): any element size, offsets and strides in elements.
 struct KilnCopyArgs {
   const unsigned char* in;
   unsigned char* out;
   long long n;
+  long long in_offset, out_offset;
   long long shape[8];
-  long long strides[8];
+  long long in_strides[8];
+  long long out_strides[8];
   int rank;
   int bytes;
 };
@@ -108,15 +111,54 @@ struct KilnCopyArgs {
 extern "C" __global__ void kiln_copy(KilnCopyArgs a) {
   const long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
-    long long rest = i, src = 0;
+    long long rest = i, src = a.in_offset, dst = a.out_offset;
     for (int d = a.rank - 1; d >= 0; --d) {
-      src += (rest % a.shape[d]) * a.strides[d];
+      const long long c = rest % a.shape[d];
       rest /= a.shape[d];
+      src += c * a.in_strides[d];
+      dst += c * a.out_strides[d];
     }
-    kiln_copy_element(a.out, i, a.in, src, a.bytes);
+    kiln_copy_element(a.out, dst, a.in, src, a.bytes);
   }
 }
 KILN_HOST_TRAMPOLINE(kiln_copy, KilnCopyArgs)
+
+// Sum, mean, max or min over some dims: y[o] over the elements whose kept dims give o
+// (offsets through kept_* and red_* shapes and strides of x). One block per output.
+struct KilnReduceArgs {
+  const float* x;
+  float* y;
+  long long outputs, count;
+  long long kept_shape[8], kept_strides[8];
+  long long red_shape[8], red_strides[8];
+  int kept_rank, red_rank;
+  int kind;  // 0 sum, 1 mean, 2 max, 3 min
+};
+
+extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
+  __shared__ float scratch[1024];
+  const bool is_max = a.kind == 2, is_min = a.kind == 3;
+  for (long long o = blockIdx.x; o < a.outputs; o += gridDim.x) {
+    long long rest = o, base = 0;
+    for (int d = a.kept_rank - 1; d >= 0; --d) {
+      base += (rest % a.kept_shape[d]) * a.kept_strides[d];
+      rest /= a.kept_shape[d];
+    }
+    float acc = is_max ? -3.402823466e+38f : is_min ? 3.402823466e+38f : 0.0f;
+    for (long long r = threadIdx.x; r < a.count; r += blockDim.x) {
+      long long rr = r, at = base;
+      for (int d = a.red_rank - 1; d >= 0; --d) {
+        at += (rr % a.red_shape[d]) * a.red_strides[d];
+        rr /= a.red_shape[d];
+      }
+      const float v = a.x[at];
+      acc = is_max ? fmaxf(acc, v) : is_min ? fminf(acc, v) : acc + v;
+    }
+    acc = is_min ? -kiln_block_reduce(-acc, true, scratch) : kiln_block_reduce(acc, is_max, scratch);
+    if (threadIdx.x == 0) a.y[o] = a.kind == 1 ? acc / (float)a.count : acc;
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_reduce, KilnReduceArgs)
 
 // out[o, t, j] = x[o, ids[t], j] (x viewed as outer x axis_len x inner). An index outside
 // [0, axis_len) writes zeros and is reported in error: {1, index, axis_len}.

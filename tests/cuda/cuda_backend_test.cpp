@@ -581,9 +581,9 @@ TEST_P(CudaBackend, DynamicSharedMemoryBeyondTheDefaultIsAskedForAndChecked) {
 TEST_P(CudaBackend, CompiledGraphsSayWhatTheyCannotRunOnCudaYet) {
   const auto ctx = std::make_shared<DeviceContext>(context());
   const StagedGraph staged =
-      stage([](Tensor x) { return sum(x, {0}); })(TensorLayout(DType::f32, {4}));
+      stage([](Tensor x) { return argmax(x, 0); })(TensorLayout(DType::f32, {4}));
   KILN_EXPECT_THROW_MSG(CompiledCallable(staged, {}, {.context = ctx}), UserError,
-                        "CompiledCallable on cuda:0", "no CUDA kernel for kiln.reduce_sum yet",
+                        "CompiledCallable on cuda:0", "no CUDA kernel for kiln.argmax yet",
                         "compile the module for a CPU device");
 }
 
@@ -777,6 +777,21 @@ TEST_P(CudaBackend, AnAttentionBlockRunsOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
+TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  const auto model = [](Tensor x) {                         // x: [3, 4, 6]
+    const Tensor s = slice(x, 2, 1, 6, 2);                  // [3, 4, 3], a stride of 2
+    const std::vector<Tensor> parts = split(x, {2, 4}, 2);  // [3, 4, 2], [3, 4, 4]
+    const Tensor c = concat({parts[1], s, parts[0]}, 2);    // [3, 4, 9]
+    return std::make_tuple(c, sum(c, {0, 2}), mean(x, {1}, true), max(s, {2}), min(x, {0, 1, 2}));
+  };
+  const StagedGraph staged = stage(model)(TensorLayout(DType::f32, {3, 4, 6}));
+  expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, {}, [](int call) {
+    return Tensor::random(TensorLayout(DType::f32, {3, 4, 6}), 30 + call, -2, 2);
+  });
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
 TEST_P(CudaBackend, TheDemoTransformerRunsOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
   // kiln demo's model, small: embedding, two blocks sharing one subgraph body (layer norm,
@@ -799,7 +814,8 @@ TEST_P(CudaBackend, TheDemoTransformerRunsOnCudaAsOnTheCpu) {
     weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.5, 0.5));
   const auto ids = [](int call) {
     std::vector<std::int64_t> v(2 * 6);
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 5 + call) % 20);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<std::int64_t>((i * 5 + call) % 20);
     return Tensor::from_bytes(DType::i64, Shape({2, 6}), Device::cpu(), v.data(),
                               v.size() * sizeof(std::int64_t));
   };
