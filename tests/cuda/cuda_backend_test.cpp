@@ -725,7 +725,6 @@ TEST_P(CudaBackend, ACompiledGraphRunsOnCudaAsOnTheCpu) {
       EXPECT_EQ(g.index_of(g.nodes[i]->dependencies.at(0)), static_cast<int>(i) - 1);
   }
 }
-#endif
 
 TEST_P(CudaBackend, AnAttentionBlockRunsOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
@@ -822,6 +821,8 @@ TEST_P(CudaBackend, TheDemoTransformerRunsOnCudaAsOnTheCpu) {
   expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, weights, ids);
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
+
+#endif
 
 TEST_P(CudaBackend, CompiledGraphsRefuseSeveralDevicesWithCuda) {
   const auto ctx = std::make_shared<DeviceContext>(context());
