@@ -4,7 +4,8 @@
 # on the GPU (kiln_cuda_backend_tests: the Gpu/ instances; the FakeDriver/ ones run
 # everywhere; they include compiled graphs on the GPU against the CPU), the tests labelled
 # cuda and the NVRTC code-generation tests, then the launch benchmark (kiln's stream
-# launches against its CUDA-graph replay, and the driver's own) and the compiled
+# launches against its CUDA-graph replay, and the driver's own; then f32 GEMM TFLOP/s of
+# cuBLAS directly against kiln's GEMM node and a compiled call) and the compiled
 # transformer's call on the GPU next to the CPU's. Every step prints what ran and what
 # skipped; about 5 minutes on a fresh 16-core machine (the build dominates).
 #
@@ -28,7 +29,7 @@ echo "=== CUDA tests (ctest -L cuda) ==="
 ctest --test-dir "$dir" -L cuda --output-on-failure
 echo "=== NVRTC code generation ==="
 "$dir/tests/kiln_compiler_tests" --gtest_filter='CudaCodegen*:PtxCache*' --gtest_brief=1
-echo "=== stream launches vs CUDA-graph replay ==="
+echo "=== stream launches vs CUDA-graph replay; GEMM TFLOP/s ==="
 "$dir/bench/bench_cuda_launch" --chains 10,100,1000 --reps 50
 echo "=== compiled transformer (4 x d512, seq 128): GPU against CPU ==="
 model="$dir/transformer.mlir"
