@@ -180,40 +180,26 @@ DeviceGraphNode add_strided_read(DeviceGraphBuilder& b, const DeviceContext& ctx
                   after, kernels);
 }
 
-/// Concat: each input into its slab of the output, one copy after another.
-DeviceGraphNode add_concat(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+/// Concat (\p into_whole: the pieces into \p whole) or split (\p whole into the pieces):
+/// one copy per piece, each after the one before, between the piece and its slab of the
+/// whole along the op's axis.
+DeviceGraphNode add_pieces(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const View& whole, const std::vector<View>& pieces, bool into_whole,
                            const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
-  const View& out = l.out[0];
-  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), out.shape.size());
-  const Index out_strides = kernel::strides_of(out.shape);
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), whole.shape.size());
+  const Index whole_strides = kernel::strides_of(whole.shape);
   std::optional<DeviceGraphNode> last;
   std::int64_t at = 0;
-  for (const View& in : l.in) {
-    const DeviceGraphDependencies deps = last ? DeviceGraphDependencies{*last} : after;
-    last = add_copy(b, ctx, l,
-                    {in.data, out.data, in.shape, 0, at * out_strides[axis],
-                     kernel::strides_of(in.shape), out_strides},
-                    deps, kernels);
-    at += in.shape[axis];
-  }
-  return *last;
-}
-
-/// Split: each output from its slab of the input, one copy after another.
-DeviceGraphNode add_split(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                          const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
-  const View& in = l.in[0];
-  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), in.shape.size());
-  const Index in_strides = kernel::strides_of(in.shape);
-  std::optional<DeviceGraphNode> last;
-  std::int64_t at = 0;
-  for (const View& out : l.out) {
-    const DeviceGraphDependencies deps = last ? DeviceGraphDependencies{*last} : after;
-    last = add_copy(b, ctx, l,
-                    {in.data, out.data, out.shape, at * in_strides[axis], 0, in_strides,
-                     kernel::strides_of(out.shape)},
-                    deps, kernels);
-    at += out.shape[axis];
+  for (const View& piece : pieces) {
+    const std::int64_t offset = at * whole_strides[axis];
+    const Index piece_strides = kernel::strides_of(piece.shape);
+    const StridedCopy copy = into_whole
+                                 ? StridedCopy{piece.data, whole.data,    piece.shape,  0,
+                                               offset,     piece_strides, whole_strides}
+                                 : StridedCopy{whole.data, piece.data,    piece.shape,  offset,
+                                               0,          whole_strides, piece_strides};
+    last = add_copy(b, ctx, l, copy, last ? DeviceGraphDependencies{*last} : after, kernels);
+    at += piece.shape[axis];
   }
   return *last;
 }
@@ -419,8 +405,8 @@ DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx,
     }
     return add_strided_read(b, ctx, l, strides, offset, after, kernels);
   }
-  if (name == "kiln.concat") return add_concat(b, ctx, l, after, kernels);
-  if (name == "kiln.split") return add_split(b, ctx, l, after, kernels);
+  if (name == "kiln.concat") return add_pieces(b, ctx, l, l.out[0], l.in, true, after, kernels);
+  if (name == "kiln.split") return add_pieces(b, ctx, l, l.in[0], l.out, false, after, kernels);
   if (name.starts_with("kiln.reduce_")) return add_reduce(b, ctx, l, after, kernels);
   if (name == "kiln.gather") return add_gather(b, ctx, l, after, kernels, error);
   return add_elementwise(b, ctx, l, after, kernels);
