@@ -294,15 +294,47 @@ void Communicator::check(int rank, const Collective& c) const {
 
 void Communicator::enqueue(const DeviceContext& ctx, int rank, Collective c) {
   check(rank, c);
-  ctx.enqueue_host_function(
-      [self = shared_from_this(), rank, c = std::move(c)] { self->run(rank, c); });
+  enqueue_checked(ctx, rank, std::move(c));
 }
 
 DeviceGraphNode Communicator::add(DeviceGraphBuilder& builder, int rank, Collective c,
                                   const DeviceGraphDependencies& dependencies) {
   check(rank, c);
+  return add_checked(builder, rank, std::move(c), dependencies);
+}
+
+void Communicator::enqueue_all(std::span<const DeviceContext> contexts,
+                               std::span<const Collective> parts) {
+  if (contexts.size() != static_cast<std::size_t>(size()) || parts.size() != contexts.size())
+    throw UserError(cat("Communicator::enqueue_all: ", contexts.size(), " contexts and ",
+                        parts.size(), " parts for ", size(), " ranks; pass one of each per rank"));
+  for (int r = 0; r < size(); ++r) check(r, parts[static_cast<std::size_t>(r)]);
+  enqueue_all_checked(contexts, parts);
+}
+
+void Communicator::enqueue_checked(const DeviceContext& ctx, int rank, Collective c) {
+  ctx.enqueue_host_function(
+      [self = shared_from_this(), rank, c = std::move(c)] { self->run(rank, c); });
+}
+
+DeviceGraphNode Communicator::add_checked(DeviceGraphBuilder& builder, int rank, Collective c,
+                                          const DeviceGraphDependencies& dependencies) {
   return builder.add_host_function(
       [self = shared_from_this(), rank, c = std::move(c)] { self->run(rank, c); }, dependencies);
 }
+
+void Communicator::enqueue_all_checked(std::span<const DeviceContext> contexts,
+                                       std::span<const Collective> parts) {
+  for (std::size_t r = 0; r < parts.size(); ++r)
+    enqueue_checked(contexts[r], static_cast<int>(r), parts[r]);
+}
+
+#ifndef KILN_CUDA_PATHS
+std::shared_ptr<Communicator> Communicator::create_nccl(const std::vector<Device>&) {
+  throw UserError(
+      "Communicator::create_nccl: this build of kiln has no CUDA backend (configure with the "
+      "CUDA toolkit, -DKILN_CUDA=ON)");
+}
+#endif
 
 }  // namespace kiln

@@ -30,6 +30,7 @@
 #include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
+#include "runtime/cuda/nccl.hpp"
 
 namespace kiln {
 namespace {
@@ -823,6 +824,134 @@ TEST_P(CudaBackend, TheDemoTransformerRunsOnCudaAsOnTheCpu) {
 }
 
 #endif
+
+/// \p n floats starting at \p first, counting by \p step.
+std::vector<float> iota_values(std::size_t n, float first, float step = 1) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = first + step * static_cast<float>(i);
+  return v;
+}
+
+TEST_P(CudaBackend, NcclCollectivesOfTwoGpusFromOneThread) {
+  KILN_FAKE_ONLY("give one process two GPUs");
+  fake().device_count = 2;
+  std::vector<DeviceContext> ctx = {context(0), context(1)};
+  const auto comm =
+      detail::make_nccl_communicator({Device::cuda(0), Device::cuda(1)}, ctx, fake().nccl());
+  ASSERT_EQ(comm->size(), 2);
+  // Device buffers of each rank, filled from the host and read back after the collective.
+  const auto run = [&](const std::vector<std::vector<float>>& in, std::vector<std::size_t> out_n,
+                       const auto& make) {
+    std::vector<DeviceBuffer<float>> ins, outs;
+    std::vector<Collective> parts;
+    for (int r = 0; r < 2; ++r) {
+      ins.push_back(ctx[r].enqueue_create_buffer<float>(std::max<std::size_t>(1, in[r].size())));
+      outs.push_back(ctx[r].enqueue_create_buffer<float>(out_n[r]));
+      if (!in[r].empty()) ctx[r].enqueue_copy(std::span<float>(ins[r].data(), in[r].size()), in[r]);
+      parts.push_back(make(r, ins[r].data(), outs[r].data()));
+    }
+    comm->enqueue_all(ctx, parts);
+    std::vector<std::vector<float>> got;
+    for (int r = 0; r < 2; ++r) {
+      got.emplace_back(out_n[r]);
+      ctx[r].enqueue_copy(got[r], outs[r]);
+      ctx[r].synchronize();
+    }
+    return got;
+  };
+  using V = std::vector<float>;
+  // allreduce: both get the sum.
+  auto got = run(
+      {iota_values(6, 1), iota_values(6, 10, 10)}, {6, 6},
+      [](int, float* in, float* out) { return Collective::allreduce_sum(in, out, 6, DType::f32); });
+  EXPECT_EQ(got[0], (V{11, 22, 33, 44, 55, 66}));
+  EXPECT_EQ(got[1], got[0]);
+  // allgather, even and uneven (one broadcast per rank).
+  got = run({iota_values(2, 1), iota_values(2, 5)}, {4, 4}, [](int, float* in, float* out) {
+    return Collective::allgather(in, out, {2, 2}, DType::f32);
+  });
+  EXPECT_EQ(got[0], (V{1, 2, 5, 6}));
+  EXPECT_EQ(got[1], got[0]);
+  got = run({iota_values(1, 1), iota_values(3, 5)}, {4, 4}, [](int, float* in, float* out) {
+    return Collective::allgather(in, out, {1, 3}, DType::f32);
+  });
+  EXPECT_EQ(got[0], (V{1, 5, 6, 7}));
+  EXPECT_EQ(got[1], got[0]);
+  // reduce_scatter, even and uneven (one reduce per rank).
+  got = run({iota_values(4, 1), iota_values(4, 10, 10)}, {2, 2}, [](int, float* in, float* out) {
+    return Collective::reduce_scatter_sum(in, out, {2, 2}, DType::f32);
+  });
+  EXPECT_EQ(got[0], (V{11, 22}));
+  EXPECT_EQ(got[1], (V{33, 44}));
+  got = run({iota_values(4, 1), iota_values(4, 10, 10)}, {1, 3}, [](int, float* in, float* out) {
+    return Collective::reduce_scatter_sum(in, out, {1, 3}, DType::f32);
+  });
+  EXPECT_EQ(got[0], (V{11}));
+  EXPECT_EQ(got[1], (V{22, 33, 44}));
+  // broadcast from rank 1; all_to_all of two elements a chunk.
+  got = run({iota_values(3, 1), iota_values(3, 7)}, {3, 3}, [](int, float* in, float* out) {
+    return Collective::broadcast(in, out, 3, 1, DType::f32);
+  });
+  EXPECT_EQ(got[0], (V{7, 8, 9}));
+  EXPECT_EQ(got[1], got[0]);
+  got = run({iota_values(4, 1), iota_values(4, 5)}, {4, 4}, [](int, float* in, float* out) {
+    return Collective::all_to_all(in, out, 2, DType::f32);
+  });
+  EXPECT_EQ(got[0], (V{1, 2, 5, 6}));
+  EXPECT_EQ(got[1], (V{3, 4, 7, 8}));
+  EXPECT_EQ(fake().nccl_launches, 7);
+
+  // Each rank's part must be on a context of its own GPU; sums of bools are refused.
+  auto x = ctx[0].enqueue_create_buffer<float>(4);
+  std::vector<DeviceContext> swapped = {ctx[1], ctx[0]};
+  const std::vector<Collective> parts(2,
+                                      Collective::allreduce_sum(x.data(), x.data(), 4, DType::f32));
+  KILN_EXPECT_THROW_MSG(comm->enqueue_all(swapped, parts), UserError,
+                        "rank 0 on a context of cuda:1, but rank 0 is cuda:0");
+  const std::vector<Collective> bools(
+      2, Collective::allreduce_sum(x.data(), x.data(), 4, DType::bool_));
+  KILN_EXPECT_THROW_MSG(comm->enqueue_all(ctx, bools), UserError, "allreduce_sum of bool");
+  KILN_EXPECT_THROW_MSG(comm->enqueue_all(std::span<const DeviceContext>(ctx.data(), 1), parts),
+                        UserError, "1 contexts and 2 parts for 2 ranks");
+  KILN_EXPECT_THROW_MSG(
+      detail::make_nccl_communicator({Device::cuda(0), Device::cuda(0)}, ctx, fake().nccl()),
+      UserError, "cuda:0 appears twice");
+  KILN_EXPECT_THROW_MSG(Communicator::create_nccl({Device::cpu(0)}), UserError,
+                        "cpu:0 is not a GPU");
+}
+
+TEST_P(CudaBackend, AOneGpuNcclCommunicatorRunsInStreamsAndGraphs) {
+  DeviceContext ctx = context();
+  const auto comm = gpu() ? Communicator::create_nccl({Device::cuda(0)})
+                          : detail::make_nccl_communicator({Device::cuda(0)}, {ctx}, fake().nccl());
+  const std::vector<float> values = iota_values(8, 1);
+  auto x = ctx.enqueue_create_buffer<float>(8);
+  auto y = ctx.enqueue_create_buffer<float>(8);
+  ctx.enqueue_copy(x, values);
+  ctx.enqueue_memset(y, 0.0f);
+  comm->enqueue(ctx, 0, Collective::allreduce_sum(x.data(), y.data(), 8, DType::f32));
+  std::vector<float> out(8);
+  ctx.enqueue_copy(out, y);
+  ctx.synchronize();
+  EXPECT_EQ(out, values);  // one rank: the sum is the input
+
+  // In a graph: captured once, replayed with the graph, after the memset it depends on.
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto clear = b.add_memset(y, 0.0f, {});
+    auto reduce =
+        comm->add(b, 0, Collective::broadcast(x.data(), y.data(), 8, 0, DType::f32), {clear});
+    b.add_copy(out, y, reduce);
+  });
+  std::fill(out.begin(), out.end(), -1.0f);
+  graph.replay();
+  ctx.synchronize();
+  EXPECT_EQ(out, values);
+  comm->run(0, Collective::allreduce_sum(x.data(), y.data(), 8, DType::f32));
+  if (!gpu()) {
+    EXPECT_EQ(fake().nccl_launches, 3);
+    EXPECT_EQ(fake().last_instantiated->nodes.at(1)->type, CU_GRAPH_NODE_TYPE_GRAPH);
+  }
+}
 
 TEST_P(CudaBackend, CompiledGraphsRefuseSeveralDevicesWithCuda) {
   const auto ctx = std::make_shared<DeviceContext>(context());

@@ -621,4 +621,169 @@ const detail::Cublas& FakeCuda::blas() const {
   return table;
 }
 
+namespace {
+
+struct FakeNcclComm {
+  int rank = 0, size = 1;
+};
+
+struct FakeNcclCall {
+  enum Kind { allreduce, allgather, reduce_scatter, broadcast, reduce, send, recv } kind;
+  int rank = 0, size = 1;
+  const float* in = nullptr;
+  float* out = nullptr;
+  std::size_t count = 0;
+  int root = 0;  // broadcast, reduce; send, recv: the peer
+  CUstream stream = nullptr;
+};
+
+/// The calls of one group, computed once every rank's are known: the j-th call of each
+/// rank together (collectives), sends matched with receives.
+struct FakeNcclGroup {
+  std::vector<FakeNcclCall> calls;
+
+  static void run(void* data) {
+    const auto& g = *static_cast<const FakeNcclGroup*>(data);
+    const int size = g.calls.front().size;
+    std::vector<std::vector<const FakeNcclCall*>> by_rank(static_cast<std::size_t>(size));
+    for (const FakeNcclCall& c : g.calls) by_rank[static_cast<std::size_t>(c.rank)].push_back(&c);
+    for (std::size_t j = 0; j < by_rank[0].size(); ++j) {
+      std::vector<const FakeNcclCall*> at;
+      for (const auto& calls : by_rank) at.push_back(calls[j]);
+      const FakeNcclCall& first = *at[0];
+      const std::size_t n = first.count;
+      // Σ over ranks of in[offset + i].
+      const auto sum = [&](std::size_t offset, std::size_t i) {
+        float s = 0;
+        for (const FakeNcclCall* c : at) s += c->in[offset + i];
+        return s;
+      };
+      switch (first.kind) {
+        case FakeNcclCall::allreduce: {
+          std::vector<float> total(n);
+          for (std::size_t i = 0; i < n; ++i) total[i] = sum(0, i);
+          for (const FakeNcclCall* c : at) std::copy(total.begin(), total.end(), c->out);
+          break;
+        }
+        case FakeNcclCall::allgather:
+          for (const FakeNcclCall* c : at)
+            for (const FakeNcclCall* src : at)
+              std::copy(src->in, src->in + n, c->out + static_cast<std::size_t>(src->rank) * n);
+          break;
+        case FakeNcclCall::reduce_scatter:
+          for (const FakeNcclCall* c : at)
+            for (std::size_t i = 0; i < n; ++i)
+              c->out[i] = sum(static_cast<std::size_t>(c->rank) * n, i);
+          break;
+        case FakeNcclCall::broadcast: {
+          const float* src = at[static_cast<std::size_t>(first.root)]->in;
+          const std::vector<float> values(src, src + n);
+          for (const FakeNcclCall* c : at) std::copy(values.begin(), values.end(), c->out);
+          break;
+        }
+        case FakeNcclCall::reduce:
+          for (std::size_t i = 0; i < n; ++i)
+            at[static_cast<std::size_t>(first.root)]->out[i] = sum(0, i);
+          break;
+        case FakeNcclCall::send:
+        case FakeNcclCall::recv:
+          break;  // matched below
+      }
+    }
+    for (const FakeNcclCall& r : g.calls)
+      if (r.kind == FakeNcclCall::recv)
+        for (const FakeNcclCall& s : g.calls)
+          if (s.kind == FakeNcclCall::send && s.rank == r.root && s.root == r.rank &&
+              s.count == r.count)
+            std::copy(s.in, s.in + s.count, r.out);
+    ++fake().nccl_launches;
+  }
+};
+
+ncclResult_t nccl_group_end() {
+  if (--fake().nccl_group_depth > 0) return ncclSuccess;
+  auto group = std::make_shared<FakeNcclGroup>();
+  for (const auto& p : fake().nccl_pending)
+    group->calls.push_back(*static_cast<const FakeNcclCall*>(p.get()));
+  fake().nccl_pending.clear();
+  if (group->calls.empty()) return ncclSuccess;
+  // Every rank must be here, with as many calls as the others.
+  std::vector<int> calls(static_cast<std::size_t>(group->calls.front().size), 0);
+  for (const FakeNcclCall& c : group->calls) ++calls[static_cast<std::size_t>(c.rank)];
+  if (std::any_of(calls.begin(), calls.end(), [&](int k) { return k != calls[0]; }))
+    return ncclInvalidUsage;
+  fake().nccl_calls.push_back(group);
+  const CUresult r = fake().driver().cuLaunchHostFunc(group->calls.front().stream,
+                                                      &FakeNcclGroup::run, group.get());
+  return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+ncclResult_t nccl_call(FakeNcclCall::Kind kind, const void* in, void* out, std::size_t n,
+                       ncclDataType_t type, int root, ncclComm_t comm, cudaStream_t s) {
+  if (type != ncclFloat32) return ncclInvalidArgument;
+  const auto* c = reinterpret_cast<const FakeNcclComm*>(comm);
+  fake().nccl_pending.push_back(std::make_shared<FakeNcclCall>(
+      FakeNcclCall{kind, c->rank, c->size, static_cast<const float*>(in), static_cast<float*>(out),
+                   n, root, reinterpret_cast<CUstream>(s)}));
+  if (fake().nccl_group_depth > 0) return ncclSuccess;
+  ++fake().nccl_group_depth;  // a lone call is a group of its own
+  return nccl_group_end();
+}
+
+}  // namespace
+
+const detail::Nccl& FakeCuda::nccl() const {
+  static const detail::Nccl table = [] {
+    using K = FakeNcclCall;
+    detail::Nccl t;
+    t.ncclCommInitAll = [](ncclComm_t* comms, int n, const int* devices) {
+      for (int r = 0; r < n; ++r) {
+        if (devices[r] >= fake().device_count) return ncclInvalidArgument;
+        comms[r] = reinterpret_cast<ncclComm_t>(new FakeNcclComm{r, n});
+      }
+      return ncclSuccess;
+    };
+    t.ncclCommDestroy = [](ncclComm_t c) {
+      delete reinterpret_cast<FakeNcclComm*>(c);
+      return ncclSuccess;
+    };
+    t.ncclGetErrorString = [](ncclResult_t) { return "fake NCCL error"; };
+    t.ncclGroupStart = [] {
+      ++fake().nccl_group_depth;
+      return ncclSuccess;
+    };
+    t.ncclGroupEnd = [] { return nccl_group_end(); };
+    t.ncclAllReduce = [](const void* in, void* out, std::size_t n, ncclDataType_t type, ncclRedOp_t,
+                         ncclComm_t comm, cudaStream_t s) {
+      return nccl_call(K::allreduce, in, out, n, type, 0, comm, s);
+    };
+    t.ncclAllGather = [](const void* in, void* out, std::size_t n, ncclDataType_t type,
+                         ncclComm_t comm, cudaStream_t s) {
+      return nccl_call(K::allgather, in, out, n, type, 0, comm, s);
+    };
+    t.ncclReduceScatter = [](const void* in, void* out, std::size_t n, ncclDataType_t type,
+                             ncclRedOp_t, ncclComm_t comm, cudaStream_t s) {
+      return nccl_call(K::reduce_scatter, in, out, n, type, 0, comm, s);
+    };
+    t.ncclBroadcast = [](const void* in, void* out, std::size_t n, ncclDataType_t type, int root,
+                         ncclComm_t comm, cudaStream_t s) {
+      return nccl_call(K::broadcast, in, out, n, type, root, comm, s);
+    };
+    t.ncclReduce = [](const void* in, void* out, std::size_t n, ncclDataType_t type, ncclRedOp_t,
+                      int root, ncclComm_t comm, cudaStream_t s) {
+      return nccl_call(K::reduce, in, out, n, type, root, comm, s);
+    };
+    t.ncclSend = [](const void* in, std::size_t n, ncclDataType_t type, int peer, ncclComm_t comm,
+                    cudaStream_t s) {
+      return nccl_call(K::send, in, nullptr, n, type, peer, comm, s);
+    };
+    t.ncclRecv = [](void* out, std::size_t n, ncclDataType_t type, int peer, ncclComm_t comm,
+                    cudaStream_t s) {
+      return nccl_call(K::recv, nullptr, out, n, type, peer, comm, s);
+    };
+    return t;
+  }();
+  return table;
+}
+
 }  // namespace kiln::testing

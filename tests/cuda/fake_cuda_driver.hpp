@@ -18,6 +18,7 @@
 
 #include "runtime/cuda/cublas.hpp"
 #include "runtime/cuda/driver.hpp"
+#include "runtime/cuda/nccl.hpp"
 
 namespace kiln::testing {
 
@@ -61,6 +62,12 @@ struct FakeCuda {
   /// A cuBLAS whose GEMMs are host functions on the handle's stream (so that stream
   /// capture records them), computing what cuBLAS computes (column-major).
   const detail::Cublas& blas() const;
+  /// An NCCL for the ranks of one thread: calls between ncclGroupStart and ncclGroupEnd
+  /// (or one call, for a single rank) are matched across ranks by position and computed
+  /// (f32; sums, gathers, broadcasts, point-to-point) in a host function on the first
+  /// rank's stream. Calls that leave a rank out fail with ncclInvalidUsage: one thread
+  /// cannot wait for another here.
+  const detail::Nccl& nccl() const;
   /// Forgets everything but the registered kernels; the counters restart.
   void reset();
 
@@ -76,6 +83,10 @@ struct FakeCuda {
   int captures = 0;                               // cuStreamBeginCapture calls
   int gemms = 0;                                  // GEMMs run
   std::vector<std::shared_ptr<void>> gemm_calls;  // what their host functions read
+  int nccl_group_depth = 0;
+  std::vector<std::shared_ptr<void>> nccl_pending;  // calls of the open group
+  int nccl_launches = 0;                            // matched groups computed
+  std::vector<std::shared_ptr<void>> nccl_calls;    // what their host functions read
   unsigned last_shared_bytes = 0;  // dynamic shared memory of the last kernel launched
   static constexpr int kSharedDefault = 48 << 10, kSharedOptIn = 227 << 10;
   CUcontext current_context = nullptr;  // this process's, not per thread: tests use one

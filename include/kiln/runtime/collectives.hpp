@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,15 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// \throws UserError if \p size < 1.
   static std::shared_ptr<Communicator> create_local(
       int size, std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  /// NCCL ranks over GPUs of this process: rank r is \p devices[r] (CUDA devices, each
+  /// once), its collectives NCCL kernels on the stream of a context of that device. NCCL
+  /// asks that one thread drive all ranks of a collective together: use `enqueue_all` for
+  /// that; `enqueue` and `add` of a communicator of several ranks need a thread per rank
+  /// (each rank's call may wait for the others'). The one-rank communicator (a single
+  /// GPU) works either way.
+  /// \throws UserError for a device that is not CUDA or appears twice, in a build without
+  /// CUDA, or when NCCL cannot be loaded or initialised (with NCCL's words).
+  static std::shared_ptr<Communicator> create_nccl(const std::vector<Device>& devices);
 
   virtual ~Communicator() = default;
   virtual int size() const noexcept = 0;
@@ -99,6 +109,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// Records \p c as rank \p rank's node of a graph after \p dependencies.
   DeviceGraphNode add(DeviceGraphBuilder& builder, int rank, Collective c,
                       const DeviceGraphDependencies& dependencies);
+  /// Enqueues every rank's part of one collective from the calling thread: \p parts[r] as
+  /// rank r on \p contexts[r] (one each, in rank order).
+  /// \throws UserError for a count other than size() or a bad part.
+  void enqueue_all(std::span<const DeviceContext> contexts, std::span<const Collective> parts);
 
   /// Runs \p c as rank \p rank now, on the calling thread (what `enqueue` and `add` run;
   /// the buffers are rank \p rank's). After it throws DeviceError (disagreeing ranks, a
@@ -108,6 +122,14 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
  protected:
   /// \throws UserError naming what is wrong with \p c for rank \p rank.
   void check(int rank, const Collective& c) const;
+  /// What `enqueue` does with a checked part (by default: a host function calling run).
+  virtual void enqueue_checked(const DeviceContext& ctx, int rank, Collective c);
+  /// What `add` does with a checked part (by default: a host node calling run).
+  virtual DeviceGraphNode add_checked(DeviceGraphBuilder& builder, int rank, Collective c,
+                                      const DeviceGraphDependencies& dependencies);
+  /// What `enqueue_all` does with checked parts (by default: `enqueue_checked` in turn).
+  virtual void enqueue_all_checked(std::span<const DeviceContext> contexts,
+                                   std::span<const Collective> parts);
 };
 
 /// Where the devices of a multi-device program run: which of them this process drives,
