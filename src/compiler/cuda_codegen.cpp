@@ -67,6 +67,116 @@ std::string expression(const VectorOp& op) {
   return a;
 }
 
+/// Device helpers of the scalar kernels: element loads and stores of every dtype through
+/// double, as kiln's load_as_double and store_from_double convert (DType codes as in
+/// kiln/core/dtype.hpp).
+const char* const kScalarHelpers = R"(
+__device__ unsigned kiln_bits(float f) { union { float f; unsigned u; } v; v.f = f; return v.u; }
+__device__ float kiln_float(unsigned u) { union { float f; unsigned u; } v; v.u = u; return v.f; }
+__device__ float kiln_half_to_float(unsigned short h) {
+  const unsigned sign = (unsigned)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1f) return kiln_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    const float m = (float)mant * 5.9604644775390625e-8f;
+    return sign ? -m : m;
+  }
+  return kiln_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+__device__ unsigned short kiln_float_to_half(float value) {
+  const unsigned f = kiln_bits(value), sign = (f >> 16) & 0x8000u, abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return (unsigned short)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  if (abs >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+  if (abs < 0x38800000u) return (unsigned short)(sign | (kiln_bits(kiln_float(abs) + 0.5f) - 0x3f000000u));
+  return (unsigned short)(sign | ((abs + 0xc8000fffu + ((abs >> 13) & 1u)) >> 13));
+}
+__device__ unsigned short kiln_float_to_bf16(float value) {
+  const unsigned f = kiln_bits(value);
+  if ((f & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((f >> 16) | 0x40u);
+  return (unsigned short)((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+}
+__device__ double kiln_load(const void* p, long long i, int dtype) {
+  switch (dtype) {
+    case 0: return ((const float*)p)[i];
+    case 1: return kiln_half_to_float(((const unsigned short*)p)[i]);
+    case 2: return kiln_float((unsigned)((const unsigned short*)p)[i] << 16);
+    case 3: return ((const double*)p)[i];
+    case 4: return ((const signed char*)p)[i];
+    case 5: return ((const unsigned char*)p)[i];
+    case 6: return ((const int*)p)[i];
+    case 7: return (double)((const long long*)p)[i];
+    default: return ((const unsigned char*)p)[i] != 0 ? 1.0 : 0.0;
+  }
+}
+// x truncated and clamped to [lo, hi] (NaN: 0), as kiln's saturate.
+__device__ double kiln_saturate(double x, double lo, double hi) {
+  if (x != x) return 0.0;
+  x = trunc(x);
+  return x <= lo ? lo : x >= hi ? hi : x;
+}
+__device__ void kiln_store(void* p, long long i, int dtype, double x) {
+  switch (dtype) {
+    case 0: ((float*)p)[i] = (float)x; break;
+    case 1: ((unsigned short*)p)[i] = kiln_float_to_half((float)x); break;
+    case 2: ((unsigned short*)p)[i] = kiln_float_to_bf16((float)x); break;
+    case 3: ((double*)p)[i] = x; break;
+    case 4: ((signed char*)p)[i] = (signed char)kiln_saturate(x, -128.0, 127.0); break;
+    case 5: ((unsigned char*)p)[i] = (unsigned char)kiln_saturate(x, 0.0, 255.0); break;
+    case 6: ((int*)p)[i] = (int)kiln_saturate(x, -2147483648.0, 2147483647.0); break;
+    case 7: {
+      if (x != x) { ((long long*)p)[i] = 0; break; }
+      x = trunc(x);
+      ((long long*)p)[i] = x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1)
+                           : x >= 9223372036854775808.0 ? 9223372036854775807LL
+                                                        : (long long)x;
+      break;
+    }
+    default: ((unsigned char*)p)[i] = x != 0.0 ? 1 : 0; break;
+  }
+}
+// x as a value of dtype reads back (each op's result is rounded so).
+__device__ double kiln_round(int dtype, double x) {
+  double slot = 0.0;
+  kiln_store(&slot, 0, dtype, x);
+  return kiln_load(&slot, 0, dtype);
+}
+)";
+
+/// The double expression of scalar op \p s (the CPU interpreter's formulas, kernels.cpp).
+std::string scalar_expression(const Scalar& s) {
+  const std::string a = value(s.a), b = value(s.b);
+  const std::string& n = s.name;
+  if (s.select) return cat("(", a, " != 0.0 ? ", b, " : ", value(s.c), ")");
+  if (n == "kiln.add") return a + " + " + b;
+  if (n == "kiln.sub") return a + " - " + b;
+  if (n == "kiln.mul") return a + " * " + b;
+  if (n == "kiln.div")
+    return s.is_float ? a + " / " + b : cat("(", b, " == 0.0 ? 0.0 : trunc(", a, " / ", b, "))");
+  if (n == "kiln.pow") return cat("pow(", a, ", ", b, ")");
+  if (n == "kiln.maximum") return cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
+  if (n == "kiln.minimum") return cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
+  static const std::pair<const char*, const char*> kCompare[] = {
+      {"kiln.eq", "=="}, {"kiln.ne", "!="}, {"kiln.lt", "<"},
+      {"kiln.le", "<="}, {"kiln.gt", ">"},  {"kiln.ge", ">="}};
+  for (const auto& [op, c] : kCompare)
+    if (n == op) return cat("(", a, " ", c, " ", b, " ? 1.0 : 0.0)");
+  if (n == "kiln.neg") return "-" + a;
+  if (n == "kiln.abs") return cat("fabs(", a, ")");
+  if (n == "kiln.exp") return cat("exp(", a, ")");
+  if (n == "kiln.log") return cat("log(", a, ")");
+  if (n == "kiln.sqrt") return cat("sqrt(", a, ")");
+  if (n == "kiln.rsqrt") return cat("1.0 / sqrt(", a, ")");
+  if (n == "kiln.tanh") return cat("tanh(", a, ")");
+  if (n == "kiln.sigmoid") return cat("1.0 / (1.0 + exp(-", a, "))");
+  if (n == "kiln.relu") return cat("(", a, " > 0.0 ? ", a, " : 0.0)");
+  if (n == "kiln.silu") return cat(a, " / (1.0 + exp(-", a, "))");
+  if (n == "kiln.cast") return a;
+  if (n == "kiln.gelu")
+    return s.tanh ? cat("0.5 * ", a, " * (1.0 + tanh(0.7978845608028654 * (", a, " + 0.044715 * ",
+                        a, " * ", a, " * ", a, ")))")
+                  : cat("0.5 * ", a, " * (1.0 + erf(", a, " * 0.70710678118654752440))");
+  throw InternalError(cat("cuda_scalar_source: no CUDA form for ", n));
+}
+
 }  // namespace
 
 CudaKernelShape cuda_kernel_shape(const Launch& l) {
@@ -84,8 +194,9 @@ CudaKernelShape cuda_kernel_shape(const Launch& l) {
 std::string cuda_fused_source(const FusedProgram& p, const CudaKernelShape& shape,
                               const std::string& name) {
   if (!p.f32)
-    throw UserError(cat("CUDA code generation: ", name,
-                        " is not an all-f32 elementwise body (other dtypes run on the CPU only)"));
+    throw UserError(
+        cat("CUDA code generation: ", name,
+            " is not an all-f32 elementwise body (cuda_scalar_source writes the others)"));
   if (shape.inputs.size() != p.args.size())
     throw InternalError(cat("cuda_fused_source: ", shape.inputs.size(), " input accesses for ",
                             p.args.size(), " arguments"));
@@ -133,6 +244,56 @@ std::string cuda_fused_source(const FusedProgram& p, const CudaKernelShape& shap
     << "}\n"
     << "#ifdef KILN_HOST_EMULATION\n"  // tests without a GPU run it on the host
     << "KILN_HOST_TRAMPOLINE(" << name << ", KilnFusedArgs)\n"
+    << "#endif\n";
+  return s.str();
+}
+
+std::string cuda_scalar_source(const FusedProgram& p, const CudaKernelShape& shape,
+                               const std::vector<DType>& inputs, DType output,
+                               const std::string& name) {
+  if (shape.inputs.size() != p.args.size() || inputs.size() != p.args.size())
+    throw InternalError(cat("cuda_scalar_source: ", shape.inputs.size(), " accesses and ",
+                            inputs.size(), " dtypes for ", p.args.size(), " arguments"));
+  const std::size_t k = std::max<std::size_t>(1, p.args.size());
+  const std::size_t rank = std::max<std::size_t>(1, shape.rank);
+  const auto code = [](DType d) { return static_cast<int>(d); };
+  std::ostringstream s;
+  s << "// Generated by kiln: an elementwise body over " << p.args.size()
+    << " inputs of any dtype, rank " << shape.rank << ", computed in double.\n"
+    << kScalarHelpers << "\nstruct KilnScalarArgs {\n"
+    << "  const void* in[" << k << "];\n"
+    << "  long long strides[" << k << "][" << rank << "];\n"
+    << "  long long shape[" << rank << "];\n"
+    << "  void* out;\n"
+    << "  long long n;\n"
+    << "};\n\n"
+    << "extern \"C\" __global__ void " << name << "(KilnScalarArgs a) {\n"
+    << "  const long long step = (long long)gridDim.x * blockDim.x;\n"
+    << "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; "
+       "i += step) {\n";
+  for (std::size_t a = 0; a < p.args.size(); ++a) {
+    std::string at = "i";
+    if (shape.inputs[a] == InputAccess::scalar) {
+      at = "0";
+    } else if (shape.inputs[a] == InputAccess::broadcast) {
+      s << "    long long o" << a << " = 0;\n"
+        << "    for (long long d = " << shape.rank << " - 1, rest = i; d >= 0; --d) {\n"
+        << "      o" << a << " += (rest % a.shape[d]) * a.strides[" << a << "][d];\n"
+        << "      rest /= a.shape[d];\n"
+        << "    }\n";
+      at = cat("o", a);
+    }
+    s << "    const double " << value(p.args[a]) << " = kiln_load(a.in[" << a << "], " << at << ", "
+      << code(inputs[a]) << ");\n";
+  }
+  for (const Scalar& op : p.ops)
+    s << "    const double " << value(op.result) << " = kiln_round(" << code(op.dtype) << ", "
+      << scalar_expression(op) << ");\n";
+  s << "    kiln_store(a.out, i, " << code(output) << ", " << value(p.result) << ");\n"
+    << "  }\n"
+    << "}\n"
+    << "#ifdef KILN_HOST_EMULATION\n"
+    << "KILN_HOST_TRAMPOLINE(" << name << ", KilnScalarArgs)\n"
     << "#endif\n";
   return s.str();
 }

@@ -31,4 +31,13 @@ CudaKernelShape cuda_kernel_shape(const Launch& l);
 std::string cuda_fused_source(const FusedProgram& program, const CudaKernelShape& shape,
                               const std::string& name);
 
+/// CUDA C++ for a body over any dtypes (\p inputs: each input's, \p output: the
+/// result's), computed as the CPU's per-element interpreter does: values loaded as
+/// double, each op's result rounded to its dtype (stored and loaded back), the result
+/// stored with the same conversions (saturating integers, f16/bf16 rounded to nearest
+/// even). `KilnScalarArgs` has KilnFusedArgs' layout with untyped pointers.
+std::string cuda_scalar_source(const FusedProgram& program, const CudaKernelShape& shape,
+                               const std::vector<DType>& inputs, DType output,
+                               const std::string& name);
+
 }  // namespace kiln::compiler

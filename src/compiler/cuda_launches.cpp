@@ -267,17 +267,24 @@ DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
 /// A generated kernel over \p l's elements, and its KilnFusedArgs as 8-byte words.
 DeviceGraphNode add_elementwise(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
-  if (!l.fused || !l.fused->f32 || !all_f32(l) || l.out.size() != 1)
-    refuse(l,
-           "elementwise ops run on CUDA over f32 values only so far; compute it on a CPU "
-           "device");
+  if (!l.fused || l.out.size() != 1) refuse(l, "not an elementwise body of one result");
   const CudaKernelShape shape = cuda_kernel_shape(l);
+  // f32 bodies as float arithmetic (as the CPU's vector code), others through double (as
+  // the CPU's interpreter); both kernels take the same argument layout.
+  const bool f32 = l.fused->f32 && all_f32(l);
+  std::vector<DType> in_dtypes;
+  for (const View& v : l.in) in_dtypes.push_back(v.dtype);
+  const auto source_named = [&](const std::string& name) {
+    return f32 ? cuda_fused_source(*l.fused, shape, name)
+               : cuda_scalar_source(*l.fused, shape, in_dtypes, l.out[0].dtype, name);
+  };
   // The name is the source's hash, so that one source is one kernel whatever launch asks.
-  const std::string generic = cuda_fused_source(*l.fused, shape, "kiln_fused");
-  const std::string name = cat("kiln_fused_", std::hex, std::hash<std::string>{}(generic));
+  const std::string generic = source_named("kiln_elementwise");
+  const std::string name =
+      cat(f32 ? "kiln_fused_" : "kiln_scalar_", std::hex, std::hash<std::string>{}(generic));
   auto it = kernels.find(generic);
   if (it == kernels.end()) {
-    std::string source = cuda_fused_source(*l.fused, shape, name);
+    std::string source = source_named(name);
     if (source_observer()) source_observer()(name, source);
     it = kernels.emplace(generic, ctx.compile_function(CudaSource{std::move(source), name})).first;
   }

@@ -1,7 +1,7 @@
 #pragma once
 // Internal: a compiled plan's launches on a CUDA context, as device-graph nodes.
-// Elementwise launches (fused bodies and single ops) are CUDA kernels generated from the
-// body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
+// Elementwise launches (fused bodies and single ops, any dtype) are CUDA kernels generated
+// from the body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
 // GEMMs captured into the graph (CUDA work); softmax, log-softmax, layer and RMS norm,
 // reductions, transpose, broadcast_to, slice, concat, split and gather are kernels of
 // kiln's CUDA library (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel

@@ -3,6 +3,7 @@
 // kernels run it and the CUDA code generator writes it out.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "compiler/vector_math.hpp"
@@ -15,6 +16,8 @@ struct Scalar {
   double (*binary)(double, double, bool) = nullptr;
   double (*unary)(double) = nullptr;
   bool select = false;  // where
+  std::string name;     // the IR op ("kiln.add"; "kiln.gelu" with `tanh`), for code generation
+  bool tanh = false;    // gelu: the tanh approximation
   bool is_float = true;
   std::uint32_t a = 0, b = 0, c = 0, result = 0;
   DType dtype = DType::f32;

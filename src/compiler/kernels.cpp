@@ -408,6 +408,7 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   for (std::size_t i = 0; i < body.num_ops(); ++i) {
     const ir::OpView op = body.op(i);
     Scalar s;
+    s.name = op.name();
     s.result = op.result(0).id;
     s.dtype = body.type(op.result(0)).dtype;
     s.a = op.operand(0).id;
@@ -419,7 +420,8 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
       s.unary = u->second;
     } else if (op.name() == "kiln.gelu") {
       const ir::Attribute* mode = op.find("approximate");
-      s.unary = mode != nullptr && mode->as_string() == "tanh" ? gelu_tanh : gelu_erf;
+      s.tanh = mode != nullptr && mode->as_string() == "tanh";
+      s.unary = s.tanh ? gelu_tanh : gelu_erf;
     } else if (op.name() == "kiln.where") {
       s.select = true;
       s.b = op.operand(1).id;

@@ -669,18 +669,19 @@ void emulate_on_host(const std::string& name, const std::string& source) {
 /// Runs \p staged on \p ctx and on the CPU, twice each, and expects the same outputs.
 void expect_cuda_matches_cpu(const std::shared_ptr<DeviceContext>& ctx, const StagedGraph& staged,
                              const std::map<std::string, Tensor>& weights,
-                             const std::function<Tensor(int)>& input) {
+                             const std::function<std::vector<Tensor>(int)>& inputs) {
   CompiledCallable on_gpu(staged, weights, {.context = ctx});
   CompiledCallable on_cpu(staged, weights);
   for (int call = 0; call < 2; ++call) {
-    const Tensor x = input(call);
-    const std::vector<Tensor> got = on_gpu.run({x}), want = on_cpu.run({x});
+    const std::vector<Tensor> x = inputs(call);
+    const std::vector<Tensor> got = on_gpu.run(x), want = on_cpu.run(x);
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].layout().dtype, want[o].layout().dtype);
       ASSERT_EQ(got[o].shape(), want[o].shape());
-      const auto g = got[o].to_vector<float>(), w = want[o].to_vector<float>();
+      const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
       for (std::size_t i = 0; i < g.size(); ++i)
-        ASSERT_NEAR(g[i], w[i], 1e-5f * (1 + std::fabs(w[i])))
+        ASSERT_NEAR(g[i], w[i], 1e-5 * (1 + std::fabs(w[i])))
             << "call " << call << " output " << o << " element " << i;
     }
   }
@@ -707,7 +708,7 @@ TEST_P(CudaBackend, ACompiledGraphRunsOnCudaAsOnTheCpu) {
       {"w3", Tensor::random(f32({2, 16, 5}), 4, -0.5, 0.5)}};
   const auto ctx = std::make_shared<DeviceContext>(context());
   expect_cuda_matches_cpu(ctx, staged, weights, [&](int call) {
-    return Tensor::random(f32({2, 3, 8}), 10 + call, -1, 1);
+    return std::vector{Tensor::random(f32({2, 3, 8}), 10 + call, -1, 1)};
   });
   if (!gpu()) {
     compiler::set_cuda_source_observer(nullptr);
@@ -764,7 +765,7 @@ TEST_P(CudaBackend, AnAttentionBlockRunsOnCudaAsOnTheCpu) {
     return Tensor::from_bytes(DType::i64, Shape({2, 5}), Device::cpu(), v.data(),
                               v.size() * sizeof(std::int64_t));
   };
-  expect_cuda_matches_cpu(ctx, staged, weights, ids);
+  expect_cuda_matches_cpu(ctx, staged, weights, [&](int call) { return std::vector{ids(call)}; });
 
   // An index outside the table is an error of the call that names it; the next call runs.
   CompiledCallable on_gpu(staged, weights, {.context = ctx});
@@ -787,7 +788,35 @@ TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
   };
   const StagedGraph staged = stage(model)(TensorLayout(DType::f32, {3, 4, 6}));
   expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, {}, [](int call) {
-    return Tensor::random(TensorLayout(DType::f32, {3, 4, 6}), 30 + call, -2, 2);
+    return std::vector{Tensor::random(TensorLayout(DType::f32, {3, 4, 6}), 30 + call, -2, 2)};
+  });
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
+TEST_P(CudaBackend, ElementwiseOpsOfEveryDtypeRunOnCudaAsOnTheCpu) {
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  // Comparisons to bool, where, integer division, casts that saturate and round, f16 and
+  // bf16 arithmetic (in double, rounded after each op), f64: the per-element interpreter's
+  // semantics, generated as CUDA.
+  const auto model = [](Tensor x, Tensor n) {  // x: f32 [4, 6], n: i32 [4, 6]
+    const Tensor mask = x > 0.0;
+    const Tensor picked = where(mask, x, cast(n, DType::f32));
+    const Tensor quotient = cast(x * 40.0, DType::i32) / n;  // truncating, 0 for n = 0
+    const Tensor small = cast(x * 300.0, DType::i8);         // saturates at -128 and 127
+    const Tensor half = exp(cast(x, DType::f16)) * cast(x, DType::f16);
+    const Tensor brain = tanh(cast(x, DType::bf16)) + cast(n, DType::bf16);
+    const Tensor wide = gelu(cast(x, DType::f64), "tanh") / 3.0;
+    return std::make_tuple(mask, picked, quotient, small, half, brain, wide,
+                           cast(maximum(x, cast(n, DType::f32)), DType::i64));
+  };
+  const StagedGraph staged =
+      stage(model)(TensorLayout(DType::f32, {4, 6}), TensorLayout(DType::i32, {4, 6}));
+  expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, {}, [](int call) {
+    std::vector<std::int32_t> n(24);
+    for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::int32_t>(i % 7) - 3 + call;
+    return std::vector{Tensor::random(TensorLayout(DType::f32, {4, 6}), 40 + call, -1, 1),
+                       Tensor::from_bytes(DType::i32, Shape({4, 6}), Device::cpu(), n.data(),
+                                          n.size() * sizeof(std::int32_t))};
   });
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
@@ -819,7 +848,8 @@ TEST_P(CudaBackend, TheDemoTransformerRunsOnCudaAsOnTheCpu) {
     return Tensor::from_bytes(DType::i64, Shape({2, 6}), Device::cpu(), v.data(),
                               v.size() * sizeof(std::int64_t));
   };
-  expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, weights, ids);
+  expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, weights,
+                          [&](int call) { return std::vector{ids(call)}; });
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
