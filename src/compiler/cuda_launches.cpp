@@ -95,6 +95,11 @@ struct ReduceArgs {
   int kept_rank, red_rank;
   int kind;
 };
+struct ArgmaxArgs {
+  const float* x;
+  long long* y;
+  long long outer, len, inner;
+};
 struct GatherArgs {
   const void* x;
   const void* ids;
@@ -202,6 +207,25 @@ DeviceGraphNode add_pieces(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
     at += piece.shape[axis];
   }
   return *last;
+}
+
+DeviceGraphNode add_argmax(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  const View& x = l.in[0];
+  if (x.dtype != DType::f32 || l.out[0].dtype != DType::i64)
+    refuse(l, "argmax runs on CUDA over f32 values only so far");
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  ArgmaxArgs a{};
+  a.x = reinterpret_cast<const float*>(x.data);
+  a.y = reinterpret_cast<long long*>(l.out[0].data);
+  a.outer = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis)));
+  a.len = x.shape[axis];
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
+  std::int64_t threads = 32;
+  while (threads < 256 && threads < a.len) threads *= 2;
+  return add_struct_launch(
+      b, library_kernel(ctx, "kiln_argmax", kernels),
+      LaunchConfig{std::clamp<std::int64_t>(a.outer * a.inner, 1, 65535), threads}, a, after);
 }
 
 DeviceGraphNode add_reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
@@ -359,14 +383,13 @@ std::string cuda_unsupported(std::string_view op_name) {
       "kiln.log_softmax",  "kiln.layer_norm", "kiln.rms_norm",    "kiln.transpose",
       "kiln.broadcast_to", "kiln.gather",     "kiln.slice",       "kiln.concat",
       "kiln.split",        "kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max",
-      "kiln.reduce_min"};
+      "kiln.reduce_min",   "kiln.argmax"};
   if (is_elementwise(op_name) ||
       std::find(std::begin(kSupported), std::end(kSupported), op_name) != std::end(kSupported))
     return {};
   return cat("no CUDA kernel for ", op_name,
-             " yet: compiled graphs on CUDA run elementwise ops, matmul, softmax, layer and RMS "
-             "norm, reductions, transpose, broadcast_to, slice, concat, split, gather and "
-             "reshape so far; compile the module for a CPU device");
+             " yet: compiled graphs on CUDA run every op but collectives so far; compile the "
+             "module for a CPU device");
 }
 
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
@@ -415,6 +438,7 @@ DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx,
   if (name == "kiln.concat") return add_pieces(b, ctx, l, l.out[0], l.in, true, after, kernels);
   if (name == "kiln.split") return add_pieces(b, ctx, l, l.in[0], l.out, false, after, kernels);
   if (name.starts_with("kiln.reduce_")) return add_reduce(b, ctx, l, after, kernels);
+  if (name == "kiln.argmax") return add_argmax(b, ctx, l, after, kernels);
   if (name == "kiln.gather") return add_gather(b, ctx, l, after, kernels, error);
   return add_elementwise(b, ctx, l, after, kernels);
 }

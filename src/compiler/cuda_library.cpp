@@ -160,6 +160,56 @@ extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
 }
 KILN_HOST_TRAMPOLINE(kiln_reduce, KilnReduceArgs)
 
+// The index of the largest element of each line (o, j) along an axis, as the CPU finds
+// it: the first of the largest values, NaNs passed over, but 0 when the line starts with
+// NaN. One block per line; each thread keeps its best (value, index), then the block
+// combines them (the larger value, or on a tie the smaller index).
+struct KilnArgmaxArgs {
+  const float* x;
+  long long* y;
+  long long outer, len, inner;
+};
+
+extern "C" __global__ void kiln_argmax(KilnArgmaxArgs a) {
+  __shared__ float best_value[1024];
+  __shared__ long long best_index[1024];
+  const long long none = 9223372036854775807LL;
+  for (long long line = blockIdx.x; line < a.outer * a.inner; line += gridDim.x) {
+    const float* x = a.x + (line / a.inner) * a.len * a.inner + line % a.inner;
+    float v = 0.0f;
+    long long at = none;
+    for (long long i = threadIdx.x; i < a.len; i += blockDim.x) {
+      const float e = x[i * a.inner];
+      if (e == e && (at == none || e > v)) {
+        v = e;
+        at = i;
+      }
+    }
+    best_value[threadIdx.x] = v;
+    best_index[threadIdx.x] = at;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) {
+        const float ov = best_value[threadIdx.x + s];
+        const long long oi = best_index[threadIdx.x + s];
+        const long long mi = best_index[threadIdx.x];
+        if (oi != none && (mi == none || ov > best_value[threadIdx.x] ||
+                           (ov == best_value[threadIdx.x] && oi < mi))) {
+          best_value[threadIdx.x] = ov;
+          best_index[threadIdx.x] = oi;
+        }
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      const float first = x[0];
+      a.y[line] = (first != first || best_index[0] == none) ? 0 : best_index[0];
+    }
+    __syncthreads();
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_argmax, KilnArgmaxArgs)
+
 // out[o, t, j] = x[o, ids[t], j] (x viewed as outer x axis_len x inner). An index outside
 // [0, axis_len) writes zeros and is reported in error: {1, index, axis_len}.
 struct KilnGatherArgs {

@@ -27,8 +27,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
   cmd.add_option("-w,--weights", o.weights, "Weights as safetensors, by full dotted name")
       ->type_name("FILE");
   cmd.add_option("--device", o.device,
-                 "Device to compile for and run on: cpu:N, or cuda:N (a GPU: every op but "
-                 "argmax and collectives so far)")
+                 "Device to compile for and run on: cpu:N, or cuda:N (a GPU; modules on one "
+                 "device)")
       ->capture_default_str();
   cmd.add_option("-t,--threads", o.threads,
                  "Worker threads (default: KILN_NUM_THREADS, else every available core)");

@@ -47,8 +47,8 @@ enum class MatmulPrecision : unsigned char {
 
 struct CompileOptions {
   /// The context to run on; a CPU context with every available core when empty. A CUDA
-  /// context runs the plans on its GPU as CUDA graphs (every op but argmax and
-  /// collectives so far: those are a UserError naming them).
+  /// context runs the plans on its GPU as CUDA graphs (modules on one device; see
+  /// docs/api.md).
   std::shared_ptr<DeviceContext> context{};
   /// IR passes run before lowering (see `kiln/compiler/passes.hpp`); empty: none.
   std::vector<std::string> passes = {"canonicalize", "fold", "cse", "dce", "fuse"};
