@@ -123,7 +123,9 @@ class NcclCommunicator final : public Communicator {
     try {
       for (std::size_t r = 0; r < contexts.size(); ++r)
         contexts[r].enqueue_cuda_work(
-            [&](void* stream) { issue(static_cast<int>(r), parts[r], stream); });
+            [self = shared(), rank = static_cast<int>(r), part = parts[r]](void* stream) {
+              self->issue(rank, part, stream);
+            });
     } catch (...) {
       nccl_.ncclGroupEnd();
       throw;
