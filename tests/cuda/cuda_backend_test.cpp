@@ -28,6 +28,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/runtime/device_graph.hpp"
+#include "kiln/runtime/profiler.hpp"
 #include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
@@ -273,7 +274,67 @@ TEST_P(CudaBackend, EventsTimeWorkAndRefuseOtherDevices) {
   DeviceEvent cpu_event = cpu.create_event();
   KILN_EXPECT_THROW_MSG(ctx.enqueue_wait(cpu_event), UserError, "another kind of device");
   KILN_EXPECT_THROW_MSG(cpu.enqueue_record(start), UserError, "another kind of device");
-  KILN_EXPECT_THROW_MSG(ctx.set_profiler(nullptr), UserError, "Nsight");
+}
+
+TEST_P(CudaBackend, AProfilerSeesEveryNodeOfEveryReplay) {
+  DeviceContext ctx = context();
+  const auto fn = axpy(ctx);
+  auto x = ctx.enqueue_create_buffer<float>(32);
+  auto y = ctx.enqueue_create_buffer<float>(32);
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto fill = b.add_memset(x, 1.0f, {});
+    auto clear = b.add_memset(y, 0.0f, {});
+    auto k = b.add_function(fn, LaunchConfig{1, 32}, {fill, clear}, y.data(), x.data(), 2.0f, 32);
+    b.set_label(k, "y += 2x");
+  });
+  graph.replay();  // not profiled
+  auto profiler = std::make_shared<Profiler>();
+  ctx.set_profiler(profiler);
+  EXPECT_EQ(ctx.profiler(), profiler);
+  graph.replay();
+  graph.replay();
+  ctx.set_profiler(nullptr);
+  graph.replay();  // not profiled again
+  std::vector<float> out(32);
+  ctx.enqueue_copy(out, y);
+  ctx.synchronize();
+  for (float v : out) ASSERT_EQ(v, 2.0f);  // the profiled twin computes the same
+  EXPECT_EQ(profiler->replays(), 2u);
+  const std::vector<ProfileEvent> events = profiler->events();
+  ASSERT_EQ(events.size(), 6u);  // 3 nodes x 2 replays
+  int kernels = 0;
+  for (const ProfileEvent& e : events) {
+    EXPECT_LE(e.begin_ns, e.end_ns);
+    EXPECT_LT(e.node, 3u);
+    if (std::string(e.name.data()) == "y += 2x") {
+      ++kernels;
+      EXPECT_EQ(e.node, 2u);
+    }
+  }
+  EXPECT_EQ(kernels, 2);
+  if (!gpu()) {  // the twin: an event before and after each node; the kernel after both memsets
+    EXPECT_EQ(fake().instantiations, 2);
+    const auto& g = *fake().last_instantiated;
+    ASSERT_EQ(g.nodes.size(), 9u);
+    EXPECT_EQ(g.nodes[0]->type, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    EXPECT_EQ(g.nodes[1]->type, CU_GRAPH_NODE_TYPE_MEMSET);
+    EXPECT_EQ(g.nodes[7]->type, CU_GRAPH_NODE_TYPE_KERNEL);
+    EXPECT_EQ(g.index_of(g.nodes[6]->dependencies.at(0)), 2);  // begin 2 after end 0
+    EXPECT_EQ(g.index_of(g.nodes[6]->dependencies.at(1)), 5);  // and end 1
+  }
+  // An update builds the twin again from the new parameters.
+  ctx.set_profiler(profiler);
+  graph.update([&](DeviceGraphBuilder& b) {
+    auto fill = b.add_memset(x, 3.0f, {});
+    auto clear = b.add_memset(y, 0.0f, {});
+    b.add_function(fn, LaunchConfig{1, 32}, {fill, clear}, y.data(), x.data(), 2.0f, 32);
+  });
+  graph.replay();
+  ctx.set_profiler(nullptr);
+  ctx.enqueue_copy(out, y);
+  ctx.synchronize();
+  for (float v : out) ASSERT_EQ(v, 6.0f);
+  EXPECT_EQ(profiler->events().size(), 9u);
 }
 
 TEST_P(CudaBackend, ADeviceGraphBecomesACudaGraphWithTheSameEdges) {

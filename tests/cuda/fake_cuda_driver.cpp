@@ -85,6 +85,12 @@ void run_graph(const FakeGraph& graph) {
       case CU_GRAPH_NODE_TYPE_GRAPH:
         run_graph(*node->child);
         break;
+      case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
+        auto* event = reinterpret_cast<FakeEvent*>(node->event);
+        event->recorded = true;
+        event->at = std::chrono::steady_clock::now();
+        break;
+      }
       default:
         break;
     }
@@ -509,6 +515,18 @@ const detail::CudaDriver& FakeCuda::driver() const {
       auto node = std::make_unique<FakeNode>();
       node->type = CU_GRAPH_NODE_TYPE_GRAPH;
       node->child = reinterpret_cast<FakeGraph*>(child)->clone();  // as the driver clones
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphClone = [](CUgraph* clone, CUgraph original) {
+      *clone = reinterpret_cast<CUgraph>(
+          new FakeGraph(std::move(*reinterpret_cast<FakeGraph*>(original)->clone())));
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphAddEventRecordNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                                     std::size_t n, CUevent event) {
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+      node->event = event;
       return add_node(out, g, deps, n, std::move(node));
     };
     d.cuGraphInstantiate = [](CUgraphExec* e, CUgraph g, unsigned long long) {

@@ -44,6 +44,7 @@ struct FakeNode {
   CUDA_MEMSET_NODE_PARAMS memset{};
   CUDA_HOST_NODE_PARAMS host{};
   std::shared_ptr<struct FakeGraph> child;
+  CUevent event = nullptr;  // event record nodes
 };
 
 struct FakeGraph {

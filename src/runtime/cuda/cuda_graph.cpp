@@ -39,10 +39,17 @@ CudaGraphExec::CudaGraphExec(std::shared_ptr<const CudaStreamState> state,
                              std::vector<GraphNodeDesc> nodes)
     : state_(std::move(state)), topology_(nodes) {
   state_->make_current();
-  graph_ = build(nodes);
+  params_ = materialize(nodes);
+  try {
+    graph_ = emit(params_, nullptr);
+  } catch (...) {
+    release(params_);
+    throw;
+  }
   const CUresult r = state_->cu->cuGraphInstantiate(&exec_, graph_, 0);
   if (r != CUDA_SUCCESS) {
     state_->cu->cuGraphDestroy(graph_);
+    release(params_);
     state_->check(r, "DeviceGraph::create (cuGraphInstantiate)");
   }
 }
@@ -53,8 +60,10 @@ CudaGraphExec::~CudaGraphExec() {
   // A replay in flight may still call the host callbacks this object owns; the driver
   // itself frees an in-flight executable graph when it completes.
   if (!host_slots_.empty()) cu.cuStreamSynchronize(state_->stream);
+  drop_profiled();
   cu.cuGraphExecDestroy(exec_);
   cu.cuGraphDestroy(graph_);
+  release(params_);
 }
 
 void CudaGraphExec::run_host_slot(void* data) {
@@ -66,112 +75,158 @@ void CudaGraphExec::run_host_slot(void* data) {
   }
 }
 
-CUgraph CudaGraphExec::build(std::vector<GraphNodeDesc>& descs) {
+std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
+    std::vector<GraphNodeDesc>& descs) {
   const CudaDriver& cu = *state_->cu;
-  CUgraph graph = nullptr;
-  state_->check(cu.cuGraphCreate(&graph, 0), "DeviceGraph (cuGraphCreate)");
-  // ends[i]: the CUDA nodes that node i's dependents wait for (a memset of 8- or 16-byte
-  // elements is one CUDA node per 32-bit word).
-  std::vector<std::vector<CUgraphNode>> ends(descs.size());
-  std::vector<CUgraphNode> deps;
+  std::vector<NodeParams> params(descs.size());
   try {
     for (std::uint32_t i = 0; i < descs.size(); ++i) {
       GraphNodeDesc& d = descs[i];
-      deps.clear();
-      for (std::uint32_t dep : topology_[i].dependencies)
-        deps.insert(deps.end(), ends[dep].begin(), ends[dep].end());
-      const CUgraphNode* dep_data = deps.empty() ? nullptr : deps.data();
+      NodeParams& p = params[i];
+      p.kind = d.kind;
       const std::string what = cat("DeviceGraph: adding ", topology_.describe(i));
-      CUgraphNode node = nullptr;
       switch (d.kind) {
         case GraphNodeKind::kernel: {
           const auto* code = dynamic_cast<const CudaCode*>(d.kernel.info->device_code.get());
           if (code == nullptr || code->state->context != state_->context)
             throw UserError(cat(what, ": the kernel was not loaded on ", state_->device,
                                 "; compile it with the graph's context"));
-          std::size_t size = d.kernel.args.size();
-          void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, d.kernel.args.data(),
-                           CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-          CUDA_KERNEL_NODE_PARAMS p;
-          std::memset(&p, 0, sizeof p);
           const LaunchConfig& c = d.kernel.config;
-          p.func = code->function;
-          p.gridDimX = c.grid_dim.x;
-          p.gridDimY = c.grid_dim.y;
-          p.gridDimZ = c.grid_dim.z;
-          p.blockDimX = c.block_dim.x;
-          p.blockDimY = c.block_dim.y;
-          p.blockDimZ = c.block_dim.z;
           code->allow_dynamic_shared(c.dynamic_shared_bytes, "DeviceGraph", d.kernel.info->name);
-          p.sharedMemBytes = c.dynamic_shared_bytes;
-          p.extra = size > 0 ? extra : nullptr;  // the driver copies the parameters
-          state_->check(cu.cuGraphAddKernelNode(&node, graph, dep_data, deps.size(), &p),
-                        what.c_str());
-          ends[i].push_back(node);
+          std::memset(&p.kernel, 0, sizeof p.kernel);
+          p.kernel.func = code->function;
+          p.kernel.gridDimX = c.grid_dim.x;
+          p.kernel.gridDimY = c.grid_dim.y;
+          p.kernel.gridDimZ = c.grid_dim.z;
+          p.kernel.blockDimX = c.block_dim.x;
+          p.kernel.blockDimY = c.block_dim.y;
+          p.kernel.blockDimZ = c.block_dim.z;
+          p.kernel.sharedMemBytes = c.dynamic_shared_bytes;
+          p.args = std::move(d.kernel.args);
           break;
         }
-        case GraphNodeKind::copy: {
-          CUDA_MEMCPY3D p;
-          std::memset(&p, 0, sizeof p);
-          p.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-          p.srcDevice = device_address(d.src);
-          p.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-          p.dstDevice = device_address(d.dst);
-          p.WidthInBytes = d.bytes;
-          p.Height = 1;
-          p.Depth = 1;
-          state_->check(
-              cu.cuGraphAddMemcpyNode(&node, graph, dep_data, deps.size(), &p, state_->context),
-              what.c_str());
-          ends[i].push_back(node);
+        case GraphNodeKind::copy:
+          std::memset(&p.copy, 0, sizeof p.copy);
+          p.copy.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+          p.copy.srcDevice = device_address(d.src);
+          p.copy.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+          p.copy.dstDevice = device_address(d.dst);
+          p.copy.WidthInBytes = d.bytes;
+          p.copy.Height = 1;
+          p.copy.Depth = 1;
           break;
-        }
-        case GraphNodeKind::memset: {
-          // A wide element is several CUDA nodes (see memset_params).
-          for (const CUDA_MEMSET_NODE_PARAMS& p :
-               memset_params(device_address(d.dst), d.count, d.pattern.data(), d.pattern_size)) {
-            state_->check(
-                cu.cuGraphAddMemsetNode(&node, graph, dep_data, deps.size(), &p, state_->context),
-                what.c_str());
-            ends[i].push_back(node);
-          }
+        case GraphNodeKind::memset:  // a wide element is several CUDA nodes
+          p.memsets =
+              memset_params(device_address(d.dst), d.count, d.pattern.data(), d.pattern_size);
           break;
-        }
         case GraphNodeKind::host: {
           HostSlot& slot = host_slots_.emplace_back(
               HostSlot{std::move(d.host), state_.get(), topology_.describe(i)});
-          CUDA_HOST_NODE_PARAMS p;
-          std::memset(&p, 0, sizeof p);
-          p.fn = &run_host_slot;
-          p.userData = &slot;
-          state_->check(cu.cuGraphAddHostNode(&node, graph, dep_data, deps.size(), &p),
-                        what.c_str());
-          ends[i].push_back(node);
+          std::memset(&p.host, 0, sizeof p.host);
+          p.host.fn = &run_host_slot;
+          p.host.userData = &slot;
           break;
         }
         case GraphNodeKind::empty:
-          state_->check(cu.cuGraphAddEmptyNode(&node, graph, dep_data, deps.size()), what.c_str());
-          ends[i].push_back(node);
           break;
-        case GraphNodeKind::cuda_work: {
-          const CUgraph captured = capture(d.cuda_work, what);
-          const CUresult r =
-              cu.cuGraphAddChildGraphNode(&node, graph, dep_data, deps.size(), captured);
-          cu.cuGraphDestroy(captured);  // the node holds a copy
-          state_->check(r, what.c_str());
-          ends[i].push_back(node);
-          break;
-        }
         case GraphNodeKind::child: {
           const auto* child = dynamic_cast<const CudaGraphExec*>(d.child.get());
           if (child == nullptr)
             throw UserError(cat(what, ": the child graph was not built for ", state_->device));
-          state_->check(
-              cu.cuGraphAddChildGraphNode(&node, graph, dep_data, deps.size(), child->graph()),
-              what.c_str());
+          // A copy: the child's own template changes when the child is updated.
+          state_->check(cu.cuGraphClone(&p.graph, child->graph()), what.c_str());
+          break;
+        }
+        case GraphNodeKind::cuda_work:
+          p.graph = capture(d.cuda_work, what);
+          break;
+      }
+    }
+  } catch (...) {
+    release(params);
+    throw;
+  }
+  return params;
+}
+
+void CudaGraphExec::release(std::vector<NodeParams>& params) const {
+  for (NodeParams& p : params)
+    if (p.graph != nullptr) state_->cu->cuGraphDestroy(p.graph);
+  params.clear();
+}
+
+CUgraph CudaGraphExec::emit(const std::vector<NodeParams>& params,
+                            const std::vector<CUevent>* events) const {
+  const CudaDriver& cu = *state_->cu;
+  CUgraph graph = nullptr;
+  state_->check(cu.cuGraphCreate(&graph, 0), "DeviceGraph (cuGraphCreate)");
+  // ends[i]: the CUDA nodes that node i's dependents wait for (a memset of 8- or 16-byte
+  // elements is one CUDA node per 32-bit word; profiled: the node's end event).
+  std::vector<std::vector<CUgraphNode>> ends(params.size());
+  std::vector<CUgraphNode> deps;
+  try {
+    for (std::uint32_t i = 0; i < params.size(); ++i) {
+      const NodeParams& p = params[i];
+      deps.clear();
+      for (std::uint32_t dep : topology_[i].dependencies)
+        deps.insert(deps.end(), ends[dep].begin(), ends[dep].end());
+      const std::string what = cat("DeviceGraph: adding ", topology_.describe(i));
+      CUgraphNode node = nullptr;
+      if (events != nullptr) {  // the node's begin event, which the node waits for
+        state_->check(
+            cu.cuGraphAddEventRecordNode(&node, graph, deps.data(), deps.size(), (*events)[2 * i]),
+            what.c_str());
+        deps.assign(1, node);
+      }
+      const CUgraphNode* dep_data = deps.empty() ? nullptr : deps.data();
+      switch (p.kind) {
+        case GraphNodeKind::kernel: {
+          std::size_t size = p.args.size();
+          void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
+                           const_cast<unsigned char*>(p.args.data()), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                           &size, CU_LAUNCH_PARAM_END};
+          CUDA_KERNEL_NODE_PARAMS k = p.kernel;
+          k.extra = size > 0 ? extra : nullptr;  // the driver copies the parameters
+          state_->check(cu.cuGraphAddKernelNode(&node, graph, dep_data, deps.size(), &k),
+                        what.c_str());
           ends[i].push_back(node);
           break;
         }
+        case GraphNodeKind::copy:
+          state_->check(cu.cuGraphAddMemcpyNode(&node, graph, dep_data, deps.size(), &p.copy,
+                                                state_->context),
+                        what.c_str());
+          ends[i].push_back(node);
+          break;
+        case GraphNodeKind::memset:
+          for (const CUDA_MEMSET_NODE_PARAMS& m : p.memsets) {
+            state_->check(
+                cu.cuGraphAddMemsetNode(&node, graph, dep_data, deps.size(), &m, state_->context),
+                what.c_str());
+            ends[i].push_back(node);
+          }
+          break;
+        case GraphNodeKind::host:
+          state_->check(cu.cuGraphAddHostNode(&node, graph, dep_data, deps.size(), &p.host),
+                        what.c_str());
+          ends[i].push_back(node);
+          break;
+        case GraphNodeKind::empty:
+          state_->check(cu.cuGraphAddEmptyNode(&node, graph, dep_data, deps.size()), what.c_str());
+          ends[i].push_back(node);
+          break;
+        case GraphNodeKind::child:
+        case GraphNodeKind::cuda_work:  // the driver clones the graph into the node
+          state_->check(cu.cuGraphAddChildGraphNode(&node, graph, dep_data, deps.size(), p.graph),
+                        what.c_str());
+          ends[i].push_back(node);
+          break;
+      }
+      if (events != nullptr) {  // the node's end event, which its dependents wait for
+        state_->check(cu.cuGraphAddEventRecordNode(&node, graph, ends[i].data(), ends[i].size(),
+                                                   (*events)[2 * i + 1]),
+                      what.c_str());
+        ends[i].assign(1, node);
       }
     }
   } catch (...) {
@@ -233,7 +288,14 @@ void CudaGraphExec::update(std::vector<GraphNodeDesc> nodes) {
   std::scoped_lock lock(mutex_);
   state_->make_current();
   const CudaDriver& cu = *state_->cu;
-  CUgraph graph = build(nodes);
+  std::vector<NodeParams> params = materialize(nodes);
+  CUgraph graph = nullptr;
+  try {
+    graph = emit(params, nullptr);
+  } catch (...) {
+    release(params);
+    throw;
+  }
   CUgraphExecUpdateResultInfo info;
   std::memset(&info, 0, sizeof info);
   const CUresult r = cu.cuGraphExecUpdate(exec_, graph, &info);
@@ -245,6 +307,7 @@ void CudaGraphExec::update(std::vector<GraphNodeDesc> nodes) {
     CUgraphExec fresh = nullptr;
     if (const CUresult ri = cu.cuGraphInstantiate(&fresh, graph, 0); ri != CUDA_SUCCESS) {
       cu.cuGraphDestroy(graph);
+      release(params);
       state_->check(ri, "DeviceGraph::update (cuGraphInstantiate)");
     }
     cu.cuGraphExecDestroy(exec_);
@@ -254,7 +317,51 @@ void CudaGraphExec::update(std::vector<GraphNodeDesc> nodes) {
   }
   cu.cuGraphDestroy(graph_);
   graph_ = graph;
+  release(params_);
+  params_ = std::move(params);
+  drop_profiled();  // built again, from the new parameters, by the next profiled replay
   topology_.set_configs(nodes);
+}
+
+void CudaGraphExec::launch_profiled(Profiler& profiler) const {
+  std::scoped_lock lock(mutex_);
+  state_->make_current();
+  const CudaDriver& cu = *state_->cu;
+  if (profiled_exec_ == nullptr) {
+    // A twin of the graph with an event recorded before and after every node.
+    events_.resize(2 * params_.size() + 1);
+    for (CUevent& e : events_)
+      state_->check(cu.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    const CUgraph twin = emit(params_, &events_);
+    const CUresult r = cu.cuGraphInstantiate(&profiled_exec_, twin, 0);
+    cu.cuGraphDestroy(twin);
+    state_->check(r, "DeviceGraph::replay with a profiler (cuGraphInstantiate)");
+  }
+  const CUevent origin = events_.back();
+  const std::int64_t origin_ns = profiler.now_ns();
+  state_->check(cu.cuEventRecord(origin, state_->stream), "cuEventRecord");
+  state_->check(cu.cuGraphLaunch(profiled_exec_, state_->stream),
+                "DeviceGraph::replay (cuGraphLaunch)");
+  state_->check(cu.cuStreamSynchronize(state_->stream),
+                "DeviceGraph::replay with a profiler (cuStreamSynchronize)");
+  const std::uint64_t replay = profiler.begin_replay();
+  for (std::uint32_t i = 0; i < params_.size(); ++i) {
+    float begin_ms = 0, end_ms = 0;
+    state_->check(cu.cuEventElapsedTime(&begin_ms, origin, events_[2 * i]), "cuEventElapsedTime");
+    state_->check(cu.cuEventElapsedTime(&end_ms, origin, events_[2 * i + 1]), "cuEventElapsedTime");
+    profiler.record(topology_[i].name, i, replay,
+                    origin_ns + static_cast<std::int64_t>(static_cast<double>(begin_ms) * 1e6),
+                    origin_ns + static_cast<std::int64_t>(static_cast<double>(end_ms) * 1e6));
+  }
+}
+
+void CudaGraphExec::drop_profiled() const {
+  const CudaDriver& cu = *state_->cu;
+  if (profiled_exec_ != nullptr) cu.cuGraphExecDestroy(profiled_exec_);
+  profiled_exec_ = nullptr;
+  for (CUevent e : events_)
+    if (e != nullptr) cu.cuEventDestroy(e);
+  events_.clear();
 }
 
 CUgraph CudaGraphExec::graph() const {

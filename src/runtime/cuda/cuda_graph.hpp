@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/runtime/profiler.hpp"
 #include "runtime/cuda/cuda_stream.hpp"
 #include "runtime/graph_topology.hpp"
 
@@ -31,6 +32,10 @@ class CudaGraphExec final : public GraphExec {
 
   /// Enqueues one replay on the stream (cuGraphLaunch).
   void launch() const;
+  /// One replay that records each node's start and end into \p profiler: a twin of the
+  /// graph with an event before and after every node (built on first use), launched, and
+  /// waited for (profiled replays do not overlap).
+  void launch_profiled(Profiler& profiler) const;
   /// Gives the graph \p nodes' parameters (their topology must match: checked, UserError
   /// naming the difference): cuGraphExecUpdate, else a new instantiation, whose reason
   /// last_update_fallback() then tells. Replays enqueued before keep the old parameters.
@@ -44,8 +49,26 @@ class CudaGraphExec final : public GraphExec {
     const CudaStreamState* state;
     std::string where;
   };
-  /// A CUDA graph of \p descs (host callbacks moved into new slots).
-  CUgraph build(std::vector<GraphNodeDesc>& descs);
+  /// What each kiln node becomes, kept so that the graph can be built again with events
+  /// (profiling): driver parameters, and the child or captured graph the node nests.
+  struct NodeParams {
+    GraphNodeKind kind = GraphNodeKind::empty;
+    CUDA_KERNEL_NODE_PARAMS kernel{};  // kernel (its `extra` set as it is added)
+    std::vector<unsigned char> args;   // kernel: the packed parameters
+    CUDA_MEMCPY3D copy{};
+    std::vector<CUDA_MEMSET_NODE_PARAMS> memsets;
+    CUDA_HOST_NODE_PARAMS host{};
+    CUgraph graph = nullptr;  // child: a copy of its template; cuda_work: what was captured
+  };
+  /// The parameters of \p descs (host callbacks moved into new slots, CUDA work captured).
+  std::vector<NodeParams> materialize(std::vector<GraphNodeDesc>& descs);
+  /// Destroys the graphs \p params own and empties it.
+  void release(std::vector<NodeParams>& params) const;
+  /// A CUDA graph of \p params; with \p events, event i*2 recorded before node i and
+  /// i*2+1 after it.
+  CUgraph emit(const std::vector<NodeParams>& params, const std::vector<CUevent>* events) const;
+  /// Destroys the profiling twin and its events.
+  void drop_profiled() const;
   /// What \p work enqueues on a stream in capture, as a graph; \p what names the node.
   CUgraph capture(const CudaWork& work, const std::string& what) const;
   static void run_host_slot(void* slot);
@@ -55,6 +78,9 @@ class CudaGraphExec final : public GraphExec {
   mutable std::mutex mutex_;  // orders launches and updates
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
+  std::vector<NodeParams> params_;
+  mutable CUgraphExec profiled_exec_ = nullptr;  // the twin with events, once profiled
+  mutable std::vector<CUevent> events_;          // 2 per node, then the replay's origin
   // Host callbacks of every version of the graph: a replay enqueued before an update
   // still calls the old ones, so they live as long as the graph.
   std::deque<HostSlot> host_slots_;

@@ -399,7 +399,12 @@ class CudaStream final : public StreamBackend {
     return std::make_shared<CudaGraphExec>(state_, std::move(nodes));
   }
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
-    as_cuda_graph(graph, "DeviceGraph::replay").launch();
+    const CudaGraphExec& exec = as_cuda_graph(graph, "DeviceGraph::replay");
+    if (const std::shared_ptr<Profiler> p = profiler_.load(std::memory_order_acquire)) {
+      exec.launch_profiled(*p);
+    } else {
+      exec.launch();
+    }
   }
   void update_graph(const std::shared_ptr<const GraphExec>& graph,
                     std::vector<GraphNodeDesc> nodes) override {
@@ -433,12 +438,12 @@ class CudaStream final : public StreamBackend {
     }
   }
 
-  void set_profiler(std::shared_ptr<Profiler>) override {
-    throw UserError(cat("set_profiler: ", state_->device,
-                        " contexts cannot be profiled per node yet; profile CUDA work with Nsight "
-                        "Systems (nsys profile), or time replays with events"));
+  void set_profiler(std::shared_ptr<Profiler> profiler) override {
+    profiler_.store(std::move(profiler), std::memory_order_release);
   }
-  std::shared_ptr<Profiler> profiler() const override { return nullptr; }
+  std::shared_ptr<Profiler> profiler() const override {
+    return profiler_.load(std::memory_order_acquire);
+  }
 
  private:
   static CudaEvent& as_cuda_event(const std::shared_ptr<EventState>& event, const char* what) {
@@ -459,6 +464,7 @@ class CudaStream final : public StreamBackend {
   }
 
   std::shared_ptr<CudaStreamState> state_;
+  std::atomic<std::shared_ptr<Profiler>> profiler_;  // attached to replays enqueued next
 
  public:
   const CudaStreamState& state() const { return *state_; }

@@ -33,7 +33,7 @@ struct CudaDriver {
   X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) \
   X(cuGraphAddMemsetNode) X(cuGraphAddHostNode) X(cuGraphAddEmptyNode) \
   X(cuGraphAddChildGraphNode) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecUpdate) \
-  X(cuGraphExecDestroy)
+  X(cuGraphExecDestroy) X(cuGraphClone) X(cuGraphAddEventRecordNode)
   // clang-format on
   KILN_CUDA_ENTRIES(KILN_CUDA_ENTRY)
 #undef KILN_CUDA_ENTRY
