@@ -848,7 +848,7 @@ TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
     const std::vector<Tensor> parts = split(x, {2, 4}, 2);  // [3, 4, 2], [3, 4, 4]
     const Tensor c = concat({parts[1], s, parts[0]}, 2);    // [3, 4, 9]
     return std::make_tuple(c, sum(c, {0, 2}), mean(x, {1}, true), max(s, {2}), min(x, {0, 1, 2}),
-                           argmax(x, 1), argmax(c, 2, true));
+                           argmax(x, 1), argmax(c, 2, true), gather(x, arange(3, 0, -1), 1));
   };
   const StagedGraph staged = stage(model)(TensorLayout(DType::f32, {3, 4, 6}));
   expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, {}, [](int call) {
@@ -897,7 +897,12 @@ TEST_P(CudaBackend, ElementwiseOpsOfEveryDtypeRunOnCudaAsOnTheCpu) {
   expect_cuda_matches_cpu(std::make_shared<DeviceContext>(context()), staged, {}, [](int call) {
     std::vector<std::int32_t> n(24);
     for (std::size_t i = 0; i < n.size(); ++i) n[i] = static_cast<std::int32_t>(i % 7) - 3 + call;
-    return std::vector{Tensor::random(TensorLayout(DType::f32, {4, 6}), 40 + call, -1, 1),
+    std::vector<float> x =
+        Tensor::random(TensorLayout(DType::f32, {4, 6}), 40 + call, -1, 1).to_vector<float>();
+    x[0] = 1.0f + 3.0f / 2048;  // halfway between two f16 values, the lower one odd: rounds up
+    x[1] = 1.0f + 1.0f / 2048;  // halfway, the lower one even: rounds down
+    return std::vector{Tensor::from_bytes(DType::f32, Shape({4, 6}), Device::cpu(), x.data(),
+                                          x.size() * sizeof(float)),
                        Tensor::from_bytes(DType::i32, Shape({4, 6}), Device::cpu(), n.data(),
                                           n.size() * sizeof(std::int32_t))};
   });
