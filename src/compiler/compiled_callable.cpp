@@ -402,6 +402,12 @@ struct CompiledCallable::Impl {
 
   // ---- planning ----------------------------------------------------------------------------
 
+  /// Enqueues a copy of \p n bytes on the context (host or device memory either side).
+  void enqueue_copy_bytes(void* dst, const void* src, std::size_t n) const {
+    ctx->enqueue_copy(std::span<std::uint8_t>(static_cast<std::uint8_t*>(dst), n),
+                      std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(src), n));
+  }
+
   /// CUDA: the device copy of the \p bytes fixed bytes at \p host (a weight or a
   /// constant), made on first use and kept for the callable's life.
   std::byte* device_copy(const std::byte* host, std::size_t bytes) {
@@ -409,9 +415,7 @@ struct CompiledCallable::Impl {
     if (!copy) {
       copy = std::make_shared<DeviceBuffer<std::uint8_t>>(
           ctx->enqueue_create_buffer<std::uint8_t>(std::max<std::size_t>(bytes, 1)));
-      ctx->enqueue_copy(
-          std::span<std::uint8_t>(copy->data(), bytes),
-          std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(host), bytes));
+      enqueue_copy_bytes(copy->data(), host, bytes);
     }
     return reinterpret_cast<std::byte*>(copy->data());
   }
@@ -953,23 +957,13 @@ struct CompiledCallable::Impl {
 
   // CUDA: the inputs copied to the device, one replay, the outputs copied back.
   void run_cuda(Plan& plan, const std::vector<Tensor>& inputs) {
-    const auto bytes_of = [](std::byte* p, std::size_t n) {
-      return std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(p), n);
-    };
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const std::size_t n = plan.storage[plan.inputs[i]].bytes;
-      ctx->enqueue_copy(bytes_of(plan.address(plan.inputs[i]), n),
-                        std::span<const std::uint8_t>(
-                            reinterpret_cast<const std::uint8_t*>(inputs[i].bytes().data()), n));
-    }
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      enqueue_copy_bytes(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
+                         plan.storage[plan.inputs[i]].bytes);
     plan.graphs[0]->replay();
     for (std::size_t i = 0; i < plan.outputs.size(); ++i)
-      ctx->enqueue_copy(
-          std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(plan.host_outputs[i].data()),
-                                  plan.host_outputs[i].size()),
-          std::span<const std::uint8_t>(
-              reinterpret_cast<const std::uint8_t*>(plan.address(plan.outputs[i])),
-              plan.host_outputs[i].size()));
+      enqueue_copy_bytes(plan.host_outputs[i].data(), plan.address(plan.outputs[i]),
+                         plan.host_outputs[i].size());
     if (plan.cuda_error) ctx->enqueue_copy(plan.host_error, *plan.cuda_error);
     ctx->synchronize();
     if (plan.cuda_error && plan.host_error[0] != 0) {

@@ -4,6 +4,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,24 @@ inline void* open_first_library(const std::vector<std::string>& candidates,
     tried.push_back(dlerror());
   }
   return nullptr;
+}
+
+/// An optional library: the path in environment variable \p env_var if it is set, else
+/// the first of \p candidates that loads. nullptr when none does, with \p error saying
+/// "<what> is not available (<each failure>); <fix>".
+inline void* open_optional_library(const char* env_var, std::vector<std::string> candidates,
+                                   const std::string& what, const std::string& fix,
+                                   std::string& error) {
+  if (const char* env = std::getenv(env_var); env && *env)
+    candidates.insert(candidates.begin(), env);
+  std::vector<std::string> tried;
+  void* handle = open_first_library(candidates, tried);
+  if (handle == nullptr) {
+    error = what + " is not available (";
+    for (std::size_t i = 0; i < tried.size(); ++i) error += (i > 0 ? "; " : "") + tried[i];
+    error += "); " + fix;
+  }
+  return handle;
 }
 
 /// The address of \p symbol in \p handle as a \p Fn, or nullptr.

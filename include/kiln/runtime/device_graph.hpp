@@ -108,10 +108,7 @@ class DeviceGraphBuilder {
     static_assert(detail::LaunchableWith<K, A...>,
                   "add_function: the kernel cannot be called with these argument types "
                   "(CUDA kernels take trivially copyable arguments: pass buffer.data())");
-    detail::GraphNodeDesc node;
-    node.kind = detail::GraphNodeKind::kernel;
-    node.kernel = fn.bind(config, std::forward<A>(args)...);
-    return add(std::move(node), dependencies);
+    return add_launch(fn.bind(config, std::forward<A>(args)...), dependencies);
   }
 
   /// A copy of all of \p src into \p dst (buffers, spans, vectors; sizes must match).

@@ -21,18 +21,14 @@ struct Loaded {
 Loaded load() {
   Loaded out;
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("KILN_CUBLAS_LIBRARY"); env && *env) candidates.push_back(env);
 #ifdef KILN_CUDA_LIBRARY_DIR
   candidates.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/libcublas.so");
 #endif
   candidates.insert(candidates.end(), {"libcublas.so", "libcublas.so.13", "libcublas.so.12"});
-  std::vector<std::string> tried;
-  void* handle = open_first_library(candidates, tried);
-  if (handle == nullptr) {
-    out.error = cat("cuBLAS is not available (", join(tried, "; "),
-                    "); install the CUDA toolkit or set KILN_CUBLAS_LIBRARY");
-    return out;
-  }
+  void* handle =
+      open_optional_library("KILN_CUBLAS_LIBRARY", std::move(candidates), "cuBLAS",
+                            "install the CUDA toolkit or set KILN_CUBLAS_LIBRARY", out.error);
+  if (handle == nullptr) return out;
   std::vector<std::string> missing;
 #define KILN_CUBLAS_LOAD(name)                                                           \
   out.api.name = library_symbol<decltype(out.api.name)>(handle, KILN_CUBLAS_NAME(name)); \

@@ -22,18 +22,14 @@ struct Loaded {
 Loaded load() {
   Loaded out;
   std::vector<std::string> candidates;
-  if (const char* env = std::getenv("KILN_NCCL_LIBRARY"); env && *env) candidates.push_back(env);
 #ifdef KILN_CUDA_LIBRARY_DIR
   candidates.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/libnccl.so.2");
 #endif
   candidates.insert(candidates.end(), {"libnccl.so.2", "libnccl.so"});
-  std::vector<std::string> tried;
-  void* handle = open_first_library(candidates, tried);
-  if (handle == nullptr) {
-    out.error = cat("NCCL is not available (", join(tried, "; "),
-                    "); install NCCL (it comes with the CUDA toolkit) or set KILN_NCCL_LIBRARY");
-    return out;
-  }
+  void* handle = open_optional_library(
+      "KILN_NCCL_LIBRARY", std::move(candidates), "NCCL",
+      "install NCCL (it comes with the CUDA toolkit) or set KILN_NCCL_LIBRARY", out.error);
+  if (handle == nullptr) return out;
   std::vector<std::string> missing;
 #define KILN_NCCL_LOAD(name)                                                           \
   out.api.name = library_symbol<decltype(out.api.name)>(handle, KILN_NCCL_NAME(name)); \

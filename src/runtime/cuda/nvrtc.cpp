@@ -34,16 +34,15 @@ Nvrtc& Nvrtc::instance() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::vector<std::string> candidates;
-    if (const char* env = std::getenv("KILN_NVRTC_LIBRARY"); env && *env) candidates.push_back(env);
 #ifdef KILN_CUDA_LIBRARY_DIR
     candidates.push_back(std::string(KILN_CUDA_LIBRARY_DIR) + "/libnvrtc.so");
 #endif
     candidates.insert(candidates.end(), {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"});
-    std::vector<std::string> tried;
-    void* handle = open_first_library(candidates, tried);
-    if (handle == nullptr)
-      throw UserError(cat("NVRTC is not available (", join(tried, "; "),
-                          "); install the CUDA toolkit or set KILN_NVRTC_LIBRARY"));
+    std::string error;
+    void* handle =
+        open_optional_library("KILN_NVRTC_LIBRARY", std::move(candidates), "NVRTC",
+                              "install the CUDA toolkit or set KILN_NVRTC_LIBRARY", error);
+    if (handle == nullptr) throw UserError(error);
     const auto load = [&](auto& fn, const char* symbol) {
       fn = library_symbol<std::remove_reference_t<decltype(fn)>>(handle, symbol);
       if (fn == nullptr) throw UserError(cat("NVRTC lacks ", symbol));
