@@ -19,10 +19,10 @@ using onednn::cpu_engine;
 using onednn::Step;
 using onednn::user_scratchpad;
 
-/// \p op's dims with the first replaced by \p count, and the view's strides, as a desc.
-Desc view_desc(const StridedOperand& op, std::int64_t count) {
+/// \p op's dims with dim \p split replaced by \p count, and the view's strides, as a desc.
+Desc view_desc(const StridedOperand& op, std::size_t split, std::int64_t count) {
   Dims dims(op.shape.begin(), op.shape.end()), strides(op.strides.begin(), op.strides.end());
-  dims[0] = count;
+  dims[split] = count;
   for (std::size_t d = 0; d < dims.size(); ++d)
     if (dims[d] == 1) strides[d] = 1;  // any stride reads a dim of one
   return Desc(dims, DataType::f32, strides);
@@ -60,10 +60,14 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
 
   const std::size_t r = a.shape.size();
   const std::int64_t m = a.shape[r - 2], k = a.shape[r - 1], n = b.shape[r - 1];
-  first_dim_ = a.shape[0];
+  // Tiles split the first batch dim of more than one entry (attention at batch 1: the
+  // heads); the dims before it are ones, so each tile's part of C is one contiguous range.
+  split_ = 0;
+  while (split_ + 3 < r && a.shape[split_] == 1) ++split_;
+  split_dim_ = a.shape[split_];
   per_entry_ = m * n;
-  for (std::size_t d = 1; d + 2 < r; ++d) per_entry_ *= a.shape[d];
-  tiles_ = std::clamp<std::int64_t>(tiles, 1, first_dim_);
+  for (std::size_t d = split_ + 1; d + 2 < r; ++d) per_entry_ *= a.shape[d];
+  tiles_ = std::clamp<std::int64_t>(tiles, 1, split_dim_);
   dnnl::engine& engine = cpu_engine();
   const Dims c_dims = [&] {
     Dims dims(a.shape.begin(), a.shape.end() - 1);
@@ -72,12 +76,12 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
   }();
   impl_->tiles.resize(static_cast<std::size_t>(tiles_));
   for (std::int64_t t = 0; t < tiles_; ++t) {
-    const std::int64_t e0 = first_dim_ * t / tiles_, count = first_dim_ * (t + 1) / tiles_ - e0;
+    const std::int64_t e0 = split_dim_ * t / tiles_, count = split_dim_ * (t + 1) / tiles_ - e0;
     Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
     tile.stream = dnnl::stream(engine);
     Dims a_dims(a.shape.begin(), a.shape.end()), b_dims(b.shape.begin(), b.shape.end()),
         out_dims = c_dims;
-    a_dims[0] = b_dims[0] = out_dims[0] = count;
+    a_dims[split_] = b_dims[split_] = out_dims[split_] = count;
     const Desc a16 = dense_desc(a_dims, DataType::bf16);
     const Desc out = dense_desc(out_dims, DataType::f32);
     const dnnl::matmul::primitive_desc pd(
@@ -91,8 +95,8 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
     dnnl::primitive_attr round_attr = user_scratchpad();
     if (scale != nullptr) round_attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
     const auto view = [&](const StridedOperand& op) {
-      return dnnl::memory(view_desc(op, count), engine,
-                          const_cast<float*>(op.data + e0 * op.strides[0]));
+      return dnnl::memory(view_desc(op, split_, count), engine,
+                          const_cast<float*>(op.data + e0 * op.strides[split_]));
     };
     tile.round_a = onednn::reorder_step(view(a), a_bf16, round_attr);
     if (scale != nullptr)
@@ -111,7 +115,7 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
 BatchedBf16Matmul::~BatchedBf16Matmul() = default;
 
 std::int64_t BatchedBf16Matmul::first_element(std::int64_t t) const noexcept {
-  return first_dim_ * t / tiles_ * per_entry_;
+  return split_dim_ * t / tiles_ * per_entry_;
 }
 
 void BatchedBf16Matmul::run(std::int64_t t) const {

@@ -1,12 +1,12 @@
 #pragma once
 // Internal: f32 matmuls of activations over a batch (attention's scores and context:
 // [b, h, m, k] x [b, h, k, n]) computed in bfloat16 when the plan asks for bf16
-// (`MatmulPrecision::bf16`). Each tile takes a range of the first batch dim: it rounds its
-// part of A into a dense bf16 buffer and its part of B into the blocked layout oneDNN's
-// bf16 kernels read (both reorders read the operands as the strided views they are), then
-// runs one batched bf16 matmul (AMX where the CPU has it) writing f32. A scalar epilogue
-// (attention's 1/sqrt(d)) is applied as A is rounded, read from memory on each call.
-// Everything is made when the plan is prepared.
+// (`MatmulPrecision::bf16`). Each tile takes a range of the first batch dim with more than
+// one entry (the heads when the batch is one): it rounds its part of A into a dense bf16
+// buffer and its part of B into the blocked layout oneDNN's bf16 kernels read (both reorders read
+// the operands as the strided views they are), then runs one batched bf16 matmul (AMX where the CPU
+// has it) writing f32. A scalar epilogue (attention's 1/sqrt(d)) is applied as A is rounded, read
+// from memory on each call. Everything is made when the plan is prepared.
 
 #include <cstdint>
 #include <memory>
@@ -26,8 +26,8 @@ class BatchedBf16Matmul {
   /// C = A B over the batch (A [batch..., m, k], B [batch..., k, n], both with the same
   /// batch dims, none broadcast), C dense row-major at \p c; with \p scale, C = scale A B
   /// (the scalar read on each call). Cut into at most \p tiles tiles along the first batch
-  /// dim. \throws DeviceError when oneDNN has no fast bf16 kernel for it (the caller
-  /// keeps f32).
+  /// dim of more than one entry (the heads when the batch is one). \throws DeviceError when oneDNN
+  /// has no fast bf16 kernel for it (the caller keeps f32).
   BatchedBf16Matmul(const StridedOperand& a, const StridedOperand& b, float* c, std::int64_t tiles,
                     const float* scale);
   ~BatchedBf16Matmul();
@@ -47,7 +47,8 @@ class BatchedBf16Matmul {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::int64_t tiles_ = 1, first_dim_ = 1, per_entry_ = 0;  // C elements per first-dim entry
+  std::size_t split_ = 0;                                   // the batch dim the tiles split
+  std::int64_t tiles_ = 1, split_dim_ = 1, per_entry_ = 0;  // C elements per entry of it
 };
 
 }  // namespace kiln::compiler
