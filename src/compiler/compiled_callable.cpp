@@ -764,14 +764,34 @@ struct CompiledCallable::Impl {
 
   // bf16 plans: a bf16 weight matmul whose output (or fused epilogue's) only another bf16
   // weight matmul reads, as its left operand (an MLP's two layers), writes it as bf16 into
-  // the first half of its storage for that matmul to read as it is.
+  // the first half of its storage for that matmul to read as it is; so does a layer or
+  // RMS norm read only by bf16 weight matmuls (attention's Q, K and V; an MLP's first).
   void hand_off_bf16(Plan& plan) {
     if (matmul_precision != MatmulPrecision::bf16) return;
     std::vector<bool> is_output(plan.storage.size(), false);
     for (std::size_t s : plan.outputs) is_output[s] = true;
     for (std::size_t i = 0; i < plan.launches.size(); ++i) {
       Launch& producer = plan.launches[i];
-      if (plan.absorbed[i] || producer.matmul == nullptr || plan.io[i].out.size() != 1) continue;
+      if (plan.absorbed[i] || plan.io[i].out.size() != 1) continue;
+      if (producer.matmul == nullptr) {
+        const std::size_t s = plan.io[i].out[0];
+        const Storage& out = plan.storage[s];
+        if (is_output[s] || out.base >= 0 || out.arena_offset < 0) continue;
+        // The launches that read it; an absorbed epilogue is listed among the readers of its
+        // matmul's operands to keep them live, and may not read it itself.
+        std::vector<Launch*> readers;
+        bool others = false;
+        for (std::size_t r : out.readers) {
+          const bool reads = std::any_of(plan.io[r].in.begin(), plan.io[r].in.end(),
+                                         [&](std::size_t in) { return plan.root(in) == s; });
+          if (!plan.absorbed[r] && plan.io[r].device == plan.io[i].device)
+            readers.push_back(&plan.launches[r]);
+          else if (reads)
+            others = true;
+        }
+        if (!others && compiler::hand_off_bf16(producer, readers)) ++plan.bf16_handoffs;
+        continue;
+      }
       const std::size_t s =
           producer.epilogue != nullptr ? plan.io[i + 1].out[0] : plan.io[i].out[0];
       const Storage& out = plan.storage[s];

@@ -123,5 +123,8 @@ void layer_norm(const Launch& l);
 void rms_norm(const Launch& l);
 /// True when \p l reads and writes f32 and works on rows of the last axis.
 bool f32_last_axis_rows(const Launch& l, std::size_t axis);
+/// True when the layer_norm / rms_norm launch \p l runs the f32 row kernel (f32 rows,
+/// gamma and beta), the one that can write bf16 (`Launch::out_bf16`).
+bool f32_rows_norm(const Launch& l);
 
 }  // namespace kiln::compiler::kernel

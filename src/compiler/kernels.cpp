@@ -753,6 +753,27 @@ bool hand_off_bf16(Launch& producer, Launch& consumer) {
   return true;
 }
 
+bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
+  const std::string_view name = norm.view().name();
+  if ((name != "kiln.layer_norm" && name != "kiln.rms_norm") || consumers.empty() ||
+      norm.out.size() != 1 || norm.out[0].shape.empty() || !f32_rows_norm(norm))
+    return false;
+  const std::int64_t n = norm.out[0].shape.back(), rows = elements(norm.out[0].shape) / n;
+  const std::byte* out = norm.out[0].data;
+  for (const Launch* consumer : consumers) {
+    if (consumer->matmul == nullptr) return false;
+    const MatmulLayout& reader = *consumer->matmul;
+    if (reader.packed == nullptr || !reader.packed->bf16() ||
+        reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
+        reader.a.row != reader.k || reader.m != rows || reader.k != n)
+      return false;
+  }
+  norm.out_bf16 = true;
+  for (Launch* consumer : consumers)  // prepared, not yet recorded: the plan's alone
+    const_cast<PackedMatmul*>(consumer->matmul->packed.get())->read_bf16(out);
+  return true;
+}
+
 bool in_bf16(const Launch& launch) {
   if (launch.matmul == nullptr) return false;
   const MatmulLayout& m = *launch.matmul;

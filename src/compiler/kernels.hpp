@@ -61,6 +61,9 @@ struct Launch {
   // matmul launches, set by the planner: the product may be computed in bfloat16
   // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.
   bool bf16 = false;
+  // layer_norm / rms_norm launches, set by hand_off_bf16: out[0] is written as bf16 values
+  // (the first half of its storage) for the bf16 matmuls that are its only readers.
+  bool out_bf16 = false;
   ir::OpView view() const { return graph->op(op); }
 };
 
@@ -97,6 +100,13 @@ bool skinny(const Launch& launch);
 /// and the consumer read them as they are (no rounding pass, half the bytes). The caller
 /// guarantees that nothing else reads that output. \returns whether it did.
 bool hand_off_bf16(Launch& producer, Launch& consumer);
+/// bf16 plans: when the prepared \p norm (a layer or RMS norm over f32 rows) is read only
+/// by \p consumers, all matmuls running oneDNN's bf16 GEMM on packed weights with the norm's
+/// output as their dense left operand (attention's Q, K and V), has the norm write its
+/// rows as bf16 values and the matmuls read them as they are (one rounding instead of one
+/// per matmul). The caller guarantees that nothing else reads that output. \returns
+/// whether it did.
+bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers);
 /// True when prepare set the matmul launch \p launch to compute in bfloat16.
 bool in_bf16(const Launch& launch);
 /// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).

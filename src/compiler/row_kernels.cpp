@@ -16,6 +16,12 @@ bool f32_last_axis_rows(const Launch& l, std::size_t axis) {
          axis == x.shape.size() - 1 && x.shape.back() > 0;
 }
 
+bool f32_rows_norm(const Launch& l) {
+  const bool rms = l.view().name() == "kiln.rms_norm";
+  return f32_last_axis_rows(l, l.in[0].shape.empty() ? 0 : l.in[0].shape.size() - 1) &&
+         l.in[1].dtype == DType::f32 && (rms || l.in[2].dtype == DType::f32);
+}
+
 namespace {
 
 enum class Reduce { sum, mean, max, min };
@@ -196,7 +202,8 @@ void softmax_of(const Launch& l) {
         });
 }
 
-/// f32 rows: statistics in double, y = (x - mean) · scale · gamma + beta rounded once.
+/// f32 rows: statistics in double, y = (x - mean) · scale · gamma + beta rounded once (to
+/// f32; then to bf16 with `out_bf16`).
 template <bool Rms>
 void norm_f32(const Launch& l, double eps) {
   const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;
@@ -205,12 +212,18 @@ void norm_f32(const Launch& l, double eps) {
   const auto [first, last] = block_range(rows);
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
-    float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
     const auto count = static_cast<std::size_t>(n);
     const double mean = Rms ? 0.0 : vmath::sum(x, count) / static_cast<double>(n);
     const double var = vmath::sum_squares(x, count, mean);
     const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
-    vmath::normalize_row(x, mean, scale, gamma, beta, y, count);
+    if (l.out_bf16) {
+      Scratch<float, 4096> y(count);  // rows of up to 4096 on the stack
+      vmath::normalize_row(x, mean, scale, gamma, beta, y.data(), count);
+      vmath::round_bf16(y.data(), reinterpret_cast<std::uint16_t*>(l.out[0].data) + r * n, count);
+    } else {
+      vmath::normalize_row(x, mean, scale, gamma, beta,
+                           reinterpret_cast<float*>(l.out[0].data) + r * n, count);
+    }
   }
 }
 
@@ -218,8 +231,7 @@ template <bool Rms>
 void norm_of(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0], &gamma = l.in[1];
   const double eps = l.view().find("eps")->as_float();
-  if (f32_last_axis_rows(l, x.shape.empty() ? 0 : x.shape.size() - 1) &&
-      gamma.dtype == DType::f32 && (Rms || l.in[2].dtype == DType::f32)) {
+  if (f32_rows_norm(l)) {
     norm_f32<Rms>(l, eps);
     return;
   }

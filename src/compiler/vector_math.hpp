@@ -79,6 +79,9 @@ void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std
                        const std::uint16_t* b, std::size_t ldb, std::size_t k, float* c,
                        std::size_t ldc, std::size_t cols);
 
+/// y[i] = to_bf16(x[i]) for i < n (vectorised).
+void round_bf16(const float* x, std::uint16_t* y, std::size_t n);
+
 /// \p x rounded to the nearest bfloat16 (ties to even; NaN stays NaN).
 inline std::uint16_t to_bf16(float x) {
   std::uint32_t bits = 0;

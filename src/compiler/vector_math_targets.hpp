@@ -21,6 +21,7 @@
   void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows, \
                          const std::uint16_t* b, std::size_t ldb, std::size_t k, float* c,       \
                          std::size_t ldc, std::size_t cols);                                     \
+  void round_bf16(const float* x, std::uint16_t* y, std::size_t n);                              \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)

@@ -615,6 +615,72 @@ TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
   }
 }
 
+TEST(CompiledCallable, Bf16NormsHandTheirRowsToTheLayersThatReadThem) {
+  // A layer norm read only by three bf16 layers (attention's Q, K, V) and an RMS norm read
+  // by one: each writes its rows as bf16 for them (one rounding, not one per layer), the
+  // same bits as when the layers round an f32 output themselves (the model that also
+  // returns the norms, whose outputs must stay f32). A norm that an add reads too keeps f32.
+  const auto qkv = [](const Tensor& x) {
+    const Tensor n = layer_norm(x, weight("g", f32({96})), weight("be", f32({96})));
+    const Tensor q = matmul(n, weight("wq", f32({96, 64}))),
+                 k = matmul(n, weight("wk", f32({96, 64})));
+    const Tensor v = matmul(n, weight("wv", f32({96, 64})));
+    const Tensor r = rms_norm(q * k + v, weight("gr", f32({64})));
+    return std::make_tuple(n, r, matmul(r, weight("wo", f32({64, 32}))));
+  };
+  const StagedGraph staged = stage([&](Tensor x) { return std::get<2>(qkv(x)); })(f32({"b", 96}));
+  const StagedGraph with_norms = stage(qkv)(f32({"b", 96}));
+  const StagedGraph norm_added = stage([&](Tensor x) {
+    const auto [n, r, out] = qkv(x);
+    return std::make_tuple(out, sum(n, {1}));  // n read by more than the layers
+  })(f32({"b", 96}));
+  const StagedGraph in_epilogue = stage([](Tensor x) {  // n read by the layer's epilogue too
+    const Tensor n = layer_norm(x, weight("g", f32({96})), weight("be", f32({96})));
+    return matmul(n, weight("ws", f32({96, 96}))) + n;
+  })(f32({"b", 96}));
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 90;
+  for (const auto& [name, shape] :
+       std::vector<std::pair<std::string, Shape>>{{"g", Shape{96}},
+                                                  {"be", Shape{96}},
+                                                  {"gr", Shape{64}},
+                                                  {"wq", Shape{96, 64}},
+                                                  {"wk", Shape{96, 64}},
+                                                  {"wv", Shape{96, 64}},
+                                                  {"wo", Shape{64, 32}}})
+    weights[name] = Tensor::random(f32(shape), ++seed, -0.3, 0.3);
+  const std::vector<Tensor> in = inputs_for(staged, 99, {{"b", 40}});
+  const Tensor f32_result = reference_run(staged.graph(), in, weights)[0];
+  for (int threads : {1, 2}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+    const CompileOptions bf16{.context = ctx, .matmul_precision = MatmulPrecision::bf16};
+    const std::string what = "threads " + std::to_string(threads);
+    CompiledCallable compiled(staged, weights, bf16), kept(with_norms, weights, bf16),
+        added(norm_added, weights, bf16);
+    const Tensor got = compiled.run(in)[0];
+    const std::vector<Tensor> both = kept.run(in);
+    EXPECT_EQ(compiled.stats().bf16_handoffs, 2u) << what;
+    EXPECT_EQ(kept.stats().bf16_handoffs, 0u) << what;
+    EXPECT_EQ(max_difference(both[2], got), 0.0) << what;
+    const std::vector<Tensor> with_sum = added.run(in);
+    EXPECT_EQ(max_difference(with_sum[0], got), 0.0) << what;
+    expect_close({with_sum[1]}, {reference_run(norm_added.graph(), in, weights)[1]}, what);
+    EXPECT_EQ(added.stats().bf16_handoffs, 1u) << what;  // the RMS norm's only
+    const std::map<std::string, Tensor> some = {
+        {"g", weights.at("g")},
+        {"be", weights.at("be")},
+        {"ws", Tensor::random(f32({96, 96}), 98, -0.3, 0.3)}};
+    CompiledCallable residual(in_epilogue, some, bf16);
+    EXPECT_LT(max_difference(residual.run(in)[0], reference_run(in_epilogue.graph(), in, some)[0]),
+              0.05)
+        << what;
+    EXPECT_EQ(residual.stats().bf16_handoffs, 0u) << what;
+    expect_close({both[0]}, {reference_run(with_norms.graph(), in, weights)[0]}, what);
+    EXPECT_LT(max_difference(got, f32_result), 0.05) << what;
+    EXPECT_GT(max_difference(got, f32_result), 1e-5) << what;
+  }
+}
+
 TEST(CompiledCallable, MatmulsOfFewRowsOverEmptyOperands) {
   // k = 0: sums of nothing are zeros; n = 0 or m = 0: nothing to compute. Weights packed
   // or not.

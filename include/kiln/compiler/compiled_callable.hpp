@@ -38,8 +38,9 @@ enum class MatmulPrecision : unsigned char {
   /// rows (batch 1) keep f32 activations and read half the weight bytes. Batched matmuls
   /// of activations (attention's scores and context) round both operands on each call and
   /// run oneDNN's batched bf16 GEMM (a scale epilogue applied as they are rounded). Other
-  /// matmuls stay f32. A layer's output that only the next bf16 layer reads is handed over
-  /// in bf16 (`Stats::bf16_handoffs`). Results move by bfloat16's rounding (relative 2^-9
+  /// matmuls stay f32. A layer's output that only the next bf16 layer reads, and a layer or
+  /// RMS norm's output that only bf16 layers read, are handed over in bf16
+  /// (`Stats::bf16_handoffs`). Results move by bfloat16's rounding (relative 2^-9
   /// per operand), as with PyTorch's `torch.autocast("cpu", torch.bfloat16)`. Needs
   /// `prepack_weights`.
   bf16,
@@ -148,8 +149,9 @@ class CompiledCallable {
     std::size_t epilogues_in_gemm = 0;  ///< of the epilogues, those run inside the GEMM
                                         ///< (oneDNN post-ops, or a scale as sgemm's alpha)
     std::size_t bf16_matmuls = 0;       ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
-    std::size_t bf16_handoffs = 0;      ///< of their outputs, those written as bf16 for the next
-                                        ///< bf16 matmul, their only reader (an MLP's two layers)
+    std::size_t bf16_handoffs = 0;      ///< outputs written as bf16 for the bf16 matmuls that
+                                        ///< are their only readers (an MLP's two layers; a
+                                        ///< norm and the Q, K, V layers after it)
   };
   Stats stats() const;
 
