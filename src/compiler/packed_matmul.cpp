@@ -1,5 +1,6 @@
 #include "compiler/packed_matmul.hpp"
 
+#include <algorithm>
 #include <dnnl.hpp>
 #include <optional>
 #include <string_view>
@@ -160,20 +161,25 @@ std::optional<std::vector<PostOp>> post_ops_of(const Launch& e, const float* c) 
 }  // namespace
 
 struct PackedMatmul::Impl {
-  /// The primitive for tiles of `rows` rows, and B packed the way it reads it.
+  /// The primitive for GEMMs of `rows` rows, and B packed the way it reads it.
   struct Kind {
     std::int64_t rows = 0;
     dnnl::matmul primitive;
     Desc scratchpad;
     dnnl::memory packed_b;
   };
-  struct Tile {
-    dnnl::stream stream;
-    // bf16: rounds the tile's rows of A into the GEMM's A (empty otherwise).
-    Step round_a;
+  /// One GEMM of a tile: rows [r0, r0 + rows) of the output.
+  struct Chunk {
+    std::int64_t r0 = 0, rows = 0;
     Step multiply;  // memory[0] / args[0]: A; then C, B, scratchpad, post-op operands
   };
-  std::vector<Kind> kinds;  // at most two: the row bands differ by at most one row
+  struct Tile {
+    dnnl::stream stream;
+    // bf16: rounds the tile's rows of A into the chunks' A (empty otherwise).
+    Step round_a;
+    std::vector<Chunk> chunks;
+  };
+  std::vector<Kind> kinds;  // at most three: the chunk rows, and two for the bands' rests
   std::vector<Tile> tiles;
   // What was built, for write_bf16 to build it again.
   MatrixRef a, b;
@@ -187,7 +193,7 @@ struct PackedMatmul::Impl {
   void build(MatrixRef a, MatrixRef b, void* dst, bool dst_bf16, std::int64_t m, std::int64_t k,
              std::int64_t n, std::int64_t count, const std::vector<PostOp>& post, bool bf16,
              const std::vector<Kind>& packed = {});
-  /// Points every tile's A at bf16 rows from \p a (dense [m, k]) and drops their rounding.
+  /// Points every chunk's A at bf16 rows from \p a (dense [m, k]) and drops the rounding.
   void read_bf16(const void* a);
 };
 
@@ -199,6 +205,15 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
   const DataType out_type = dst_bf16 ? DataType::bf16 : DataType::f32;
   const std::size_t out_size = dst_bf16 ? 2 : 4;
   const DataType operands = bf16 ? DataType::bf16 : DataType::f32;
+  // oneDNN 2.6's bf16 GEMMs lose their speed when A's rows do not fit the core's L2 next
+  // to B: a tile's rows run as chunks of at most 256 KiB of bf16 A (256 rows of 512),
+  // each its own GEMM (interleaved with the whole: 1.3-1.5x for the transformer's layers
+  // at batch 16; cutting the columns too gained nothing over the copies it needs). f32
+  // GEMMs run one chunk per tile.
+  const std::int64_t chunk_rows =
+      bf16 ? std::max<std::int64_t>(
+                 16, (std::int64_t{256} << 10) / std::max<std::int64_t>(1, 2 * k) / 16 * 16)
+           : m;
   // The primitive's A: as given, or the tile's dense bf16 copy.
   const auto a_desc = [&](std::int64_t rows) {
     return bf16 ? Desc({rows, k}, DataType::bf16, Tag::ab)
@@ -247,47 +262,57 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
     return kinds.emplace_back(std::move(kind));
   };
   kinds.clear();
-  kinds.reserve(2);
+  kinds.reserve(3);
   tiles.assign(static_cast<std::size_t>(count), Tile{});
   for (std::int64_t t = 0; t < count; ++t) {
-    const std::int64_t r0 = m * t / count, rows = m * (t + 1) / count - r0;
+    const std::int64_t t0 = m * t / count, band = m * (t + 1) / count - t0;
     Tile& tile = tiles[static_cast<std::size_t>(t)];
-    const Kind& kind = kind_for(rows);
     tile.stream = dnnl::stream(engine);
-    Step& mm = tile.multiply;
-    mm.primitive = kind.primitive;
-    dnnl::memory given_a(Desc({rows, k}, DataType::f32, {a.row, a.col}), engine,
-                         const_cast<float*>(a.data + r0 * a.row));
+    dnnl::memory rounded;
     if (bf16) {
-      dnnl::memory rounded(a_desc(rows), engine);
+      dnnl::memory given_a(Desc({band, k}, DataType::f32, {a.row, a.col}), engine,
+                           const_cast<float*>(a.data + t0 * a.row));
+      rounded = dnnl::memory(a_desc(band), engine);
       tile.round_a = onednn::reorder_step(given_a, rounded);
-      mm.add(DNNL_ARG_SRC, rounded);
-    } else {
-      mm.add(DNNL_ARG_SRC, given_a);
     }
-    mm.add(DNNL_ARG_DST, dnnl::memory(Desc({rows, n}, out_type, {n, 1}), engine,
-                                      static_cast<std::byte*>(dst) + r0 * n * out_size));
-    mm.add(DNNL_ARG_WEIGHTS, kind.packed_b);
-    mm.add_scratchpad(kind.scratchpad, engine);
-    for (std::size_t i = 0; i < post.size(); ++i)
-      if (post[i].binary)
-        mm.add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
-               dnnl::memory(operand_desc(post[i], rows), engine,
-                            const_cast<float*>(post[i].data + r0 * post[i].row_stride)));
+    for (std::int64_t r = 0; r < band; r += chunk_rows) {
+      Chunk chunk{t0 + r, std::min(chunk_rows, band - r), {}};
+      const Kind& kind = kind_for(chunk.rows);
+      Step& mm = chunk.multiply;
+      mm.primitive = kind.primitive;
+      if (bf16) {
+        mm.add(DNNL_ARG_SRC,
+               dnnl::memory(a_desc(chunk.rows), engine,
+                            static_cast<std::byte*>(rounded.get_data_handle()) + r * k * 2));
+      } else {
+        mm.add(DNNL_ARG_SRC, dnnl::memory(a_desc(chunk.rows), engine,
+                                          const_cast<float*>(a.data + chunk.r0 * a.row)));
+      }
+      mm.add(DNNL_ARG_DST, dnnl::memory(Desc({chunk.rows, n}, out_type, {n, 1}), engine,
+                                        static_cast<std::byte*>(dst) + chunk.r0 * n * out_size));
+      mm.add(DNNL_ARG_WEIGHTS, kind.packed_b);
+      mm.add_scratchpad(kind.scratchpad, engine);
+      for (std::size_t i = 0; i < post.size(); ++i)
+        if (post[i].binary)
+          mm.add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
+                 dnnl::memory(operand_desc(post[i], chunk.rows), engine,
+                              const_cast<float*>(post[i].data + chunk.r0 * post[i].row_stride)));
+      tile.chunks.push_back(std::move(chunk));
+    }
   }
 }
 
 void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
   dnnl::engine& engine = cpu_engine();
-  for (std::int64_t t = 0; t < count; ++t) {
-    const std::int64_t r0 = m * t / count, rows = m * (t + 1) / count - r0;
-    Tile& tile = tiles[static_cast<std::size_t>(t)];
+  for (Tile& tile : tiles) {
     tile.round_a = {};
-    Step& mm = tile.multiply;  // memory[0] / args[0]: the GEMM's A, a dense bf16 [rows, k]
-    mm.memory[0] =
-        dnnl::memory(Desc({rows, k}, DataType::bf16, Tag::ab), engine,
-                     const_cast<std::byte*>(static_cast<const std::byte*>(rows_bf16)) + r0 * k * 2);
-    mm.args[0].memory = mm.memory[0].get();
+    for (Chunk& chunk : tile.chunks) {
+      Step& mm = chunk.multiply;  // memory[0] / args[0]: the GEMM's A, a dense bf16 [rows, k]
+      mm.memory[0] = dnnl::memory(
+          Desc({chunk.rows, k}, DataType::bf16, Tag::ab), engine,
+          const_cast<std::byte*>(static_cast<const std::byte*>(rows_bf16)) + chunk.r0 * k * 2);
+      mm.args[0].memory = mm.memory[0].get();
+    }
   }
 }
 
@@ -348,7 +373,11 @@ void PackedMatmul::run(std::int64_t t) const {
   if (!tile.round_a.run(tile.stream))
     throw DeviceError(cat("oneDNN could not round rows [", first_row(t), ", ", first_row(t + 1),
                           ") of ", m_, " to bf16"));
-  if (!tile.multiply.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+  for (const Impl::Chunk& chunk : tile.chunks)
+    if (!chunk.multiply.run(tile.stream))
+      throw DeviceError(cat("oneDNN matmul failed on rows [", chunk.r0, ", ", chunk.r0 + chunk.rows,
+                            ") of ", m_));
+  if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)
     throw DeviceError(
         cat("oneDNN matmul failed on rows [", first_row(t), ", ", first_row(t + 1), ") of ", m_));
 }

@@ -14,6 +14,8 @@
 // In bfloat16 (`CompileOptions::matmul_precision`), B is rounded to bf16 as it is packed,
 // and each tile rounds its rows of A to bf16 into a buffer of its own before the GEMM,
 // which accumulates in f32 (AMX or AVX512-BF16 where the CPU has them) and writes f32.
+// A bf16 tile runs as GEMMs of at most 256 KiB of A's rows each (oneDNN's bf16 kernels
+// slow down when A's rows do not fit the core's L2 next to B).
 
 #include <cstdint>
 #include <memory>

@@ -583,6 +583,44 @@ TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
       UserError, "needs prepack_weights = true");
 }
 
+TEST(CompiledCallable, Bf16LayersOfManyRowsRunAsChunksOfRows) {
+  // bf16 GEMMs run as chunks of at most 256 KiB of A's rows (64 rows of 2048 here): 150
+  // rows make chunks of 64, 64 and 22 on one thread, more and smaller on 2 and 3. A bias
+  // + GELU epilogue, hand-overs in bf16 (each chunk reads its own rows), a layer whose
+  // epilogue adds a residual (a tensor each chunk reads its own rows of): within bf16's
+  // error of the reference, and the same bits on every thread count.
+  const auto model = [](Tensor x) {
+    const Tensor h = gelu(matmul(x, weight("w1", f32({2048, 96}))) + weight("b1", f32({96})));
+    const Tensor y = matmul(h, weight("w2", f32({96, 2048})));
+    return matmul(y, weight("w3", f32({2048, 40}))) + slice(x, 1, 0, 40);
+  };
+  const StagedGraph staged = stage(model)(f32({"b", 2048}));
+  const std::map<std::string, Tensor> weights = {
+      {"w1", Tensor::random(f32({2048, 96}), 1, -0.05, 0.05)},
+      {"b1", Tensor::random(f32({96}), 2)},
+      {"w2", Tensor::random(f32({96, 2048}), 3, -0.1, 0.1)},
+      {"w3", Tensor::random(f32({2048, 40}), 4, -0.05, 0.05)}};
+  const std::vector<Tensor> in = inputs_for(staged, 7, {{"b", 150}});
+  const Tensor want = reference_run(staged.graph(), in, weights)[0];
+  std::optional<Tensor> first;
+  for (int threads : {1, 2, 3}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+    const std::string what = "threads " + std::to_string(threads);
+    CompiledCallable compiled(staged, weights,
+                              {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
+    const Tensor got = compiled.run(in)[0];
+    EXPECT_LT(max_difference(got, want), 0.05) << what;
+    EXPECT_GT(max_difference(got, want), 1e-5) << what;
+    EXPECT_EQ(compiled.stats().bf16_matmuls, 3u) << what;
+    EXPECT_EQ(compiled.stats().bf16_handoffs, 2u) << what;  // h and y, in bf16
+    if (first) {
+      EXPECT_EQ(max_difference(got, *first), 0.0) << what;
+    } else {
+      first = got;
+    }
+  }
+}
+
 TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
   // Attention over head views (a transposed K): the scores' 1/sqrt(d) applied as the
   // operand is rounded (read on each call), the context's epilogue (+ 1) after the GEMM,
