@@ -1,6 +1,7 @@
 #include "compiler/packed_matmul.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <dnnl.hpp>
 #include <optional>
 #include <string_view>
@@ -161,49 +162,66 @@ std::optional<std::vector<PostOp>> post_ops_of(const Launch& e, const float* c) 
 }  // namespace
 
 struct PackedMatmul::Impl {
-  /// The primitive for GEMMs of `rows` rows, and B packed the way it reads it.
+  /// The primitive for GEMMs of `rows` x `cols` outputs.
   struct Kind {
-    std::int64_t rows = 0;
+    std::int64_t rows = 0, cols = 0;
     dnnl::matmul primitive;
-    Desc scratchpad;
-    dnnl::memory packed_b;
+    Desc scratchpad, weights;
   };
-  /// One GEMM of a tile: rows [r0, r0 + rows) of the output.
+  /// B's columns from `c0` on, packed the way a kind reads them.
+  struct PackedB {
+    std::int64_t c0 = 0;
+    dnnl::memory memory;
+  };
+  /// One GEMM of a tile: rows [r0, r0 + rows) of the tile's columns.
   struct Chunk {
     std::int64_t r0 = 0, rows = 0;
     Step multiply;  // memory[0] / args[0]: A; then C, B, scratchpad, post-op operands
   };
   struct Tile {
     dnnl::stream stream;
+    std::int64_t c0 = 0, cols = 0;  // the tile's columns (all of them for a row band)
     // bf16: rounds the tile's rows of A into the chunks' A (empty otherwise).
     Step round_a;
     std::vector<Chunk> chunks;
+    // Column bands: a chunk's dense output, copied into the band's columns of C after it
+    // (oneDNN's fast kernels write dense outputs only).
+    std::vector<std::byte> staging;
   };
-  std::vector<Kind> kinds;  // at most three: the chunk rows, and two for the bands' rests
+  std::vector<Kind> kinds;  // a few: by chunk rows and band widths
+  std::vector<PackedB> packed_b;
   std::vector<Tile> tiles;
   // What was built, for write_bf16 to build it again.
   MatrixRef a, b;
+  std::byte* dst = nullptr;
+  std::size_t out_size = 4;
   std::int64_t m = 0, k = 0, n = 0, count = 1;
+  bool columns = false;
   std::vector<PostOp> post;
   bool bf16 = false;
 
   /// Builds the kinds and tiles for C = A B (then \p post) into \p dst (bf16 values with
-  /// \p dst_bf16, else f32), in bfloat16 with \p bf16. B packed as a kind needs it is taken
-  /// from \p packed when there, else packed now.
+  /// \p dst_bf16, else f32), in bfloat16 with \p bf16, as \p count row bands or, with
+  /// \p columns, column bands. B packed as a tile needs it is taken from \p packed when
+  /// there, else packed now.
   void build(MatrixRef a, MatrixRef b, void* dst, bool dst_bf16, std::int64_t m, std::int64_t k,
-             std::int64_t n, std::int64_t count, const std::vector<PostOp>& post, bool bf16,
-             const std::vector<Kind>& packed = {});
+             std::int64_t n, std::int64_t count, bool columns, const std::vector<PostOp>& post,
+             bool bf16, const std::vector<PackedB>& packed = {});
   /// Points every chunk's A at bf16 rows from \p a (dense [m, k]) and drops the rounding.
   void read_bf16(const void* a);
+  /// Runs tile \p t on the calling thread; false when oneDNN fails.
+  bool run(std::int64_t t) const;
 };
 
-void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_bf16,
+void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst_, bool dst_bf16,
                                std::int64_t m_, std::int64_t k_, std::int64_t n_,
-                               std::int64_t count_, const std::vector<PostOp>& post_, bool bf16_,
-                               const std::vector<Kind>& packed) {
-  a = a_, b = b_, m = m_, k = k_, n = n_, count = count_, post = post_, bf16 = bf16_;
+                               std::int64_t count_, bool columns_, const std::vector<PostOp>& post_,
+                               bool bf16_, const std::vector<PackedB>& packed) {
+  a = a_, b = b_, m = m_, k = k_, n = n_, count = count_, columns = columns_, post = post_;
+  bf16 = bf16_;
+  dst = static_cast<std::byte*>(dst_);
   const DataType out_type = dst_bf16 ? DataType::bf16 : DataType::f32;
-  const std::size_t out_size = dst_bf16 ? 2 : 4;
+  out_size = dst_bf16 ? 2 : 4;
   const DataType operands = bf16 ? DataType::bf16 : DataType::f32;
   // oneDNN 2.6's bf16 GEMMs lose their speed when A's rows do not fit the core's L2 next
   // to B: a tile's rows run as chunks of at most 256 KiB of bf16 A (256 rows of 512),
@@ -221,20 +239,22 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
   };
   dnnl::engine& engine = cpu_engine();
   dnnl::stream stream(engine);
-  const auto operand_desc = [&](const PostOp& op, std::int64_t rows) {
-    // Row-major in every case: [rows, n], [1, n] (a row), [rows, 1] (a column), [1, 1].
-    return Desc({op.row_stride != 0 ? rows : 1, op.col_stride != 0 ? n : 1}, DataType::f32,
+  const auto operand_desc = [&](const PostOp& op, std::int64_t rows, std::int64_t cols) {
+    // [rows, cols] of a tensor (rows n apart), [1, cols] of a row, [rows, 1] of a column,
+    // [1, 1]. (oneDNN's fast kernels take a tensor's part only when it is dense: column
+    // bands then run such an epilogue after the GEMM.)
+    if (op.row_stride != 0 && op.col_stride != 0)
+      return Desc({rows, cols}, DataType::f32, {op.row_stride, 1});
+    return Desc({op.row_stride != 0 ? rows : 1, op.col_stride != 0 ? cols : 1}, DataType::f32,
                 Tag::ab);
   };
-  const Desc b_given({k, n}, DataType::f32, {b.row, b.col});
-  dnnl::memory b_memory(b_given, engine, const_cast<float*>(b.data));  // read only
-  const auto kind_for = [&](std::int64_t rows) -> const Kind& {
+  const auto kind_for = [&](std::int64_t rows, std::int64_t cols) -> const Kind& {
     for (const Kind& kind : kinds)
-      if (kind.rows == rows) return kind;
+      if (kind.rows == rows && kind.cols == cols) return kind;
     dnnl::post_ops ops;
     for (const PostOp& op : post) {
       if (op.binary) {
-        ops.append_binary(op.algorithm, operand_desc(op, rows));
+        ops.append_binary(op.algorithm, operand_desc(op, rows, cols));
       } else {
         ops.append_eltwise(1.0f, op.algorithm, op.alpha, op.beta);
       }
@@ -242,32 +262,51 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
     dnnl::primitive_attr attr = user_scratchpad();
     attr.set_post_ops(ops);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(a_desc(rows), Desc({k, n}, operands, Tag::any),
-                           Desc({rows, n}, out_type, {n, 1})),
+        dnnl::matmul::desc(a_desc(rows), Desc({k, cols}, operands, Tag::any),
+                           Desc({rows, cols}, out_type, Tag::ab)),
         attr, engine);
     // oneDNN falls back to its reference kernels (`ref:any`, orders of magnitude slower)
     // for combinations its optimised ones do not cover: then the caller's fallbacks
     // (without post-ops, then sgemm) do better.
     if (std::string_view(pd.impl_info_str()).starts_with("ref"))
       throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference matmul");
-    Kind kind{rows, dnnl::matmul(pd), pd.scratchpad_desc(), {}};
-    for (const std::vector<Kind>* made : {static_cast<const std::vector<Kind>*>(&kinds), &packed})
-      for (const Kind& other : *made)
-        if (other.packed_b.get_desc() == pd.weights_desc()) kind.packed_b = other.packed_b;
-    if (!kind.packed_b) {
-      kind.packed_b = dnnl::memory(pd.weights_desc(), engine);
-      dnnl::reorder(b_memory, kind.packed_b).execute(stream, b_memory, kind.packed_b);
-      stream.wait();
-    }
-    return kinds.emplace_back(std::move(kind));
+    return kinds.emplace_back(
+        Kind{rows, cols, dnnl::matmul(pd), pd.scratchpad_desc(), pd.weights_desc()});
+  };
+  // B's columns from c0 on as \p kind reads them: packed already (for another tile, or
+  // before write_bf16 built this again), else now.
+  const auto packed_for = [&](const Kind& kind, std::int64_t c0) {
+    for (const std::vector<PackedB>* made :
+         {static_cast<const std::vector<PackedB>*>(&packed_b), &packed})
+      for (const PackedB& p : *made)
+        if (p.c0 == c0 && p.memory.get_desc() == kind.weights) {
+          if (made != &packed_b) packed_b.push_back(p);
+          return p.memory;
+        }
+    dnnl::memory given(Desc({k, kind.cols}, DataType::f32, {b.row, b.col}), engine,
+                       const_cast<float*>(b.data + c0 * b.col));  // read only
+    dnnl::memory out(kind.weights, engine);
+    dnnl::reorder(given, out).execute(stream, given, out);
+    stream.wait();
+    packed_b.push_back(PackedB{c0, out});
+    return out;
   };
   kinds.clear();
-  kinds.reserve(3);
+  packed_b.clear();
   tiles.assign(static_cast<std::size_t>(count), Tile{});
+  const std::int64_t groups = (n + 15) / 16;  // column bands take whole groups of 16
   for (std::int64_t t = 0; t < count; ++t) {
-    const std::int64_t t0 = m * t / count, band = m * (t + 1) / count - t0;
     Tile& tile = tiles[static_cast<std::size_t>(t)];
+    const std::int64_t t0 = columns ? 0 : m * t / count,
+                       band = columns ? m : m * (t + 1) / count - t0;
+    tile.c0 = columns ? std::min(n, groups * t / count * 16) : 0;
+    tile.cols = columns ? std::min(n, groups * (t + 1) / count * 16) - tile.c0 : n;
     tile.stream = dnnl::stream(engine);
+    if (tile.cols == 0 || band == 0) continue;
+    const bool staged = tile.cols < n;
+    if (staged)
+      tile.staging.resize(static_cast<std::size_t>(std::min(chunk_rows, band) * tile.cols) *
+                          out_size);
     dnnl::memory rounded;
     if (bf16) {
       dnnl::memory given_a(Desc({band, k}, DataType::f32, {a.row, a.col}), engine,
@@ -277,7 +316,7 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
     }
     for (std::int64_t r = 0; r < band; r += chunk_rows) {
       Chunk chunk{t0 + r, std::min(chunk_rows, band - r), {}};
-      const Kind& kind = kind_for(chunk.rows);
+      const Kind& kind = kind_for(chunk.rows, tile.cols);
       Step& mm = chunk.multiply;
       mm.primitive = kind.primitive;
       if (bf16) {
@@ -288,15 +327,18 @@ void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst, bool dst_b
         mm.add(DNNL_ARG_SRC, dnnl::memory(a_desc(chunk.rows), engine,
                                           const_cast<float*>(a.data + chunk.r0 * a.row)));
       }
-      mm.add(DNNL_ARG_DST, dnnl::memory(Desc({chunk.rows, n}, out_type, {n, 1}), engine,
-                                        static_cast<std::byte*>(dst) + chunk.r0 * n * out_size));
-      mm.add(DNNL_ARG_WEIGHTS, kind.packed_b);
+      mm.add(DNNL_ARG_DST,
+             dnnl::memory(Desc({chunk.rows, tile.cols}, out_type, Tag::ab), engine,
+                          staged ? tile.staging.data()
+                                 : dst + static_cast<std::size_t>(chunk.r0 * n) * out_size));
+      mm.add(DNNL_ARG_WEIGHTS, packed_for(kind, tile.c0));
       mm.add_scratchpad(kind.scratchpad, engine);
       for (std::size_t i = 0; i < post.size(); ++i)
         if (post[i].binary)
           mm.add(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1,
-                 dnnl::memory(operand_desc(post[i], chunk.rows), engine,
-                              const_cast<float*>(post[i].data + chunk.r0 * post[i].row_stride)));
+                 dnnl::memory(operand_desc(post[i], chunk.rows, tile.cols), engine,
+                              const_cast<float*>(post[i].data + chunk.r0 * post[i].row_stride +
+                                                 tile.c0 * post[i].col_stride)));
       tile.chunks.push_back(std::move(chunk));
     }
   }
@@ -316,22 +358,39 @@ void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
   }
 }
 
+bool PackedMatmul::Impl::run(std::int64_t t) const {
+  const Tile& tile = tiles[static_cast<std::size_t>(t)];
+  if (!tile.round_a.run(tile.stream)) return false;
+  for (const Chunk& chunk : tile.chunks) {
+    if (!chunk.multiply.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+      return false;
+    if (tile.staging.empty()) continue;
+    const auto row_bytes = static_cast<std::size_t>(tile.cols) * out_size;
+    for (std::int64_t i = 0; i < chunk.rows; ++i)
+      std::memcpy(dst + static_cast<std::size_t>((chunk.r0 + i) * n + tile.c0) * out_size,
+                  tile.staging.data() + static_cast<std::size_t>(i) * row_bytes, row_bytes);
+  }
+  return true;
+}
+
 bool PackedMatmul::worth_packing(std::int64_t m, std::int64_t k, std::int64_t n) {
   return k >= 16 && n >= 16 && m * k * n >= (std::int64_t{1} << 20);
 }
 
 PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k,
-                           std::int64_t n, std::int64_t tiles, const Launch* epilogue, bool bf16)
+                           std::int64_t n, std::int64_t tiles, const Launch* epilogue, bool bf16,
+                           bool columns)
     : impl_(std::make_unique<Impl>()),
       m_(m),
       tiles_(std::max<std::int64_t>(1, tiles)),
-      bf16_(bf16) {
+      bf16_(bf16),
+      columns_(columns) {
   const OneOpenMpThread one_thread;
   const std::optional<std::vector<PostOp>> post =
       epilogue ? post_ops_of(*epilogue, c) : std::nullopt;
   if (post) {
     try {
-      impl_->build(a, b, epilogue->out[0].data, false, m, k, n, tiles_, *post, bf16);
+      impl_->build(a, b, epilogue->out[0].data, false, m, k, n, tiles_, columns, *post, bf16);
       fuses_epilogue_ = true;
       return;
     } catch (const dnnl::error&) {
@@ -339,7 +398,7 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
     }
   }
   try {
-    impl_->build(a, b, c, false, m, k, n, tiles_, {}, bf16);
+    impl_->build(a, b, c, false, m, k, n, tiles_, columns, {}, bf16);
   } catch (const dnnl::error& e) {
     throw DeviceError(cat("oneDNN has no packed ", bf16 ? "bf16 " : "", "matmul for [", m, ", ", k,
                           "] x [", k, ", ", n, "]: ", e.what()));
@@ -354,7 +413,7 @@ bool PackedMatmul::write_bf16(void* out) {
   auto fresh = std::make_unique<Impl>();
   try {
     fresh->build(impl_->a, impl_->b, out, true, impl_->m, impl_->k, impl_->n, impl_->count,
-                 impl_->post, true, impl_->kinds);  // B as already packed
+                 impl_->columns, impl_->post, true, impl_->packed_b);  // B as already packed
   } catch (const dnnl::error&) {
     return false;  // no such primitive: the output stays f32
   }
@@ -368,18 +427,15 @@ void PackedMatmul::read_bf16(const void* a) {
   impl_->read_bf16(a);
 }
 
+std::int64_t PackedMatmul::first_column(std::int64_t t) const noexcept {
+  return t < tiles_ ? impl_->tiles[static_cast<std::size_t>(t)].c0 : impl_->n;
+}
+
 void PackedMatmul::run(std::int64_t t) const {
-  const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
-  if (!tile.round_a.run(tile.stream))
-    throw DeviceError(cat("oneDNN could not round rows [", first_row(t), ", ", first_row(t + 1),
-                          ") of ", m_, " to bf16"));
-  for (const Impl::Chunk& chunk : tile.chunks)
-    if (!chunk.multiply.run(tile.stream))
-      throw DeviceError(cat("oneDNN matmul failed on rows [", chunk.r0, ", ", chunk.r0 + chunk.rows,
-                            ") of ", m_));
-  if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)
-    throw DeviceError(
-        cat("oneDNN matmul failed on rows [", first_row(t), ", ", first_row(t + 1), ") of ", m_));
+  if (!impl_->run(t))
+    throw DeviceError(cat("oneDNN matmul failed on ", columns_ ? "column" : "row", " band ", t,
+                          " of ", tiles_, " (a [", m_, ", ", impl_->k, "] x [", impl_->k, ", ",
+                          impl_->n, "] GEMM)"));
 }
 
 }  // namespace kiln::compiler

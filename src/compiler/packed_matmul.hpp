@@ -3,8 +3,10 @@
 // weight or a constant), through oneDNN's matmul primitive with that operand reordered
 // once, when the plan is prepared, into the blocked layout oneDNN's kernels read
 // ("prepacked"), so that no call packs it again. The output is cut into row bands
-// (tiles); each tile is a single-threaded primitive run by the worker that runs its block,
-// as the sgemm tiles are: one thread budget, the context's.
+// (tiles) or, when there are too few rows for a band per block (a batch-16 Linear layer on
+// 2 threads), column bands (each its own part of B packed, its output written densely and
+// copied into its columns); each tile is single-threaded primitives run by the worker that
+// runs its block, as the sgemm tiles are: one thread budget, the context's.
 //
 // When the matmul has an epilogue (see `Launch::epilogue`) that is a chain of oneDNN
 // post-ops (activations, and adds or multiplies by a bias row, a scalar or a tensor of the
@@ -38,9 +40,11 @@ class PackedMatmul {
   /// has the form of post-ops, the primitive computes the epilogue's output instead of C
   /// (`fuses_epilogue()`).
   /// \throws DeviceError when oneDNN has no primitive for it (the caller falls back).
-  /// With \p bf16, A and B are multiplied as bfloat16 (see above).
+  /// With \p bf16, A and B are multiplied as bfloat16 (see above). With \p columns the
+  /// tiles are column bands (whole groups of 16 columns) rather than row bands.
   PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
-               std::int64_t tiles, const Launch* epilogue = nullptr, bool bf16 = false);
+               std::int64_t tiles, const Launch* epilogue = nullptr, bool bf16 = false,
+               bool columns = false);
   ~PackedMatmul();
   PackedMatmul(const PackedMatmul&) = delete;
   PackedMatmul& operator=(const PackedMatmul&) = delete;
@@ -50,8 +54,12 @@ class PackedMatmul {
   bool fuses_epilogue() const noexcept { return fuses_epilogue_; }
   /// True when the product is computed in bfloat16.
   bool bf16() const noexcept { return bf16_; }
-  /// The first row of tile \p t (of `tiles() + 1`: the last is m).
+  /// True when the tiles are column bands.
+  bool by_columns() const noexcept { return columns_; }
+  /// Row bands: the first row of tile \p t (of `tiles() + 1`: the last is m).
   std::int64_t first_row(std::int64_t t) const noexcept { return m_ * t / tiles_; }
+  /// Column bands: the first column of tile \p t (of `tiles() + 1`: the last is n).
+  std::int64_t first_column(std::int64_t t) const noexcept;
   /// Computes tile \p t on the calling thread. Allocates nothing; tiles may run at once on
   /// different threads.
   void run(std::int64_t t) const;
@@ -74,6 +82,7 @@ class PackedMatmul {
   std::int64_t m_ = 0, tiles_ = 1;
   bool fuses_epilogue_ = false;
   bool bf16_ = false;
+  bool columns_ = false;
   const void* reads_bf16_ = nullptr;
 };
 

@@ -471,6 +471,42 @@ TEST(CompiledCallable, MatmulsOfWeightsPackThemOnceAndRunEpiloguesAsPostOps) {
   }
 }
 
+TEST(CompiledCallable, PackedMatmulsOfFewRowsPerWorkerSplitTheColumns) {
+  // 14 rows on 2 and 3 workers (fewer than 16 per worker): column bands of whole groups of
+  // 16 columns (242 columns, 16 groups: 8 + 8 on two workers, 5 + 5 + 6 on three), the last
+  // band clipped to the 242nd column, each with its own part of the weight packed. Scalar
+  // and bias post-ops run inside each band's GEMM (each band its part of the bias); a
+  // residual (a tensor) and a product with a column run after each band, on its columns.
+  const auto model = [](Tensor x, Tensor r, Tensor col) {
+    const Tensor bias = weight("bias", f32({242}));
+    const Tensor residual = gelu(matmul(x, weight("w", f32({320, 242}))) + bias, "tanh") + r;
+    const Tensor gated = silu(matmul(x, transpose(weight("wt", f32({242, 320})))) * col);
+    const Tensor scaled = matmul(x, weight("w3", f32({320, 242}))) * 0.5 - 1.0;
+    const Tensor biased = relu(matmul(x, weight("w4", f32({320, 242}))) + bias);
+    return std::make_tuple(residual, gated, scaled, biased);
+  };
+  const StagedGraph staged = stage(model)(f32({"b", 320}), f32({"b", 242}), f32({"b", 1}));
+  const std::map<std::string, Tensor> weights = {
+      {"w", Tensor::random(f32({320, 242}), 1, -0.1, 0.1)},
+      {"wt", Tensor::random(f32({242, 320}), 2, -0.1, 0.1)},
+      {"w3", Tensor::random(f32({320, 242}), 3, -0.1, 0.1)},
+      {"w4", Tensor::random(f32({320, 242}), 5, -0.1, 0.1)},
+      {"bias", Tensor::random(f32({242}), 4)}};
+  const std::vector<Tensor> in = inputs_for(staged, 21, {{"b", 14}});
+  const std::vector<Tensor> want = reference_run(staged.graph(), in, weights);
+  for (int threads : {1, 2, 3}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+    const std::string what = "threads " + std::to_string(threads);
+    CompiledCallable compiled(staged, weights, {.context = ctx});
+    for (int call = 0; call < 2; ++call) expect_close(compiled.run(in), want, what);
+    EXPECT_EQ(compiled.stats().packed_matmuls, 4u) << what;
+    EXPECT_EQ(compiled.stats().epilogues, 4u) << what;
+    // One row band takes the residual as a post-op too; column bands the scalars and the
+    // bias (each band its part of it).
+    EXPECT_EQ(compiled.stats().epilogues_in_gemm, threads == 1 ? 3u : 2u) << what;
+  }
+}
+
 TEST(CompiledCallable, MatmulsOfFewRowsRunAsColumnPanelsSplitOverWorkers) {
   // A batch-1 MLP: rows 1..4 run as panels of 64 columns (200 columns: three full panels
   // and a tail) split over the workers (three blocks: 600 x 200 floats), with bias + relu run on
