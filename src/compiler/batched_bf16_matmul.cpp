@@ -1,6 +1,7 @@
 #include "compiler/batched_bf16_matmul.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <string_view>
 
 #include "compiler/onednn_support.hpp"
@@ -37,9 +38,14 @@ Desc dense_desc(Dims dims, DataType type) {
 }  // namespace
 
 struct BatchedBf16Matmul::Impl {
+  /// Entries [e0, e0 + count) of the split dim: rounded, then multiplied.
+  struct Chunk {
+    Step round_a, round_b, multiply;
+  };
   struct Tile {
     dnnl::stream stream;
-    Step round_a, round_b, multiply;
+    std::vector<Chunk> chunks;  // one after another, through the tile's bf16 buffers
+    dnnl::memory a_bf16, b_bf16;
   };
   std::vector<Tile> tiles;
 };
@@ -68,47 +74,78 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
   per_entry_ = m * n;
   for (std::size_t d = split_ + 1; d + 2 < r; ++d) per_entry_ *= a.shape[d];
   tiles_ = std::clamp<std::int64_t>(tiles, 1, split_dim_);
+  // Each tile goes through its entries in chunks whose f32 operands and output fit in
+  // 1 MiB, so that the rounded operands and the product stay in the core's L2 (a whole
+  // batch-16 tile of attention's scores is 12 MiB).
+  std::int64_t entry_bytes = (m * k + k * n + m * n) * 4;
+  for (std::size_t d = split_ + 1; d + 2 < r; ++d) entry_bytes *= a.shape[d];
+  const std::int64_t per_chunk =
+      std::max<std::int64_t>(1, (std::int64_t{1} << 20) / std::max<std::int64_t>(1, entry_bytes));
   dnnl::engine& engine = cpu_engine();
-  const Dims c_dims = [&] {
-    Dims dims(a.shape.begin(), a.shape.end() - 1);
-    dims.push_back(n);
+  const auto dims_of = [&](const std::vector<std::int64_t>& shape, std::int64_t count) {
+    Dims dims(shape.begin(), shape.end());
+    dims[split_] = count;
     return dims;
+  };
+  const std::vector<std::int64_t> c_shape = [&] {
+    std::vector<std::int64_t> shape(a.shape.begin(), a.shape.end() - 1);
+    shape.push_back(n);
+    return shape;
   }();
-  impl_->tiles.resize(static_cast<std::size_t>(tiles_));
-  for (std::int64_t t = 0; t < tiles_; ++t) {
-    const std::int64_t e0 = split_dim_ * t / tiles_, count = split_dim_ * (t + 1) / tiles_ - e0;
-    Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
-    tile.stream = dnnl::stream(engine);
-    Dims a_dims(a.shape.begin(), a.shape.end()), b_dims(b.shape.begin(), b.shape.end()),
-        out_dims = c_dims;
-    a_dims[split_] = b_dims[split_] = out_dims[split_] = count;
-    const Desc a16 = dense_desc(a_dims, DataType::bf16);
-    const Desc out = dense_desc(out_dims, DataType::f32);
-    const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(a16, Desc(b_dims, DataType::bf16, dnnl::memory::format_tag::any), out),
+  // The primitive for chunks of \p count entries (at most two: the chunk and a rest).
+  struct Kind {
+    std::int64_t count;
+    dnnl::matmul::primitive_desc pd;
+  };
+  std::deque<Kind> kinds;  // references stay valid as it grows
+  const auto kind_for = [&](std::int64_t count) -> const dnnl::matmul::primitive_desc& {
+    for (const Kind& kind : kinds)
+      if (kind.count == count) return kind.pd;
+    dnnl::matmul::primitive_desc pd(
+        dnnl::matmul::desc(
+            dense_desc(dims_of(a.shape, count), DataType::bf16),
+            Desc(dims_of(b.shape, count), DataType::bf16, dnnl::memory::format_tag::any),
+            dense_desc(dims_of(c_shape, count), DataType::f32)),
         user_scratchpad(), engine);
     if (!std::string_view(pd.impl_info_str()).starts_with("brg"))
       throw DeviceError(cat("no fast bf16 kernel for a batched [", m, ", ", k, "] x [", k, ", ", n,
                             "] matmul (oneDNN offers ", pd.impl_info_str(), ")"));
-    dnnl::memory a_bf16(a16, engine), b_bf16(pd.weights_desc(), engine);
-
-    dnnl::primitive_attr round_attr = user_scratchpad();
-    if (scale != nullptr) round_attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
-    const auto view = [&](const StridedOperand& op) {
-      return dnnl::memory(view_desc(op, split_, count), engine,
-                          const_cast<float*>(op.data + e0 * op.strides[split_]));
-    };
-    tile.round_a = onednn::reorder_step(view(a), a_bf16, round_attr);
-    if (scale != nullptr)
-      tile.round_a.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
-                       dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a), engine,
-                                    const_cast<float*>(scale)));
-    tile.round_b = onednn::reorder_step(view(b), b_bf16);
-    tile.multiply.primitive = dnnl::matmul(pd);
-    tile.multiply.add(DNNL_ARG_SRC, a_bf16);
-    tile.multiply.add(DNNL_ARG_WEIGHTS, b_bf16);
-    tile.multiply.add(DNNL_ARG_DST, dnnl::memory(out, engine, c + e0 * per_entry_));
-    tile.multiply.add_scratchpad(pd.scratchpad_desc(), engine);
+    return kinds.emplace_back(Kind{count, std::move(pd)}).pd;
+  };
+  dnnl::primitive_attr round_attr = user_scratchpad();
+  if (scale != nullptr) round_attr.set_output_scales(0, {DNNL_RUNTIME_F32_VAL});
+  impl_->tiles.resize(static_cast<std::size_t>(tiles_));
+  for (std::int64_t t = 0; t < tiles_; ++t) {
+    const std::int64_t e0 = split_dim_ * t / tiles_, e1 = split_dim_ * (t + 1) / tiles_;
+    Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
+    tile.stream = dnnl::stream(engine);
+    // The tile's bf16 buffers, sized for its largest chunk.
+    const dnnl::matmul::primitive_desc& largest = kind_for(std::min(per_chunk, e1 - e0));
+    tile.a_bf16 = dnnl::memory(largest.src_desc(), engine);
+    tile.b_bf16 = dnnl::memory(largest.weights_desc(), engine);
+    for (std::int64_t c0 = e0; c0 < e1; c0 += per_chunk) {
+      const std::int64_t count = std::min(per_chunk, e1 - c0);
+      const dnnl::matmul::primitive_desc& pd = kind_for(count);
+      dnnl::memory a16(pd.src_desc(), engine, tile.a_bf16.get_data_handle()),
+          b16(pd.weights_desc(), engine, tile.b_bf16.get_data_handle());
+      const auto view = [&](const StridedOperand& op) {
+        return dnnl::memory(view_desc(op, split_, count), engine,
+                            const_cast<float*>(op.data + c0 * op.strides[split_]));
+      };
+      Impl::Chunk chunk;
+      chunk.round_a = onednn::reorder_step(view(a), a16, round_attr);
+      if (scale != nullptr)
+        chunk.round_a.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
+                          dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a),
+                                       engine, const_cast<float*>(scale)));
+      chunk.round_b = onednn::reorder_step(view(b), b16);
+      chunk.multiply.primitive = dnnl::matmul(pd);
+      chunk.multiply.add(DNNL_ARG_SRC, a16);
+      chunk.multiply.add(DNNL_ARG_WEIGHTS, b16);
+      chunk.multiply.add(DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), engine, c + c0 * per_entry_));
+      chunk.multiply.add_scratchpad(pd.scratchpad_desc(), engine);
+      tile.chunks.push_back(std::move(chunk));
+    }
   }
 }
 
@@ -120,8 +157,11 @@ std::int64_t BatchedBf16Matmul::first_element(std::int64_t t) const noexcept {
 
 void BatchedBf16Matmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
-  if (!tile.round_a.run(tile.stream) || !tile.round_b.run(tile.stream) ||
-      !tile.multiply.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+  for (const Impl::Chunk& chunk : tile.chunks)
+    if (!chunk.round_a.run(tile.stream) || !chunk.round_b.run(tile.stream) ||
+        !chunk.multiply.run(tile.stream))
+      throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
+  if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)
     throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
 }
 

@@ -6,7 +6,9 @@
 // buffer and its part of B into the blocked layout oneDNN's bf16 kernels read (both reorders read
 // the operands as the strided views they are), then runs one batched bf16 matmul (AMX where the CPU
 // has it) writing f32. A scalar epilogue (attention's 1/sqrt(d)) is applied as A is rounded, read
-// from memory on each call. Everything is made when the plan is prepared.
+// from memory on each call. A tile goes through its entries in chunks of at most 1 MiB of
+// f32 operands and output, so that the rounded operands and the product stay in the core's
+// L2. Everything is made when the plan is prepared.
 
 #include <cstdint>
 #include <memory>

@@ -660,18 +660,19 @@ TEST(CompiledCallable, Bf16LayersOfManyRowsRunAsChunksOfRows) {
 TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
   // Attention over head views (a transposed K): the scores' 1/sqrt(d) applied as the
   // operand is rounded (read on each call), the context's epilogue (+ 1) after the GEMM,
-  // tiles along the batch (along the heads at batch 1, in uneven tiles on 3 threads);
-  // within bf16's error of the f32 reference, and not equal to it.
+  // tiles along the batch (along the heads at batch 1, in uneven tiles on 3 threads), each
+  // in chunks of at most 1 MiB of operands (two batch entries here: at batch 3, chunks of
+  // 2 and 1 on one thread); within bf16's error of the f32 reference, and not equal to it.
   const auto model = [](Tensor q, Tensor k, Tensor v) {
     const Dim b = q.shape().dims()[0];
     const auto heads = [&](const Tensor& t) {
-      return permute(reshape(t, Shape{b, 96, 4, 32}), {0, 2, 1, 3});  // [b, 4, 96, 32]
+      return permute(reshape(t, Shape{b, 128, 4, 32}), {0, 2, 1, 3});  // [b, 4, 128, 32]
     };
     const Tensor scores = matmul(heads(q), transpose(heads(k), -1, -2)) * 0.25;
     return matmul(softmax(scores, -1), heads(v)) + 1.0;
   };
   const StagedGraph staged =
-      stage(model)(f32({"b", 96, 128}), f32({"b", 96, 128}), f32({"b", 96, 128}));
+      stage(model)(f32({"b", 128, 128}), f32({"b", 128, 128}), f32({"b", 128, 128}));
   for (std::int64_t b : {1, 3}) {
     const std::vector<Tensor> in = inputs_for(staged, 80 + b, {{"b", b}});
     const Tensor want = reference_run(staged.graph(), in, {})[0];
