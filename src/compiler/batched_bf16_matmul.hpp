@@ -2,13 +2,13 @@
 // Internal: f32 matmuls of activations over a batch (attention's scores and context:
 // [b, h, m, k] x [b, h, k, n]) computed in bfloat16 when the plan asks for bf16
 // (`MatmulPrecision::bf16`). Each tile takes a range of the first batch dim with more than
-// one entry (the heads when the batch is one): it rounds its part of A into a dense bf16
-// buffer and its part of B into the blocked layout oneDNN's bf16 kernels read (both reorders read
-// the operands as the strided views they are), then runs one batched bf16 matmul (AMX where the CPU
-// has it) writing f32. A scalar epilogue (attention's 1/sqrt(d)) is applied as A is rounded, read
-// from memory on each call. A tile goes through its entries in chunks of at most 1 MiB of
-// f32 operands and output, so that the rounded operands and the product stay in the core's
-// L2. Everything is made when the plan is prepared.
+// one entry (the heads when the batch is one) and goes through it in chunks of at most
+// 1 MiB of f32 operands and output (so that what it rounds stays in the core's L2): each
+// chunk rounds its part of A into a dense bf16 buffer and its part of B into the blocked
+// layout oneDNN's bf16 kernels read (both reorders read the operands as the strided views
+// they are), then runs a batched bf16 matmul (AMX where the CPU has it) writing f32. A
+// scalar epilogue (attention's 1/sqrt(d)) is applied as A is rounded, read from memory on
+// each call. Everything is made when the plan is prepared.
 
 #include <cstdint>
 #include <memory>
