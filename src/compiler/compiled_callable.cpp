@@ -782,11 +782,10 @@ struct CompiledCallable::Impl {
         std::vector<Launch*> readers;
         bool others = false;
         for (std::size_t r : out.readers) {
-          const bool reads = std::any_of(plan.io[r].in.begin(), plan.io[r].in.end(),
-                                         [&](std::size_t in) { return plan.root(in) == s; });
           if (!plan.absorbed[r] && plan.io[r].device == plan.io[i].device)
             readers.push_back(&plan.launches[r]);
-          else if (reads)
+          else if (std::any_of(plan.io[r].in.begin(), plan.io[r].in.end(),
+                               [&](std::size_t in) { return plan.root(in) == s; }))
             others = true;
         }
         if (!others && compiler::hand_off_bf16(producer, readers)) ++plan.bf16_handoffs;

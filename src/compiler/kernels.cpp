@@ -741,20 +741,33 @@ bool skinny(const Launch& launch) {
   return launch.matmul != nullptr && launch.matmul->skinny != nullptr;
 }
 
+namespace {
+
+/// The bf16 GEMM of \p consumer when its left operand is \p out read densely as
+/// [rows, n] (so it can read bf16 rows there instead), else nullptr. Prepared, not yet
+/// recorded: the plan still owns it exclusively.
+PackedMatmul* reads_bf16_rows(const Launch& consumer, const std::byte* out, std::int64_t rows,
+                              std::int64_t n) {
+  if (consumer.matmul == nullptr) return nullptr;
+  const MatmulLayout& reader = *consumer.matmul;
+  if (reader.packed == nullptr || !reader.packed->bf16() ||
+      reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
+      reader.a.row != reader.k || reader.m != rows || reader.k != n)
+    return nullptr;
+  return const_cast<PackedMatmul*>(reader.packed.get());
+}
+
+}  // namespace
+
 bool hand_off_bf16(Launch& producer, Launch& consumer) {
-  if (producer.matmul == nullptr || consumer.matmul == nullptr) return false;
-  // Prepared, not yet recorded: the plan still owns these exclusively.
-  auto* p = const_cast<PackedMatmul*>(producer.matmul->packed.get());
-  auto* c = const_cast<PackedMatmul*>(consumer.matmul->packed.get());
-  if (p == nullptr || c == nullptr || !p->bf16() || !c->bf16()) return false;
+  if (producer.matmul == nullptr) return false;
+  auto* p = const_cast<PackedMatmul*>(producer.matmul->packed.get());  // see reads_bf16_rows
+  if (p == nullptr || !p->bf16()) return false;
   if (producer.epilogue != nullptr && !p->fuses_epilogue()) return false;
   std::byte* out =
       producer.epilogue != nullptr ? producer.epilogue->out[0].data : producer.out[0].data;
-  const MatmulLayout& reader = *consumer.matmul;
-  if (reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
-      reader.a.row != reader.k || reader.m != producer.matmul->m || reader.k != producer.matmul->n)
-    return false;
-  if (!p->write_bf16(out)) return false;
+  PackedMatmul* c = reads_bf16_rows(consumer, out, producer.matmul->m, producer.matmul->n);
+  if (c == nullptr || !p->write_bf16(out)) return false;
   c->read_bf16(out);
   return true;
 }
@@ -766,17 +779,13 @@ bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
     return false;
   const std::int64_t n = norm.out[0].shape.back(), rows = elements(norm.out[0].shape) / n;
   const std::byte* out = norm.out[0].data;
+  std::vector<PackedMatmul*> readers;
   for (const Launch* consumer : consumers) {
-    if (consumer->matmul == nullptr) return false;
-    const MatmulLayout& reader = *consumer->matmul;
-    if (reader.packed == nullptr || !reader.packed->bf16() ||
-        reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
-        reader.a.row != reader.k || reader.m != rows || reader.k != n)
-      return false;
+    readers.push_back(reads_bf16_rows(*consumer, out, rows, n));
+    if (readers.back() == nullptr) return false;
   }
   norm.out_bf16 = true;
-  for (Launch* consumer : consumers)  // prepared, not yet recorded: the plan's alone
-    const_cast<PackedMatmul*>(consumer->matmul->packed.get())->read_bf16(out);
+  for (PackedMatmul* reader : readers) reader->read_bf16(out);
   return true;
 }
 

@@ -362,15 +362,15 @@ bool PackedMatmul::Impl::run(std::int64_t t) const {
   const Tile& tile = tiles[static_cast<std::size_t>(t)];
   if (!tile.round_a.run(tile.stream)) return false;
   for (const Chunk& chunk : tile.chunks) {
-    if (!chunk.multiply.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
-      return false;
+    if (!chunk.multiply.run(tile.stream)) return false;
     if (tile.staging.empty()) continue;
+    if (dnnl_stream_wait(tile.stream.get()) != dnnl_success) return false;  // then copy it
     const auto row_bytes = static_cast<std::size_t>(tile.cols) * out_size;
     for (std::int64_t i = 0; i < chunk.rows; ++i)
       std::memcpy(dst + static_cast<std::size_t>((chunk.r0 + i) * n + tile.c0) * out_size,
                   tile.staging.data() + static_cast<std::size_t>(i) * row_bytes, row_bytes);
   }
-  return true;
+  return dnnl_stream_wait(tile.stream.get()) == dnnl_success;
 }
 
 bool PackedMatmul::worth_packing(std::int64_t m, std::int64_t k, std::int64_t n) {
@@ -383,8 +383,7 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
     : impl_(std::make_unique<Impl>()),
       m_(m),
       tiles_(std::max<std::int64_t>(1, tiles)),
-      bf16_(bf16),
-      columns_(columns) {
+      bf16_(bf16) {
   const OneOpenMpThread one_thread;
   const std::optional<std::vector<PostOp>> post =
       epilogue ? post_ops_of(*epilogue, c) : std::nullopt;
@@ -427,13 +426,15 @@ void PackedMatmul::read_bf16(const void* a) {
   impl_->read_bf16(a);
 }
 
+bool PackedMatmul::by_columns() const noexcept { return impl_->columns; }
+
 std::int64_t PackedMatmul::first_column(std::int64_t t) const noexcept {
   return t < tiles_ ? impl_->tiles[static_cast<std::size_t>(t)].c0 : impl_->n;
 }
 
 void PackedMatmul::run(std::int64_t t) const {
   if (!impl_->run(t))
-    throw DeviceError(cat("oneDNN matmul failed on ", columns_ ? "column" : "row", " band ", t,
+    throw DeviceError(cat("oneDNN matmul failed on ", by_columns() ? "column" : "row", " band ", t,
                           " of ", tiles_, " (a [", m_, ", ", impl_->k, "] x [", impl_->k, ", ",
                           impl_->n, "] GEMM)"));
 }

@@ -55,7 +55,7 @@ class PackedMatmul {
   /// True when the product is computed in bfloat16.
   bool bf16() const noexcept { return bf16_; }
   /// True when the tiles are column bands.
-  bool by_columns() const noexcept { return columns_; }
+  bool by_columns() const noexcept;
   /// Row bands: the first row of tile \p t (of `tiles() + 1`: the last is m).
   std::int64_t first_row(std::int64_t t) const noexcept { return m_ * t / tiles_; }
   /// Column bands: the first column of tile \p t (of `tiles() + 1`: the last is n).
@@ -82,7 +82,6 @@ class PackedMatmul {
   std::int64_t m_ = 0, tiles_ = 1;
   bool fuses_epilogue_ = false;
   bool bf16_ = false;
-  bool columns_ = false;
   const void* reads_bf16_ = nullptr;
 };
 

@@ -216,10 +216,15 @@ void norm_f32(const Launch& l, double eps) {
     const double mean = Rms ? 0.0 : vmath::sum(x, count) / static_cast<double>(n);
     const double var = vmath::sum_squares(x, count, mean);
     const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
-    if (l.out_bf16) {
-      Scratch<float, 4096> y(count);  // rows of up to 4096 on the stack
-      vmath::normalize_row(x, mean, scale, gamma, beta, y.data(), count);
-      vmath::round_bf16(y.data(), reinterpret_cast<std::uint16_t*>(l.out[0].data) + r * n, count);
+    if (l.out_bf16) {  // normalised into a stack buffer, a piece at a time, then rounded
+      std::array<float, 1024> y;
+      auto* out = reinterpret_cast<std::uint16_t*>(l.out[0].data) + r * n;
+      for (std::size_t c0 = 0; c0 < count; c0 += y.size()) {
+        const std::size_t piece = std::min(y.size(), count - c0);
+        vmath::normalize_row(x + c0, mean, scale, gamma + c0, beta ? beta + c0 : nullptr, y.data(),
+                             piece);
+        vmath::round_bf16(y.data(), out + c0, piece);
+      }
     } else {
       vmath::normalize_row(x, mean, scale, gamma, beta,
                            reinterpret_cast<float*>(l.out[0].data) + r * n, count);
