@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "compiler/vector_math.hpp"
@@ -242,14 +243,20 @@ double sum_squares(const float* x, std::size_t n, double center) {
 }
 
 float max(const float* x, std::size_t n) {
-  float m[8];
-  for (float& v : m) v = -INFINITY;
+  // The eight partial maxima as one GCC vector: the compiler does not vectorise the
+  // compare-and-select over an array of eight as a whole (a third of the speed on the
+  // rows of attention's softmax); the same lanes in the same order on every target.
+  using Lanes = float __attribute__((vector_size(32)));
+  Lanes m = Lanes{} - INFINITY;
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (std::size_t j = 0; j < 8; ++j) m[j] = m[j] < x[i + j] ? x[i + j] : m[j];
+  for (; i + 8 <= n; i += 8) {
+    Lanes v;
+    std::memcpy(&v, x + i, sizeof v);
+    m = m < v ? v : m;
+  }
   for (std::size_t j = 0; i < n; ++i, ++j) m[j] = m[j] < x[i] ? x[i] : m[j];
   float best = m[0];
-  for (float v : m) best = best < v ? v : best;
+  for (std::size_t j = 0; j < 8; ++j) best = best < m[j] ? m[j] : best;
   return best;
 }
 
