@@ -202,8 +202,8 @@ void softmax_of(const Launch& l) {
         });
 }
 
-/// f32 rows: statistics in double, y = (x - mean) · scale · gamma + beta rounded once (to
-/// f32; then to bf16 with `out_bf16`).
+/// f32 rows: statistics in double, y = (x - mean) · scale · gamma + beta in f32 (see
+/// `vmath::normalize_row`; then rounded to bf16 with `out_bf16`).
 template <bool Rms>
 void norm_f32(const Launch& l, double eps) {
   const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;

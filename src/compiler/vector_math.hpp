@@ -54,8 +54,9 @@ float max(const float* x, std::size_t n);
 /// Softmax of a row (n >= 1): t = exp(x - max x), y = t · (1 / Σ t) (the sum as `sum`). y
 /// may equal x.
 void softmax_row(const float* x, float* y, std::size_t n);
-/// y[i] = (x[i] - mean) · scale · gamma[i] + beta[i] in double, rounded once to f32;
-/// beta nullptr adds 0.
+/// y[i] = (x[i] - mean) · scale · gamma[i] + beta[i] in f32 arithmetic, within 3e-7 of
+/// |(x[i] - mean) · scale · gamma[i]| + |beta[i]| (the mean is subtracted in two parts, so
+/// that rows far from 0 keep their small differences); beta nullptr adds 0.
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
                    float* y, std::size_t n);
 

@@ -269,13 +269,17 @@ void softmax_row(const float* x, float* y, std::size_t n) {
 
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
                    float* y, std::size_t n) {
+  // In f32 (the double version's conversions kept the loop at a third of this speed): the
+  // mean as hi + lo, so that (x - hi) - lo loses nothing where x is close to the mean (x - hi
+  // is exact there), then a multiply by the scale and a multiply-add.
+  const auto hi = static_cast<float>(mean);
+  const auto lo = static_cast<float>(mean - static_cast<double>(hi));
+  const auto s = static_cast<float>(scale);
   if (beta == nullptr) {
-    for (std::size_t i = 0; i < n; ++i)
-      y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale * gamma[i] + 0.0);
+    for (std::size_t i = 0; i < n; ++i) y[i] = ((x[i] - hi) - lo) * s * gamma[i];
     return;
   }
-  for (std::size_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>((static_cast<double>(x[i]) - mean) * scale * gamma[i] + beta[i]);
+  for (std::size_t i = 0; i < n; ++i) y[i] = fmadd(((x[i] - hi) - lo) * s, gamma[i], beta[i]);
 }
 
 void round_bf16(const float* x, std::uint16_t* y, std::size_t n) {

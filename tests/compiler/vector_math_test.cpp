@@ -179,6 +179,31 @@ TEST(VectorMath, ReductionsMatchDoublePrecision) {
   EXPECT_EQ(sum(x.data(), 0), 0.0);
 }
 
+TEST(VectorMath, NormalizedRowsAreAccurateFarFromZeroToo) {
+  // Rows around 0 and around 1000 (where x - mean in one f32 step would lose the small
+  // differences a norm is about), with and without beta; against the double formula.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> noise(-1, 1);
+  const std::size_t n = 203;  // vector bodies and a tail
+  std::vector<float> gamma(n), beta(n), x(n), y(n);
+  for (std::size_t i = 0; i < n; ++i) gamma[i] = 0.5f + noise(rng), beta[i] = noise(rng);
+  for (const float center : {0.0f, 1000.0f}) {
+    double sum = 0;
+    for (float& v : x) sum += v = center + 0.01f * noise(rng);
+    const double mean = sum / n, scale = 1 / 0.0057;
+    for (const float* b :
+         {static_cast<const float*>(beta.data()), static_cast<const float*>(nullptr)}) {
+      normalize_row(x.data(), mean, scale, gamma.data(), b, y.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double t = (static_cast<double>(x[i]) - mean) * scale * gamma[i];
+        const double bi = b != nullptr ? b[i] : 0.0;
+        ASSERT_NEAR(y[i], t + bi, 3e-7 * (std::fabs(t) + std::fabs(bi)))
+            << "at " << i << " of a row around " << center;
+      }
+    }
+  }
+}
+
 TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
   const std::vector<float> a = {1, 2, 3, 4}, b = {10};
   std::vector<float> y(4);
