@@ -2,8 +2,8 @@
 """kiln against the same peers as transformer_peers.py on a plain MLP, the model whose
 batch-1 calls are small enough for per-call overheads to show: features [batch, dim],
 then --layers hidden layers relu(x W + b) of width --hidden, then a linear head to
---outputs. All systems run on the same weights and input, at the same thread count (the
-caller pins the process with taskset), timed interleaved as transformer_peers.py does.
+--outputs. All systems run on the same weights and input, at the same thread count (pinned
+to the first --threads CPUs, as transformer_peers.py does), timed interleaved as transformer_peers.py does.
 
 This script writes the model for kiln itself: PREFIX.mlir (kiln's MLIR text form, a
 dynamic batch), PREFIX.safetensors (deterministic weights: W ~ U(±1/√fan_in), b ~
@@ -95,7 +95,7 @@ def mlp_onnx(weights, x, args):
 
 def main():
     from safetensors.numpy import save_file
-    from transformer_peers import add_common_flags, compare, start_peers
+    from transformer_peers import add_common_flags, compare, pin_threads, start_peers
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_common_flags(parser)
@@ -105,6 +105,7 @@ def main():
     for flag in ("layers", "dim", "hidden", "outputs", "batch", "threads"):
         if getattr(args, flag) < (0 if flag == "layers" else 1):
             parser.error(f"--{flag} must be positive, not {getattr(args, flag)}")
+    pin_threads(args.threads)  # before any peer is imported: thread pools follow the affinity
 
     weights = make_weights(args)
     with open(args.prefix + ".mlir", "w") as f:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """kiln against the systems a user would pick instead, on the same transformer, weights
-and inputs, at the same thread count (the caller pins the process with taskset).
+and inputs, at the same thread count (the process pins itself to the first --threads CPUs
+it may run on, so that JAX's thread pool, sized by the affinity, has as many).
 
 The calls are timed interleaved, in rounds (each round times a few calls of every system,
 in an order that rotates), so that every system sees the same machine load: kiln runs as
@@ -546,6 +547,7 @@ def main():
         parser.add_argument(flag, type=int, required=True)
     parser.add_argument("--vocab", type=int)
     args = parser.parse_args()
+    pin_threads(args.threads)  # before any peer is imported: thread pools follow the affinity
 
     weights = load_weights(args.prefix + ".safetensors")
     vocab = weights["embed.weight"].shape[0]
