@@ -269,7 +269,7 @@ void softmax_row(const float* x, float* y, std::size_t n) {
 
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
                    float* y, std::size_t n) {
-  // In f32 (the double version's conversions kept the loop at a third of this speed): the
+  // In f32 (the double version's conversions kept the loop at half this speed): the
   // mean as hi + lo, so that (x - hi) - lo loses nothing where x is close to the mean (x - hi
   // is exact there), then a multiply by the scale and a multiply-add.
   const auto hi = static_cast<float>(mean);
