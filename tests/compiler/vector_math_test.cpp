@@ -284,6 +284,33 @@ TEST(VectorMath, Bf16RoundsToNearestEven) {
   }
 }
 
+TEST(VectorMath, Bf16RowsRoundAsToBf16OnEveryInstructionSet) {
+  // Ties both ways, values just above them, NaNs (quieted), infinities, the largest finite
+  // value (which rounds to infinity), denormals, and a body with a tail.
+  std::vector<float> x = {1.0f + 0x1p-8f,
+                          1.0f + 3 * 0x1p-8f,
+                          1.0f + 0x1p-8f + 0x1p-20f,
+                          -2.0f,
+                          std::nanf(""),
+                          -std::nanf(""),
+                          INFINITY,
+                          -INFINITY,
+                          3.4028235e38f,
+                          1e-40f,
+                          -0.0f};
+  for (float v : samples(-30, 30)) x.push_back(v);
+  std::vector<std::uint16_t> want(x.size()), got(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = to_bf16(x[i]);
+  for (const auto& [available, run] :
+       {std::pair{true, &base::round_bf16}, std::pair{cpu_has_avx2(), &avx2::round_bf16},
+        std::pair{cpu_has_avx512(), &avx512::round_bf16}, std::pair{true, &round_bf16}}) {
+    if (!available) continue;
+    std::fill(got.begin(), got.end(), std::uint16_t{0});
+    run(x.data(), got.data(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << x[i];
+  }
+}
+
 TEST(VectorMath, Bf16MatmulPanelsWidenExactlyOnEveryInstructionSet) {
   // The same sums as the f32 panel over the widened values, bit for bit, on every copy.
   const std::size_t k = 45, ldc = 70;
