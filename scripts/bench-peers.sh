@@ -12,7 +12,7 @@ if ! python3 -m venv --help >/dev/null 2>&1; then
   apt-get install -y -qq python3-venv >/dev/null
 fi
 cmake --preset release >/dev/null
-cmake --build --preset release --target kiln_cli bench_kernels bench_stage >/dev/null
+cmake --build --preset release --target kiln_cli bench_kernels bench_stage bench_ceiling >/dev/null
 venv=build/peers-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 # torch from PyPI is the CUDA build (≈ 3 GB with its NVIDIA libraries); it runs on the CPU.

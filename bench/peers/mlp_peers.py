@@ -95,6 +95,7 @@ def mlp_onnx(weights, x, args):
 
 def main():
     from safetensors.numpy import save_file
+    from roofline import linear_work
     from transformer_peers import add_common_flags, compare, pin_threads, start_peers
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -123,7 +124,8 @@ def main():
     title = (f"MLP: {args.dim} -> {args.layers} x {args.hidden} (relu) -> {args.outputs}, "
              f"batch {args.batch}")
     return compare(entries, args, title, {"model": "mlp", "layers": args.layers, "dim": args.dim,
-                                          "hidden": args.hidden, "outputs": args.outputs})
+                                          "hidden": args.hidden, "outputs": args.outputs},
+                   linear_work(weights, args.batch, args.bf16, skip=()))
 
 
 if __name__ == "__main__":

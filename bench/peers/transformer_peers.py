@@ -41,6 +41,9 @@ import types
 
 import numpy as np
 
+import roofline
+from served import ServedTimer, duration, median  # noqa: F401 (max_peer.py imports median)
+
 # MAX is installed in a venv of its own, apart from the other peers; max_peer.py runs there.
 # The default is the one scripts/bench-peers.sh installs.
 DEFAULT_MAX_PYTHON = os.path.normpath(os.path.join(
@@ -80,16 +83,6 @@ def pin_threads(threads):
     os.sched_setaffinity(0, cpus[:threads])
 
 
-def duration(ms):
-    """ms as "12.34ms", or "56.7us" under a millisecond."""
-    return f"{ms * 1e3:.1f}us" if ms < 1 else f"{ms:.2f}ms"
-
-
-def median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
-
-
 def time_each(fn, iterations):
     """Milliseconds of each of `iterations` calls of fn."""
     times = []
@@ -104,40 +97,6 @@ def time_calls(fn, iterations):
     """The median of `iterations` timed calls of fn, after one to warm up."""
     fn()
     return median(time_each(fn, iterations))
-
-
-class ServedTimer:
-    """A child process that times calls on request (`kiln bench --serve`, `max_peer.py
-    --serve`): it prints "ready" once set up; each line N written to it is answered with one
-    line "times t1 ... tN" (milliseconds)."""
-
-    def __init__(self, command, what):
-        self.what = what
-        self.stderr = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.stderr, text=True, bufsize=1)
-        while (line := self.process.stdout.readline()) != "ready\n":
-            if not line:
-                self.fail()
-
-    def fail(self):
-        code = self.process.wait()
-        self.stderr.seek(0)
-        tail = "\n".join(self.stderr.read().strip().splitlines()[-5:])
-        raise RuntimeError(f"{self.what} exited with {code}:\n{tail}")
-
-    def __call__(self, n):
-        self.process.stdin.write(f"{n}\n")
-        words = self.process.stdout.readline().split()
-        if not words or words[0] != "times":
-            self.fail()
-        return [float(w) for w in words[1:]]
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.stdout.read()
-        if self.process.wait() != 0:
-            self.fail()
 
 
 SETTLE_S = 0.05  # longer than the worker threads of the peers spin before they sleep
@@ -460,6 +419,9 @@ def add_common_flags(parser):
     parser.add_argument("--max-python", help="python of the venv with MAX (default "
                         f"{DEFAULT_MAX_PYTHON} if it exists)",
                         default=DEFAULT_MAX_PYTHON if os.path.exists(DEFAULT_MAX_PYTHON) else None)
+    parser.add_argument("--ceiling", default=roofline.DEFAULT_BENCH_CEILING,
+                        help="bench_ceiling, timed in the same rounds for the machine's "
+                        f"ceilings ('' to skip; default {roofline.DEFAULT_BENCH_CEILING})")
 
 
 def start_peers(build, onnx, weights, x, input_path, args, max_flags):
@@ -488,13 +450,16 @@ def start_peers(build, onnx, weights, x, input_path, args, max_flags):
     return entries
 
 
-def compare(entries, args, title, config):
-    """Times every system's calls interleaved, prints the table under `title`, writes
-    --json (with `config`, the model's sizes); returns the exit code: 1 if a peer's output
-    differs from kiln's by more than 1e-3 (with --bf16: 5 % of the output's largest
-    magnitude)."""
-    times, errors = interleave({name: e["timer"] for name, e in entries.items() if "timer" in e},
-                               args.iterations, args.rounds)
+def compare(entries, args, title, config, work):
+    """Times every system's calls interleaved, with the machine's ceilings (see
+    roofline.py; `work` is a call's {"flops", "weight_bytes"}), prints the table under
+    `title`, writes --json (with `config`, the model's sizes); returns the exit code: 1 if
+    a peer's output differs from kiln's by more than 1e-3 (with --bf16: 5 % of the
+    output's largest magnitude)."""
+    ceilings = roofline.Ceilings(args.ceiling, args.threads, work, args.bf16)
+    timers = {name: e["timer"] for name, e in entries.items() if "timer" in e}
+    times, errors = interleave({**timers, **ceilings.timers}, args.iterations, args.rounds)
+    ceilings.close()
     results = {}
     for name, e in entries.items():
         r = {k: v for k, v in e.items() if k not in ("timer", "finish")}
@@ -530,11 +495,13 @@ def compare(entries, args, title, config):
         table.append({"system": r["version"], "compile_ms": r["compile_ms"],
                       "call_ms": r["call_ms"], "kiln_speedup": speedup, "max_abs_diff": diff,
                       **{k: r[k] for k in ("threads_note", "max_threads") if k in r}})
+    # The issue's goals: 1.5x the fastest peer at batch 1 (overhead-bound), 1.0x above.
+    ceiling = ceilings.report(times, errors, results, 1.5 if args.batch == 1 else 1.0)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**config, "batch": args.batch, "threads": args.threads, "bf16": args.bf16,
                        "iterations": args.iterations, "rounds": args.rounds,
-                       "results": table}, f, indent=2)
+                       "results": table, "roofline": ceiling}, f, indent=2)
     limit = 0.05 * float(np.max(np.abs(kiln["output"]))) if args.bf16 else 1e-3
     bad = [t for t in table if "max_abs_diff" in t and t["max_abs_diff"] > limit]
     return 1 if bad else 0
@@ -561,8 +528,10 @@ def main():
                           ids, ids_path, args, max_flags)
     title = (f"transformer: {args.layers} layers, d_model {args.dim}, {args.heads} heads, "
              f"batch {args.batch} x seq {args.seq}")
+    work = roofline.linear_work(weights, args.batch * args.seq, args.bf16)
+    work["flops"] += args.layers * 2 * (2.0 * args.batch * args.seq * args.seq * args.dim)
     return compare(entries, args, title, {"layers": args.layers, "dim": args.dim,
-                                          "heads": args.heads, "seq": args.seq})
+                                          "heads": args.heads, "seq": args.seq}, work)
 
 
 if __name__ == "__main__":
