@@ -26,6 +26,7 @@ echo "kiln bench-peers: writing the model and its weights (kiln demo --emit-mlir
 "$kiln" demo --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --vocab 1000 -n 1 \
   --emit-mlir build/peers/transformer.mlir >/dev/null
 cores=$(nproc)
+runs=()  # the comparisons' JSON files, for the summary table at the end
 for threads in "$cores" 1; do
   for batch in 1 16; do
     taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/transformer_peers.py \
@@ -33,6 +34,7 @@ for threads in "$cores" 1; do
       --batch "$batch" --seq 128 --threads "$threads" --iterations 30 --rounds 10 \
       --max-python "$max_venv/bin/python" \
       --json "build/peers/transformer_t${threads}_b${batch}.json"
+    runs+=("build/peers/transformer_t${threads}_b${batch}.json")
     echo
   done
 done
@@ -46,6 +48,7 @@ for threads in "$cores" 1; do
         --hidden "$width" --outputs 10 --batch "$batch" --threads "$threads" \
         --iterations 1000 --rounds 10 --max-python "$max_venv/bin/python" \
         --json "build/peers/mlp${width}_t${threads}_b${batch}.json"
+      runs+=("build/peers/mlp${width}_t${threads}_b${batch}.json")
       echo
     done
   done
@@ -59,11 +62,13 @@ for threads in "$cores" 1; do
       --batch "$batch" --seq 128 --threads "$threads" --iterations 30 --rounds 10 \
       --max-python "$max_venv/bin/python" --bf16 \
       --json "build/peers/transformer_bf16_t${threads}_b${batch}.json"
+    runs+=("build/peers/transformer_bf16_t${threads}_b${batch}.json")
     echo
     taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/mlp_peers.py \
       --kiln "$kiln" --prefix build/peers/mlp512 --layers 4 --dim 512 --hidden 512 \
       --outputs 10 --batch "$batch" --threads "$threads" --iterations 1000 --rounds 10 \
       --max-python "$max_venv/bin/python" --bf16 --json "build/peers/mlp512_bf16_t${threads}_b${batch}.json"
+    runs+=("build/peers/mlp512_bf16_t${threads}_b${batch}.json")
     echo
   done
 done
@@ -79,3 +84,6 @@ done
 taskset -c 0 "$venv/bin/python" bench/peers/compile_peers.py --threads 1 \
   --blocks "${KILN_COMPILE_BLOCKS:-1,8,32}" --max-python "$max_venv/bin/python" \
   --json build/peers/compile_t1.json
+echo
+echo "kiln against the fastest peer, and against the machine's ceiling (bench/peers/roofline.py):"
+python3 bench/peers/summary.py "${runs[@]}"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench_ceiling's served protocol and its errors, and the roofline arithmetic of
-bench/peers/roofline.py that the peer benchmarks print (no timing is asserted: only that
+"""bench_ceiling's served protocol and its errors, the roofline arithmetic of
+bench/peers/roofline.py that the peer benchmarks print and summary.py's table rows (no timing is asserted: only that
 the probes answer, with positive times, and that the report follows from the numbers).
 
     roofline_test.py BENCH_CEILING BENCH_PEERS_DIR
@@ -17,6 +17,7 @@ BENCH_CEILING, PEERS = sys.argv[1], sys.argv[2]
 sys.path.insert(0, PEERS)
 
 import roofline  # noqa: E402  (the path first)
+import summary  # noqa: E402
 
 
 def fake_weight(*shape):
@@ -113,6 +114,30 @@ class Roofline(unittest.TestCase):
         out, printed = self.report(c, {"ceiling: compute": [1.0]}, {"kiln": {"call_ms": 1}}, 1)
         self.assertNotIn("floor_ms", out)
         self.assertIn("ceiling: read: no calls timed", printed)
+
+
+class Summary(unittest.TestCase):
+    def run_of(self, batch, kiln_ms, peer_ms, roof=None):
+        return {"layers": 4, "dim": 512, "batch": batch, "threads": 2, "bf16": False,
+                "results": [{"system": "kiln", "call_ms": kiln_ms},
+                            {"system": "slow", "call_ms": 3 * peer_ms},
+                            {"system": "fast", "call_ms": peer_ms},
+                            {"system": "broken", "error": "did not install"}],
+                **({"roofline": roof} if roof else {})}
+
+    def test_a_row_compares_kiln_with_the_fastest_peer_against_the_goal(self):
+        cells = summary.row(self.run_of(1, 10.0, 14.0))
+        self.assertEqual(cells[:8], ["transformer 4 x 512", "f32", "2", "1", "10.00ms",
+                                     "fast 14.00ms", "1.40x", "1.5x not met"])
+        self.assertEqual(cells[8], "not timed")
+        roof = {"floor_ms": 5.0, "goal": {"share_of_floor": 0.25}}
+        cells = summary.row(self.run_of(16, 10.0, 10.5, roof))
+        self.assertEqual(cells[6:], ["1.05x", "1x met", "50 %", "25 %"])
+
+    def test_other_json_is_not_a_row(self):
+        self.assertIsNone(summary.row({"kernels": []}))
+        self.assertIsNone(summary.row({"batch": 1, "results": [{"system": "kiln",
+                                                                 "error": "failed"}]}))
 
 
 if __name__ == "__main__":
