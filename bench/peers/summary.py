@@ -12,6 +12,7 @@ docs/benchmarks.md.
 import json
 import sys
 
+from roofline import goal_for
 from served import duration
 
 
@@ -30,7 +31,7 @@ def row(run):
     peers = [r for r in results if "call_ms" in r and not r["system"].startswith("kiln")]
     if kiln is None or "call_ms" not in kiln:
         return None
-    goal = 1.5 if run["batch"] == 1 else 1.0
+    goal = goal_for(run["batch"])
     cells = [model_name(run), "bf16" if run.get("bf16") else "f32", str(run["threads"]),
              str(run["batch"]), duration(kiln["call_ms"])]
     if peers:

@@ -495,8 +495,7 @@ def compare(entries, args, title, config, work):
         table.append({"system": r["version"], "compile_ms": r["compile_ms"],
                       "call_ms": r["call_ms"], "kiln_speedup": speedup, "max_abs_diff": diff,
                       **{k: r[k] for k in ("threads_note", "max_threads") if k in r}})
-    # The goals: 1.5x the fastest peer at batch 1 (overhead-bound), 1.0x above.
-    ceiling = ceilings.report(times, errors, results, 1.5 if args.batch == 1 else 1.0)
+    ceiling = ceilings.report(times, errors, results, roofline.goal_for(args.batch))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({**config, "batch": args.batch, "threads": args.threads, "bf16": args.bf16,
