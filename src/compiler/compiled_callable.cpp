@@ -176,6 +176,34 @@ std::string join_prefix(const std::string& a, const std::string& b) {
   return a.empty() ? b : b.empty() ? a : a + "." + b;
 }
 
+/// The error for weights that do not fit the module: the \p problems (missing, empty or of
+/// the wrong type) one by one, the first ten of them, then the weights given that the module
+/// does not read, \p unused, as one item naming the first five (a checkpoint of a whole
+/// model given to one layer's module lists them all otherwise).
+std::string weight_problems(const std::vector<std::string>& problems,
+                            const std::vector<std::string>& unused) {
+  constexpr std::size_t kProblems = 10, kUnused = 5;
+  const std::size_t count = problems.size() + unused.size();
+  std::vector<std::string> items(problems.begin(),
+                                 problems.begin() + std::min(problems.size(), kProblems));
+  if (problems.size() > kProblems)
+    items.push_back(cat("and ", problems.size() - kProblems, " more"));
+  if (unused.size() == 1) {
+    items.push_back(cat("weight '", unused[0], "' is not used by the module"));
+  } else if (!unused.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < std::min(unused.size(), kUnused); ++i)
+      names += cat(i == 0 ? "" : ", ", "'", unused[i], "'");
+    if (unused.size() > kUnused) names += cat(" and ", unused.size() - kUnused, " more");
+    items.push_back(cat(unused.size(), " weights are not used by the module: ", names));
+  }
+  std::string message = cat("CompiledCallable: ", count, " weight problem", count == 1 ? "" : "s",
+                            ": ", detail::join(items, "; "));
+  if (!unused.empty())
+    message += "; bind only the weights the module reads (module_weights() lists them)";
+  return message;
+}
+
 }  // namespace
 
 /// Calls \p f(full_name, op, graph) for every weight op reachable from \p g.
@@ -390,14 +418,12 @@ struct CompiledCallable::Impl {
                                                " but the module needs ", ir::to_string(want)));
                       }
                     });
-    for (const auto& [name, t] : weights)
-      if (needed.count(name) == 0)
-        problems.push_back(cat("weight '", name, "' is not used by the module"));
     std::sort(problems.begin(), problems.end());
     problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
-    if (!problems.empty())
-      throw UserError(cat("CompiledCallable: ", problems.size(), " weight problem",
-                          problems.size() == 1 ? "" : "s", ": ", detail::join(problems, "; ")));
+    std::vector<std::string> unused;  // in name order (a map's)
+    for (const auto& [name, t] : weights)
+      if (needed.count(name) == 0) unused.push_back(name);
+    if (!problems.empty() || !unused.empty()) throw UserError(weight_problems(problems, unused));
   }
 
   // ---- planning ----------------------------------------------------------------------------

@@ -273,6 +273,26 @@ TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
   }
 }
 
+TEST_F(Cli, WeightsTheModelDoesNotReadAreAnErrorUnlessSkipped) {
+  write_inputs(2);
+  std::map<std::string, Tensor> more = weights;
+  more.emplace("other.weight", Tensor::zeros(TensorLayout(DType::f32, {5})));
+  save_safetensors(path("more.safetensors"), more);
+  const Result strict = kiln("run m.mlir -w more.safetensors -i x.npy -i s.npy -o strict");
+  EXPECT_EXIT_CODE(strict, 2);
+  EXPECT_NE(strict.err.find("more.safetensors: 1 tensor the model does not read (first: "
+                            "'other.weight'); pass --skip-unused-weights to leave it out"),
+            std::string::npos)
+      << strict.err;
+  const Result skipped =
+      kiln("run m.mlir -w more.safetensors --skip-unused-weights -i x.npy -i s.npy -o skipped");
+  EXPECT_EXIT_CODE(skipped, 0);
+  EXPECT_NE(skipped.err.find("skipped 1 weight of"), std::string::npos) << skipped.err;
+  const std::vector<Tensor> want = reference_run(staged.graph(), inputs(2), weights);
+  expect_close(load_npy(path("skipped/output0.npy")), want[0], 1e-5,
+               "output0, extra weight left out");
+}
+
 TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
   write_inputs(2);
   EXPECT_EXIT_CODE(kiln(""), 1);

@@ -232,6 +232,30 @@ TEST(CompiledCallable, WeightProblemsAreNamed) {
       "weight 'b' is f32[3] on cpu:0 but the module needs f32[2] on cpu:0");
 }
 
+TEST(CompiledCallable, ManyWeightProblemsAreCountedNotAllListed) {
+  // A whole checkpoint given to a smaller module: twelve weights missing, seven unread.
+  const StagedGraph staged = stage([](Tensor x) {
+    for (int i = 10; i < 22; ++i)
+      x = x + weight(std::string(1, 'w').append(std::to_string(i)), f32({2}));
+    return x;
+  })(f32({2}));
+  std::map<std::string, Tensor> weights;
+  for (int i = 0; i < 7; ++i)
+    weights.emplace(std::string("extra").append(std::to_string(i)), Tensor::zeros(f32({1})));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(staged, weights), UserError, "19 weight problems",
+                        "weight 'w19' is missing", "and 2 more;",
+                        "7 weights are not used by the module: 'extra0', 'extra1', 'extra2', "
+                        "'extra3', 'extra4' and 2 more",
+                        "module_weights() lists them");
+  try {
+    CompiledCallable compiled(staged, weights);
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find("w20"), std::string::npos) << what;  // the eleventh missing one
+    EXPECT_EQ(what.find("extra5"), std::string::npos) << what;
+  }
+}
+
 TEST(CompiledCallable, CallTimeChecksNameTheLeaf) {
   const StagedGraph staged = stage([](std::tuple<Tensor, int> in, Tensor y) {
     return std::get<0>(in) * double(std::get<1>(in)) + y;

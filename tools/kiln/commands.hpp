@@ -23,10 +23,11 @@ class UsageError : public std::runtime_error {
 
 /// What every command that compiles a model reads.
 struct ModelOptions {
-  std::string model;                ///< MODEL.mlir
-  std::vector<std::string> inputs;  ///< NAME=FILE.npy or FILE.npy (next argument)
-  std::vector<std::string> dims;    ///< NAME=SIZE for symbolic dims of generated inputs
-  std::string weights;              ///< FILE.safetensors, or empty
+  std::string model;                 ///< MODEL.mlir
+  std::vector<std::string> inputs;   ///< NAME=FILE.npy or FILE.npy (next argument)
+  std::vector<std::string> dims;     ///< NAME=SIZE for symbolic dims of generated inputs
+  std::string weights;               ///< FILE.safetensors, or empty
+  bool skip_unused_weights = false;  ///< leave out the file's weights the model does not read
   std::string device = "cpu:0";
   int threads = 0;                                 ///< 0: the context's default
   std::optional<std::vector<std::string>> passes;  ///< unset: the compiler's default

@@ -181,6 +181,18 @@ std::map<std::string, Tensor> load_weights(const ir::Module& module, const Model
   std::map<std::string, Tensor> weights;
   if (!options.weights.empty()) weights = SafetensorsFile::open(options.weights).tensors();
   const std::map<std::string, ir::TensorType> needed = module_weights(module);
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : weights)
+    if (needed.count(name) == 0) unused.push_back(name);
+  if (!unused.empty() && !options.skip_unused_weights)
+    throw UserError(str(options.weights, ": ", unused.size(), " tensor",
+                        unused.size() == 1 ? "" : "s", " the model does not read (first: '",
+                        unused[0], "'); pass --skip-unused-weights to leave ",
+                        unused.size() == 1 ? "it" : "them", " out, if the file is for this model"));
+  for (const std::string& name : unused) weights.erase(name);
+  if (!unused.empty())
+    std::fprintf(stderr, "kiln: skipped %zu weight%s of %s that the model does not read\n",
+                 unused.size(), unused.size() == 1 ? "" : "s", options.weights.c_str());
   for (auto& [name, t] : weights)  // safetensors have no device: each goes where it is read
     if (auto it = needed.find(name); it != needed.end()) t = on_device(t, it->second.device);
   if (fill_missing) {

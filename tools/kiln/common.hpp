@@ -34,6 +34,8 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
 
 /// The weights \p module reads, from `--weights`. With \p fill_missing, weights the file
 /// lacks (or all, without a file) are zeros, for commands that only look at structure.
+/// \throws UserError for a weight in the file that the model does not read (a file for
+/// another model), unless `--skip-unused-weights` leaves such weights out.
 std::map<std::string, Tensor> load_weights(const ir::Module& module, const ModelOptions& options,
                                            bool fill_missing);
 

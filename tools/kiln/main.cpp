@@ -26,6 +26,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
       ->type_name("NAME=FILE");
   cmd.add_option("-w,--weights", o.weights, "Weights as safetensors, by full dotted name")
       ->type_name("FILE");
+  cmd.add_flag("--skip-unused-weights", o.skip_unused_weights,
+               "Leave out the weights file's tensors that the model does not read (default: "
+               "an error, which catches a file for another model)");
   cmd.add_option("--device", o.device,
                  "Device to compile for and run on: cpu:N, or cuda:N (a GPU; modules on one "
                  "device)")

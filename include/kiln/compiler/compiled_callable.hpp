@@ -87,7 +87,8 @@ std::map<std::string, ir::TensorType> module_weights(const ir::Module& module);
 class CompiledCallable {
  public:
   /// Compiles \p staged with \p weights bound by full name (prefixes applied).
-  /// \throws UserError naming each missing, extra or mis-shaped weight.
+  /// \throws UserError naming the missing, empty and mis-shaped weights (the first ten)
+  /// and the weights given that the module does not read (a count and the first five).
   CompiledCallable(const StagedGraph& staged, std::map<std::string, Tensor> weights,
                    CompileOptions options = {});
   /// Same, with the weights read from a safetensors file.
