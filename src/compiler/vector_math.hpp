@@ -51,8 +51,9 @@ float max(const float* x, std::size_t n);
 
 // Whole rows, in one call (a row of a few hundred elements costs little more than the
 // calls and loop set-ups of doing it op by op).
-/// Softmax of a row (n >= 1): t = exp(x - max x), y = t · (1 / Σ t) (the sum as `sum`). y
-/// may equal x.
+/// Softmax of a row (n >= 1): t = exp(x - max x), y = t · (1 / Σ t), the exponentials and
+/// their sum in one pass (per 1024 elements sixteen interleaved f32 partial sums, added
+/// pairwise; those in double). y may equal x.
 void softmax_row(const float* x, float* y, std::size_t n);
 /// y[i] = (x[i] - mean) · scale · gamma[i] + beta[i] in f32 arithmetic, within 3e-7 of
 /// |(x[i] - mean) · scale · gamma[i]| + |beta[i]| (the mean is subtracted in two parts, so

@@ -179,6 +179,32 @@ TEST(VectorMath, ReductionsMatchDoublePrecision) {
   EXPECT_EQ(sum(x.data(), 0), 0.0);
 }
 
+TEST(VectorMath, SoftmaxRowsMatchDoublePrecisionShortAndLong) {
+  // Attention's rows of 128 (one piece of f32 partial sums), and rows of many pieces (the
+  // pieces' sums in double), with tails of every length; each value within a few f32
+  // roundings of the double formula, relative to the largest.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{128}, std::size_t{1000},
+                        std::size_t{5000}, std::size_t{100003}}) {
+    std::vector<float> x(n), y(n);
+    for (float& v : x) v = normal(rng);
+    softmax_row(x.data(), y.data(), n);
+    const double mx = *std::max_element(x.begin(), x.end());
+    double total = 0;
+    for (float v : x) total += std::exp(static_cast<double>(v) - mx);
+    double worst = 0, largest = 0, sum_y = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x[i]) - mx) / total;
+      worst = std::max(worst, std::abs(y[i] - want));
+      largest = std::max(largest, want);
+      sum_y += y[i];
+    }
+    EXPECT_LT(worst, 4e-7 * largest) << "n " << n;
+    EXPECT_NEAR(sum_y, 1.0, 1e-5) << "n " << n;
+  }
+}
+
 TEST(VectorMath, NormalizedRowsAreAccurateFarFromZeroToo) {
   // Rows around 0 and around 1000 (where x - mean in one f32 step would lose the small
   // differences a norm is about), with and without beta; against the double formula.
