@@ -293,6 +293,39 @@ TEST_F(Cli, WeightsTheModelDoesNotReadAreAnErrorUnlessSkipped) {
                "output0, extra weight left out");
 }
 
+TEST_F(Cli, OutputPathsAndDimNamesAreCheckedBeforeAnyWork) {
+  // Each is a usage error at once (a demo or a long bench does not run first and then fail
+  // to write), worded as every usage error is.
+  write_inputs(2);
+  write("plain", "a file, not a directory");
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"bench m.mlir -w w.safetensors --json nothere/b.json",
+       "--json: the directory nothere does not exist"},
+      {"bench m.mlir -w w.safetensors --profile " + dir.string(), " is a directory"},
+      {"run m.mlir -w w.safetensors -i x.npy -i s.npy -o plain/out", "plain is not a directory"},
+      {"run m.mlir -w w.safetensors -i x.npy -i s.npy --profile nothere/t.json",
+       "--profile: the directory nothere does not exist"},
+      {"demo --layers 1 --emit-mlir nothere/m.mlir", "--emit-mlir: the directory nothere"},
+      {"print m.mlir -o nothere/m.mlir", "--output: the directory nothere does not exist"},
+      {"bench m.mlir -w w.safetensors --dim batchx=4",
+       "--dim batchx=4: @main has no dim named 'batchx'; its symbolic dims are batch"},
+  };
+  for (const Case& c : cases) {
+    const Result r = kiln(c.args);
+    EXPECT_EXIT_CODE(r, 1) << c.args;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind("kiln: usage error: ", 0), 0u) << r.err;
+    EXPECT_EQ(r.out, "") << c.args;  // nothing ran
+  }
+  // A directory to create, below one that exists: made, and the outputs written there.
+  const Result made = kiln("run m.mlir -w w.safetensors -i x.npy -i s.npy -o new/deeper");
+  EXPECT_EXIT_CODE(made, 0);
+  EXPECT_TRUE(fs::exists(dir / "new" / "deeper" / "output0.npy")) << made.err;
+}
+
 TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
   write_inputs(2);
   EXPECT_EXIT_CODE(kiln(""), 1);

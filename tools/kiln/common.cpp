@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "kiln/compiler/npy.hpp"
@@ -86,6 +87,20 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
       throw UsageError(str("--dim '", spec, "': expected NAME=SIZE with SIZE >= 0 (e.g. batch=4)"));
     sizes[name] = {*size, str("--dim ", spec)};
   }
+  std::set<std::string> symbols;  // the entry's symbolic dims, for checking --dim's names
+  for (const ir::Value v : entry.arguments())
+    for (const Dim& d : entry.type(v).shape.dims())
+      if (!d.is_static()) symbols.insert(d.symbol());
+  for (const auto& [name, size] : sizes)
+    if (symbols.count(name) == 0)
+      throw UsageError(str(
+          size.second, ": @", entry.name(), " has no dim named '", name, "'; ",
+          symbols.empty() ? std::string("its arguments have no symbolic dims")
+                          : "its symbolic dims are " + [&] {
+                              std::string s;
+                              for (const std::string& d : symbols) s += (s.empty() ? "" : ", ") + d;
+                              return s;
+                            }()));
 
   std::vector<Tensor> inputs(n);
   std::vector<std::string> files(n);

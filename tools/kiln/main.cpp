@@ -1,9 +1,12 @@
 // The kiln command line: subcommands, their options and help, and the exit codes
 // (see commands.hpp). The only file that includes CLI11.
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "commands.hpp"
 #include "kiln/compiler/passes.hpp"
@@ -14,6 +17,43 @@ namespace {
 constexpr const char* kExitCodes =
     "Exit codes: 0 success, 1 usage error, 2 invalid input (bad file, bad IR, shapes that do "
     "not fit) or a failed run, 3 a bug in kiln.";
+
+/// Why \p dir (an existing path) cannot take new files, or "" when it can.
+std::string unwritable_directory(const std::filesystem::path& dir) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) return dir.string() + " is not a directory";
+  if (::access(dir.c_str(), W_OK) != 0) return "the directory " + dir.string() + " is not writable";
+  return "";
+}
+
+/// Checked when the command line is parsed, so that a long run does not end on a file it
+/// cannot write: a file whose directory exists and takes new files (and that is, if it
+/// exists, a writable file).
+const CLI::Validator kWritableFile(
+    [](std::string& value) -> std::string {
+      const std::filesystem::path path(value);
+      std::error_code error;
+      if (std::filesystem::is_directory(path, error)) return value + " is a directory";
+      if (std::filesystem::exists(path, error))
+        return ::access(path.c_str(), W_OK) == 0 ? "" : value + " is not writable";
+      const std::filesystem::path dir =
+          path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
+      if (!std::filesystem::exists(dir, error))
+        return "the directory " + dir.string() + " does not exist";
+      return unwritable_directory(dir);
+    },
+    "", "writable file");
+
+/// A directory to create (with its parents) or write into: its nearest existing ancestor
+/// is a writable directory.
+const CLI::Validator kWritableDirectory(
+    [](std::string& value) -> std::string {
+      std::filesystem::path at(value);
+      std::error_code error;
+      while (!at.empty() && !std::filesystem::exists(at, error)) at = at.parent_path();
+      return unwritable_directory(at.empty() ? std::filesystem::path(".") : at);
+    },
+    "", "writable directory");
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) {
   cmd.add_option("model", o.model,
@@ -78,13 +118,15 @@ int run(int argc, char** argv) {
   run_cmd
       ->add_option("-o,--output", run.output_dir,
                    "Directory to write output0.npy, output1.npy, ... (default: print a summary)")
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check(kWritableDirectory);
   run_cmd->add_flag("--reference", run.reference,
                     "Evaluate with the reference interpreter instead (slow, for checking)");
   run_cmd
       ->add_option("--profile", run.profile,
                    "Write a Chrome trace of the call: one slice per kernel, per thread")
-      ->type_name("TRACE.json");
+      ->type_name("TRACE.json")
+      ->check(kWritableFile);
 
   BenchOptions bench;
   CLI::App* bench_cmd = app.add_subcommand(
@@ -99,11 +141,14 @@ int run(int argc, char** argv) {
       ->add_option("--reference-iterations", bench.reference_iterations,
                    "Timed reference-interpreter calls (0: skip)")
       ->capture_default_str();
-  bench_cmd->add_option("--json", bench.json, "Also write the results as JSON")->type_name("FILE");
+  bench_cmd->add_option("--json", bench.json, "Also write the results as JSON")
+      ->type_name("FILE")
+      ->check(kWritableFile);
   bench_cmd
       ->add_option("--profile", bench.profile,
                    "Write a Chrome trace of the timed calls: one slice per kernel per call")
-      ->type_name("TRACE.json");
+      ->type_name("TRACE.json")
+      ->check(kWritableFile);
   bench_cmd->add_flag(
       "--serve", bench.serve,
       "For a harness that interleaves kiln with other systems: after the warm-up print "
@@ -122,7 +167,8 @@ int run(int argc, char** argv) {
                    "fuse (default: none)")
       ->delimiter(',');
   print_cmd->add_option("-o,--output", print.output, "Write here instead of stdout")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(kWritableFile);
 
   DotOptions dot;
   CLI::App* dot_cmd = app.add_subcommand(
@@ -136,7 +182,9 @@ int run(int argc, char** argv) {
       ->type_name("NAME");
   dot_cmd->add_flag("--svg", dot.svg,
                     "Render to SVG with Graphviz's dot (apt-get install graphviz)");
-  dot_cmd->add_option("-o,--output", dot.output, "Write here instead of stdout")->type_name("FILE");
+  dot_cmd->add_option("-o,--output", dot.output, "Write here instead of stdout")
+      ->type_name("FILE")
+      ->check(kWritableFile);
 
   DemoOptions demo;
   CLI::App* demo_cmd = app.add_subcommand(
@@ -164,14 +212,21 @@ int run(int argc, char** argv) {
       ->add_option("--emit-mlir", demo.emit_mlir,
                    "Write the module there, with its weights (.safetensors), input "
                    "(.input.npy) and output (.output.npy) beside it, for `kiln run`")
-      ->type_name("FILE.mlir");
-  demo_cmd->add_option("--json", demo.json, "Also write the timings as JSON")->type_name("FILE");
+      ->type_name("FILE.mlir")
+      ->check(kWritableFile);
+  demo_cmd->add_option("--json", demo.json, "Also write the timings as JSON")
+      ->type_name("FILE")
+      ->check(kWritableFile);
 
   for (CLI::App* cmd : {run_cmd, bench_cmd, print_cmd, dot_cmd, demo_cmd}) cmd->footer(kExitCodes);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 1;  // help and version print and succeed
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help prints and succeeds
+    // As every usage error reads (see docs/cli.md).
+    std::fprintf(stderr, "kiln: usage error: %s\nRun 'kiln --help' or 'kiln COMMAND --help'.\n",
+                 e.what());
+    return 1;
   }
   const auto subcommand = [&](const CLI::App* cmd) { return cmd->parsed(); };
   if (subcommand(run_cmd)) return run_command(run);
