@@ -5,11 +5,17 @@
 #include "runtime/cpu/worker_pool.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "kiln/core/error.hpp"
 
 namespace kiln::detail {
 namespace {
@@ -30,6 +36,40 @@ TEST(WorkerPool, EveryBlockRunsExactlyOnce) {
             << "block " << b << " of " << n << " with " << helpers << " helpers";
     }
   }
+}
+
+TEST(WorkerPool, MoreThreadsThanTheSystemGivesIsAnErrorNotACrash) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizers reserve address space beyond any limit this test sets";
+#else
+  // In a child process whose address space ends 64 MiB past what it uses now, so that the
+  // threads' stacks run out after a few: the threads started are stopped and joined, and
+  // the error says which thread failed and what to do (it used to end in std::terminate).
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::size_t pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t limit = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{64} << 20);
+    const rlimit address_space{limit, limit};
+    if (setrlimit(RLIMIT_AS, &address_space) != 0) _exit(3);
+    try {
+      WorkerPool pool(200, "test");
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      _exit(what.find("cannot start worker thread") != std::string::npos &&
+                    what.find("of 201") != std::string::npos &&
+                    what.find("ask for fewer threads") != std::string::npos
+                ? 0
+                : 1);
+    }
+    _exit(2);  // every thread started: the limit did not bite
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended on signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: another message, 2: no error, 3: no limit";
+#endif
 }
 
 TEST(WorkerPool, AThrowingBlockIsRethrownAndThePoolStaysUsable) {

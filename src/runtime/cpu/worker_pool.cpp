@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <string>
+#include <system_error>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -24,14 +28,24 @@ void cpu_relax() noexcept {
 
 WorkerPool::WorkerPool(int helpers, const char* thread_name) {
   threads_.reserve(static_cast<std::size_t>(std::max(helpers, 0)));
-  for (int i = 0; i < helpers; ++i) {
-    threads_.emplace_back([this, i] { helper_main(static_cast<std::uint64_t>(i) + 1); });
-    const std::string name = std::string(thread_name).substr(0, 12) + "-w" + std::to_string(i);
-    pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
+  try {
+    for (int i = 0; i < helpers; ++i) {
+      threads_.emplace_back([this, i] { helper_main(static_cast<std::uint64_t>(i) + 1); });
+      const std::string name = std::string(thread_name).substr(0, 12) + "-w" + std::to_string(i);
+      pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
+    }
+  } catch (const std::system_error& e) {  // the system's limit on threads (or memory)
+    const std::size_t started = threads_.size();
+    stop_and_join();
+    throw UserError(cat("cannot start worker thread ", started + 2, " of ", helpers + 1, " (",
+                        e.what(), "); ask for fewer threads (this machine runs ",
+                        std::thread::hardware_concurrency(), " at once)"));
   }
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { stop_and_join(); }
+
+void WorkerPool::stop_and_join() noexcept {
   stop_.store(true, std::memory_order_release);
   epoch_.fetch_add(1, std::memory_order_release);
   epoch_.notify_all();

@@ -35,6 +35,7 @@ class WorkerPool {
   void parallel_for(std::uint64_t n, const BlockRunner& body);
 
  private:
+  void stop_and_join() noexcept;
   struct Job {
     const BlockRunner* body = nullptr;
     std::uint64_t n = 0;
