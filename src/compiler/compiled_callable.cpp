@@ -693,6 +693,26 @@ struct CompiledCallable::Impl {
     }
   }
 
+  // The error for an arena of \p bytes that cannot be allocated: how much, and the largest
+  // value in it, by the launch that makes it (attention's scores, say, at a long sequence).
+  static std::string arena_too_big(const Plan& plan, std::size_t bytes) {
+    const auto gib = [](std::size_t b) { return cat(static_cast<double>(b) / (1u << 30), " GiB"); };
+    std::size_t largest = 0;
+    for (std::size_t s = 0; s < plan.storage.size(); ++s)
+      if (plan.storage[s].arena_offset >= 0 && plan.storage[s].bytes > plan.storage[largest].bytes)
+        largest = s;
+    const Storage& big = plan.storage[largest];
+    std::string shape;
+    for (std::int64_t d : big.shape) shape += cat(shape.empty() ? "" : ", ", d);
+    return cat("CompiledCallable: these input shapes need ", gib(bytes),
+               " for the values of one call, more than could be allocated; the largest is ",
+               big.dtype, "[", shape, "] (", gib(big.bytes), ")",
+               big.producer >= 0
+                   ? cat(", made by ", plan.labels[static_cast<std::size_t>(big.producer)])
+                   : std::string(", an input"),
+               "; call it with smaller inputs");
+  }
+
   // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
   void assign_memory(Plan& plan) {
     std::vector<ArenaAllocator> arenas(devices.size());  // one per device
@@ -766,9 +786,11 @@ struct CompiledCallable::Impl {
         arena.memory =
             std::shared_ptr<std::byte>(buffer, reinterpret_cast<std::byte*>(buffer->data()));
       } else {
-        arena.memory = {
-            static_cast<std::byte*>(::operator new (arena.bytes, std::align_val_t{kAlign})),
-            [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
+        auto* bytes = static_cast<std::byte*>(
+            ::operator new (arena.bytes, std::align_val_t{kAlign}, std::nothrow));
+        if (bytes == nullptr) throw UserError(arena_too_big(plan, arena.bytes));
+        arena.memory = {bytes,
+                        [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
       }
     }
     for (std::size_t i = 0; i < n; ++i) {

@@ -256,6 +256,20 @@ TEST(CompiledCallable, ManyWeightProblemsAreCountedNotAllListed) {
   }
 }
 
+TEST(CompiledCallable, APlanTooBigForMemoryNamesItsLargestValue) {
+  // x x^T of a million rows: 4 TiB of output from 4 MiB of input. The call fails with what
+  // it needed and where, not with a bare out-of-memory, and the callable stays usable.
+  const StagedGraph staged =
+      stage([](Tensor x) { return matmul(x, transpose(x, 0, 1)) * 2.0; })(f32({"n", 1}));
+  CompiledCallable compiled(staged, {});
+  const std::int64_t n = std::int64_t{1} << 20;
+  KILN_EXPECT_THROW_MSG(compiled(Tensor::zeros(f32({n, 1}))), UserError,
+                        "these input shapes need", "the largest is f32[1048576, 1048576] (4096 GiB)",
+                        "made by kiln.matmul", "call it with smaller inputs");
+  const Tensor small = Tensor::full(f32({2, 1}), 3);
+  EXPECT_EQ(compiled(small)[0].to_doubles(), (std::vector<double>{18, 18, 18, 18}));
+}
+
 TEST(CompiledCallable, CallTimeChecksNameTheLeaf) {
   const StagedGraph staged = stage([](std::tuple<Tensor, int> in, Tensor y) {
     return std::get<0>(in) * double(std::get<1>(in)) + y;

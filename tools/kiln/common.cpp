@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <set>
 #include <sstream>
 
@@ -172,8 +173,13 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
       }
     }
     const TensorLayout layout(want.dtype, Shape(std::move(dims)));
-    inputs[i] = is_floating(want.dtype) ? Tensor::random(layout, i + 1, -1, 1)
-                                        : Tensor::random(layout, i + 1, 0, 2);
+    try {
+      inputs[i] = is_floating(want.dtype) ? Tensor::random(layout, i + 1, -1, 1)
+                                          : Tensor::random(layout, i + 1, 0, 2);
+    } catch (const std::bad_alloc&) {
+      throw UserError(str("arg", i, " of @", entry.name(), ": a random ", layout,
+                          " does not fit in memory; give smaller sizes with --dim"));
+    }
   }
   if (generated != nullptr) {
     generated->assign(n, false);
