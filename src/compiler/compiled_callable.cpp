@@ -697,10 +697,12 @@ struct CompiledCallable::Impl {
   // value in it, by the launch that makes it (attention's scores, say, at a long sequence).
   static std::string arena_too_big(const Plan& plan, std::size_t bytes) {
     const auto gib = [](std::size_t b) { return cat(static_cast<double>(b) / (1u << 30), " GiB"); };
-    std::size_t largest = 0;
+    std::size_t largest = 0, most = 0;  // among the values in the arena
     for (std::size_t s = 0; s < plan.storage.size(); ++s)
-      if (plan.storage[s].arena_offset >= 0 && plan.storage[s].bytes > plan.storage[largest].bytes)
+      if (plan.storage[s].arena_offset >= 0 && plan.storage[s].bytes > most) {
         largest = s;
+        most = plan.storage[s].bytes;
+      }
     const Storage& big = plan.storage[largest];
     std::string shape;
     for (std::int64_t d : big.shape) shape += cat(shape.empty() ? "" : ", ", d);
