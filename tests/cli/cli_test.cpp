@@ -339,7 +339,12 @@ TEST_F(Cli, OutputPathsAndDimNamesAreCheckedBeforeAnyWork) {
 TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
   write_inputs(2);
   EXPECT_EXIT_CODE(kiln(""), 1);
-  EXPECT_EXIT_CODE(kiln("frobnicate"), 1);
+  const Result unknown = kiln("frobnicate m.mlir");
+  EXPECT_EXIT_CODE(unknown, 1);
+  EXPECT_NE(unknown.err.find("kiln: usage error: no subcommand 'frobnicate'; the subcommands are "
+                             "run, bench, print, dot, demo"),
+            std::string::npos)
+      << unknown.err;
   EXPECT_EXIT_CODE(kiln("run"), 1);  // the model is required
   EXPECT_EXIT_CODE(kiln("run m.mlir --no-such-flag"), 1);
   const Result name = kiln("run m.mlir -w w.safetensors -i x=x.npy");

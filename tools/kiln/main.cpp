@@ -219,6 +219,21 @@ int run(int argc, char** argv) {
       ->check(kWritableFile);
 
   for (CLI::App* cmd : {run_cmd, bench_cmd, print_cmd, dot_cmd, demo_cmd}) cmd->footer(kExitCodes);
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say that one is required
+    std::string names;
+    bool known = false;
+    for (const CLI::App* cmd : app.get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + cmd->get_name();
+      known = known || cmd->get_name() == argv[1];
+    }
+    if (!known) {
+      std::fprintf(stderr,
+                   "kiln: usage error: no subcommand '%s'; the subcommands are %s\nRun 'kiln "
+                   "--help' or 'kiln COMMAND --help'.\n",
+                   argv[1], names.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
