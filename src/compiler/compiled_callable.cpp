@@ -11,6 +11,10 @@
 #include <numeric>
 #include <optional>
 
+#if defined(__linux__)
+#include <sys/sysinfo.h>
+#endif
+
 #include "compiler/cuda_launches.hpp"
 #include "compiler/kernels.hpp"
 #include "core/str.hpp"
@@ -693,9 +697,20 @@ struct CompiledCallable::Impl {
     }
   }
 
+  // This machine's memory and swap, in bytes (0 where unknown): an arena beyond them would
+  // be allocated (Linux overcommits) and end the process when touched.
+  static std::size_t memory_and_swap() {
+#if defined(__linux__)
+    struct sysinfo info {};
+    if (sysinfo(&info) == 0)
+      return (static_cast<std::size_t>(info.totalram) + info.totalswap) * info.mem_unit;
+#endif
+    return 0;
+  }
+
   // The error for an arena of \p bytes that cannot be allocated: how much, and the largest
   // value in it, by the launch that makes it (attention's scores, say, at a long sequence).
-  static std::string arena_too_big(const Plan& plan, std::size_t bytes) {
+  static std::string arena_too_big(const Plan& plan, std::size_t bytes, std::size_t machine) {
     const auto gib = [](std::size_t b) { return cat(static_cast<double>(b) / (1u << 30), " GiB"); };
     std::size_t largest = 0, most = 0;  // among the values in the arena
     for (std::size_t s = 0; s < plan.storage.size(); ++s)
@@ -706,13 +721,15 @@ struct CompiledCallable::Impl {
     const Storage& big = plan.storage[largest];
     std::string shape;
     for (std::int64_t d : big.shape) shape += cat(shape.empty() ? "" : ", ", d);
-    return cat("CompiledCallable: these input shapes need ", gib(bytes),
-               " for the values of one call, more than could be allocated; the largest is ",
-               big.dtype, "[", shape, "] (", gib(big.bytes), ")",
-               big.producer >= 0
-                   ? cat(", made by ", plan.labels[static_cast<std::size_t>(big.producer)])
-                   : std::string(", an input"),
-               "; call it with smaller inputs");
+    return cat(
+        "CompiledCallable: these input shapes need ", gib(bytes),
+        " for the values of one call, more than ",
+        machine != 0 && bytes > machine ? cat("this machine's memory and swap (", gib(machine), ")")
+                                        : std::string("could be allocated"),
+        "; the largest is ", big.dtype, "[", shape, "] (", gib(big.bytes), ")",
+        big.producer >= 0 ? cat(", made by ", plan.labels[static_cast<std::size_t>(big.producer)])
+                          : std::string(", an input"),
+        "; call it with smaller inputs");
   }
 
   // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
@@ -788,9 +805,12 @@ struct CompiledCallable::Impl {
         arena.memory =
             std::shared_ptr<std::byte>(buffer, reinterpret_cast<std::byte*>(buffer->data()));
       } else {
-        auto* bytes = static_cast<std::byte*>(
-            ::operator new (arena.bytes, std::align_val_t{kAlign}, std::nothrow));
-        if (bytes == nullptr) throw UserError(arena_too_big(plan, arena.bytes));
+        const std::size_t machine = memory_and_swap();
+        auto* bytes = machine != 0 && arena.bytes > machine
+                          ? nullptr
+                          : static_cast<std::byte*>(::operator new (
+                                arena.bytes, std::align_val_t{kAlign}, std::nothrow));
+        if (bytes == nullptr) throw UserError(arena_too_big(plan, arena.bytes, machine));
         arena.memory = {bytes,
                         [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
       }
