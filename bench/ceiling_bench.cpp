@@ -55,18 +55,13 @@ constexpr std::int64_t kFmaIterations = std::int64_t{1} << 19;  // milliseconds 
 /// units never wait for a result.
 constexpr int kZmmChains = 24, kYmmChains = 12;
 
-/// The sum of \p v's lanes (not _mm512_reduce_add_ps: GCC 12 warns inside it).
-__attribute__((target("avx512f"))) float lane_sum(__m512 v) {
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, v);
-  float sum = 0;
-  for (float x : lanes) sum += x;
-  return sum;
-}
-
-__attribute__((target("avx2"))) float lane_sum(__m256 v) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, v);
+/// The sum of the f32 lanes of the vector \p v, any width (not _mm512_reduce_add_ps: GCC
+/// 12 warns inside it). By reference: a vector passed by value to code built without its
+/// instruction set would change the calling convention.
+template <class Vector>
+float lane_sum(const Vector& v) {
+  float lanes[sizeof(Vector) / sizeof(float)];
+  std::memcpy(lanes, &v, sizeof lanes);
   float sum = 0;
   for (float x : lanes) sum += x;
   return sum;

@@ -719,14 +719,13 @@ struct CompiledCallable::Impl {
         most = plan.storage[s].bytes;
       }
     const Storage& big = plan.storage[largest];
-    std::string shape;
-    for (std::int64_t d : big.shape) shape += cat(shape.empty() ? "" : ", ", d);
     return cat(
         "CompiledCallable: these input shapes need ", gib(bytes),
         " for the values of one call, more than ",
         machine != 0 && bytes > machine ? cat("this machine's memory and swap (", gib(machine), ")")
                                         : std::string("could be allocated"),
-        "; the largest is ", big.dtype, "[", shape, "] (", gib(big.bytes), ")",
+        "; the largest is ", big.dtype, "[", detail::join(big.shape, ", "), "] (", gib(big.bytes),
+        ")",
         big.producer >= 0 ? cat(", made by ", plan.labels[static_cast<std::size_t>(big.producer)])
                           : std::string(", an input"),
         "; call it with smaller inputs");

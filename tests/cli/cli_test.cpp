@@ -73,6 +73,16 @@ class Cli : public ::testing::Test {
     return r;
   }
 
+  /// Runs `kiln ARGS` and expects it to fail with exit \p code (1: a usage error, 2: an
+  /// error) and \p message in what it prints, worded as every such error is.
+  Result expect_failure(const std::string& args, int code, const std::string& message) const {
+    const Result r = kiln(args);
+    EXPECT_EQ(r.code, code) << args << "\nstderr:\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind(code == 1 ? "kiln: usage error: " : "kiln: error: ", 0), 0u) << r.err;
+    return r;
+  }
+
   std::vector<Tensor> inputs(std::int64_t batch) const {
     return {Tensor::random(TensorLayout(DType::f32, {batch, 4}), 10 + batch, -2, 2),
             Tensor::scalar(1.5)};
@@ -266,10 +276,7 @@ TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
   };
   for (const Case& c : cases) {
     if (!c.setup_name.empty()) write(c.setup_name, c.setup_text);
-    const Result r = kiln(c.args);
-    EXPECT_EXIT_CODE(r, 2) << c.args;
-    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
-    EXPECT_EQ(r.err.rfind("kiln: error: ", 0), 0u) << r.err;
+    expect_failure(c.args, 2, c.message);
   }
 }
 
@@ -278,12 +285,9 @@ TEST_F(Cli, WeightsTheModelDoesNotReadAreAnErrorUnlessSkipped) {
   std::map<std::string, Tensor> more = weights;
   more.emplace("other.weight", Tensor::zeros(TensorLayout(DType::f32, {5})));
   save_safetensors(path("more.safetensors"), more);
-  const Result strict = kiln("run m.mlir -w more.safetensors -i x.npy -i s.npy -o strict");
-  EXPECT_EXIT_CODE(strict, 2);
-  EXPECT_NE(strict.err.find("more.safetensors: 1 tensor the model does not read (first: "
-                            "'other.weight'); pass --skip-unused-weights to leave it out"),
-            std::string::npos)
-      << strict.err;
+  expect_failure("run m.mlir -w more.safetensors -i x.npy -i s.npy -o strict", 2,
+                 "more.safetensors: 1 tensor the model does not read (first: 'other.weight'); "
+                 "pass --skip-unused-weights to leave it out");
   const Result skipped =
       kiln("run m.mlir -w more.safetensors --skip-unused-weights -i x.npy -i s.npy -o skipped");
   EXPECT_EXIT_CODE(skipped, 0);
@@ -316,20 +320,12 @@ TEST_F(Cli, OutputPathsAndDimNamesAreCheckedBeforeAnyWork) {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   // (The sanitizers' operator new ends the process on an impossible size instead of
   // throwing, whatever allocator_may_return_null says.)
-  const Result huge = kiln("bench m.mlir -w w.safetensors --dim batch=100000000000 -n 1");
-  EXPECT_EXIT_CODE(huge, 2);
-  EXPECT_NE(huge.err.find("kiln: error: arg0 of @main: a random f32[100000000000, 4] on cpu:0 "
-                          "does not fit in memory; give smaller sizes with --dim"),
-            std::string::npos)
-      << huge.err;
+  expect_failure("bench m.mlir -w w.safetensors --dim batch=100000000000 -n 1", 2,
+                 "kiln: error: arg0 of @main: a random f32[100000000000, 4] on cpu:0 does not "
+                 "fit in memory; give smaller sizes with --dim");
 #endif
-  for (const Case& c : cases) {
-    const Result r = kiln(c.args);
-    EXPECT_EXIT_CODE(r, 1) << c.args;
-    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
-    EXPECT_EQ(r.err.rfind("kiln: usage error: ", 0), 0u) << r.err;
-    EXPECT_EQ(r.out, "") << c.args;  // nothing ran
-  }
+  for (const Case& c : cases)
+    EXPECT_EQ(expect_failure(c.args, 1, c.message).out, "") << c.args;  // nothing ran
   // A directory to create, below one that exists: made, and the outputs written there.
   const Result made = kiln("run m.mlir -w w.safetensors -i x.npy -i s.npy -o new/deeper");
   EXPECT_EXIT_CODE(made, 0);
@@ -339,12 +335,9 @@ TEST_F(Cli, OutputPathsAndDimNamesAreCheckedBeforeAnyWork) {
 TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
   write_inputs(2);
   EXPECT_EXIT_CODE(kiln(""), 1);
-  const Result unknown = kiln("frobnicate m.mlir");
-  EXPECT_EXIT_CODE(unknown, 1);
-  EXPECT_NE(unknown.err.find("kiln: usage error: no subcommand 'frobnicate'; the subcommands are "
-                             "run, bench, print, dot, demo"),
-            std::string::npos)
-      << unknown.err;
+  expect_failure("frobnicate m.mlir", 1,
+                 "kiln: usage error: no subcommand 'frobnicate'; the subcommands are run, bench, "
+                 "print, dot, demo");
   EXPECT_EXIT_CODE(kiln("run"), 1);  // the model is required
   EXPECT_EXIT_CODE(kiln("run m.mlir --no-such-flag"), 1);
   const Result name = kiln("run m.mlir -w w.safetensors -i x=x.npy");

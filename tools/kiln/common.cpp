@@ -94,14 +94,9 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
       if (!d.is_static()) symbols.insert(d.symbol());
   for (const auto& [name, size] : sizes)
     if (symbols.count(name) == 0)
-      throw UsageError(str(
-          size.second, ": @", entry.name(), " has no dim named '", name, "'; ",
-          symbols.empty() ? std::string("its arguments have no symbolic dims")
-                          : "its symbolic dims are " + [&] {
-                              std::string s;
-                              for (const std::string& d : symbols) s += (s.empty() ? "" : ", ") + d;
-                              return s;
-                            }()));
+      throw UsageError(str(size.second, ": @", entry.name(), " has no dim named '", name, "'; ",
+                           symbols.empty() ? std::string("its arguments have no symbolic dims")
+                                           : "its symbolic dims are " + join(symbols)));
 
   std::vector<Tensor> inputs(n);
   std::vector<std::string> files(n);
@@ -186,14 +181,8 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
     for (std::size_t i = 0; i < n; ++i) (*generated)[i] = files[i].empty();
   }
   if (!missing.empty())
-    throw UserError(str(
-        options.model, ": missing input", missing.size() > 1 ? "s " : " ",
-        [&] {
-          std::string s;
-          for (const std::string& m : missing) s += (s.empty() ? "" : ", ") + m;
-          return s;
-        }(),
-        "; pass --input argN=FILE.npy for each"));
+    throw UserError(str(options.model, ": missing input", missing.size() > 1 ? "s " : " ",
+                        join(missing), "; pass --input argN=FILE.npy for each"));
   return inputs;
 }
 

@@ -19,6 +19,14 @@
 
 namespace kiln::cli {
 
+/// \p items joined with ", " (names in messages).
+template <class Range>
+std::string join(const Range& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + std::string(item);
+  return out;
+}
+
 /// Reads, parses and verifies \p path. \throws UserError naming the file (and, for syntax
 /// errors, `file:line:col`).
 ir::Module load_module(const std::string& path);

@@ -64,11 +64,7 @@ int print_command(const PrintOptions& options) {
   const std::vector<std::string> known = passes::default_pipeline();
   for (const std::string& p : options.passes)
     if (std::find(known.begin(), known.end(), p) == known.end())
-      throw UsageError("--passes: unknown pass '" + p + "'; the passes are " + [&] {
-        std::string s;
-        for (const std::string& k : known) s += (s.empty() ? "" : ", ") + k;
-        return s;
-      }());
+      throw UsageError("--passes: unknown pass '" + p + "'; the passes are " + join(known));
   ir::Module module = load_module(options.model);
   if (!options.passes.empty()) module = passes::run_passes(module, options.passes);
   write_text(options.output, module.str());

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 
 #include "commands.hpp"
+#include "common.hpp"
 #include "kiln/compiler/passes.hpp"
 
 namespace kiln::cli {
@@ -17,6 +19,13 @@ namespace {
 constexpr const char* kExitCodes =
     "Exit codes: 0 success, 1 usage error, 2 invalid input (bad file, bad IR, shapes that do "
     "not fit) or a failed run, 3 a bug in kiln.";
+
+/// Prints a usage error as every one reads (see docs/cli.md). \returns its exit code, 1.
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "kiln: usage error: %s\nRun 'kiln --help' or 'kiln COMMAND --help'.\n",
+               what.c_str());
+  return 1;
+}
 
 /// Why \p dir (an existing path) cannot take new files, or "" when it can.
 std::string unwritable_directory(const std::filesystem::path& dir) {
@@ -220,28 +229,17 @@ int run(int argc, char** argv) {
 
   for (CLI::App* cmd : {run_cmd, bench_cmd, print_cmd, dot_cmd, demo_cmd}) cmd->footer(kExitCodes);
   if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say that one is required
-    std::string names;
-    bool known = false;
-    for (const CLI::App* cmd : app.get_subcommands({})) {
-      names += (names.empty() ? "" : ", ") + cmd->get_name();
-      known = known || cmd->get_name() == argv[1];
-    }
-    if (!known) {
-      std::fprintf(stderr,
-                   "kiln: usage error: no subcommand '%s'; the subcommands are %s\nRun 'kiln "
-                   "--help' or 'kiln COMMAND --help'.\n",
-                   argv[1], names.c_str());
-      return 1;
-    }
+    std::vector<std::string> names;
+    for (const CLI::App* cmd : app.get_subcommands({})) names.push_back(cmd->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end())
+      return usage_error(std::string("no subcommand '") + argv[1] + "'; the subcommands are " +
+                         join(names));
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help prints and succeeds
-    // As every usage error reads (see docs/cli.md).
-    std::fprintf(stderr, "kiln: usage error: %s\nRun 'kiln --help' or 'kiln COMMAND --help'.\n",
-                 e.what());
-    return 1;
+    return usage_error(e.what());
   }
   const auto subcommand = [&](const CLI::App* cmd) { return cmd->parsed(); };
   if (subcommand(run_cmd)) return run_command(run);
@@ -271,9 +269,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "kiln: usage error: %s\nRun 'kiln --help' or 'kiln COMMAND --help'.\n",
-                 e.what());
-    return 1;
+    return usage_error(e.what());
   } catch (const kiln::InternalError& e) {
     std::fprintf(stderr, "kiln: %s\n", full_message(e).c_str());
     return 3;
