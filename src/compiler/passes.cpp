@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "compiler/kernels.hpp"
 #include "core/str.hpp"
@@ -210,8 +211,17 @@ ir::Module fuse_elementwise(const ir::Module& module) {
   std::vector<std::pair<const ir::Graph*, ir::Graph*>> graphs;
   for (std::size_t g = 0; g < module.num_graphs(); ++g)
     graphs.emplace_back(&module.graph(g), &out.add_graph(module.graph(g).name()));
+  // The bodies of kiln.fused ops already there (a module printed after fusion) stay as
+  // they are: their ops are the body, fusing them again would nest kiln.fused ops.
+  std::set<std::string> bodies;
+  for (std::size_t g = 0; g < module.num_graphs(); ++g)
+    for (std::size_t i = 0; i < module.graph(g).num_ops(); ++i)
+      if (const ir::OpView op = module.graph(g).op(i); op.name() == "kiln.fused")
+        if (const ir::Attribute* callee = op.find("callee"))
+          bodies.insert(callee->as_symbol().name);
   int next_body = 0;
   for (auto [in, graph] : graphs) {
+    const bool is_body = bodies.count(in->name()) != 0;
     // Uses of every value (a graph result counts as a use outside any group).
     std::vector<int> uses(in->num_values(), 0);
     for (std::size_t i = 0; i < in->num_ops(); ++i)
@@ -222,7 +232,7 @@ ir::Module fuse_elementwise(const ir::Module& module) {
     std::vector<std::vector<std::size_t>> groups;
     for (std::size_t r = in->num_ops(); r-- > 0;) {
       const ir::OpView root = in->op(r);
-      if (group[r] >= 0 || !compiler::is_elementwise(root.name())) continue;
+      if (is_body || group[r] >= 0 || !compiler::is_elementwise(root.name())) continue;
       const Shape& shape = in->type(root.result(0)).shape;
       std::vector<std::size_t> members{r};
       group[r] = static_cast<int>(groups.size());

@@ -133,5 +133,19 @@ TEST(Passes, ElementwiseTreesAreFusedIntoOneOp) {
   EXPECT_EQ(ir::print(ir::parse_module(text)), text);
 }
 
+// A module printed after fusion (`kiln print --passes fuse`) goes through the default
+// pipeline again when it is compiled: its bodies stay as they are, not fused into bodies
+// of their own (which nested kiln.fused ops and failed to compile).
+TEST(Passes, FusingAFusedModuleAgainChangesNothing) {
+  const StagedGraph s = stage([](Tensor x, Tensor b) {
+    return sigmoid(exp(tanh(x * 2.0 + b)) - 1.0) * x;
+  })(f32({3, 4}), f32({4}));
+  const ir::Module once = passes::fuse_elementwise(s.graph());
+  const ir::Module twice = passes::fuse_elementwise(ir::parse_module(ir::print(once)));
+  EXPECT_EQ(ir::print(twice), ir::print(once));
+  EXPECT_TRUE(ir::verify(twice).empty()) << ir::print(twice);
+  expect_same_results(s.graph(), twice);
+}
+
 }  // namespace
 }  // namespace kiln
