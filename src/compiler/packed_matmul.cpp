@@ -213,13 +213,14 @@ struct PackedMatmul::Impl {
   bool run(std::int64_t t) const;
 };
 
-void PackedMatmul::Impl::build(MatrixRef a_, MatrixRef b_, void* dst_, bool dst_bf16,
-                               std::int64_t m_, std::int64_t k_, std::int64_t n_,
-                               std::int64_t count_, bool columns_, const std::vector<PostOp>& post_,
-                               bool bf16_, const std::vector<PackedB>& packed) {
-  a = a_, b = b_, m = m_, k = k_, n = n_, count = count_, columns = columns_, post = post_;
-  bf16 = bf16_;
-  dst = static_cast<std::byte*>(dst_);
+void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, bool dst_bf16,
+                               std::int64_t m_in, std::int64_t k_in, std::int64_t n_in,
+                               std::int64_t count_in, bool columns_in,
+                               const std::vector<PostOp>& post_in, bool bf16_in,
+                               const std::vector<PackedB>& packed) {
+  a = a_in, b = b_in, m = m_in, k = k_in, n = n_in, count = count_in, columns = columns_in;
+  post = post_in, bf16 = bf16_in;
+  dst = static_cast<std::byte*>(dst_in);
   const DataType out_type = dst_bf16 ? DataType::bf16 : DataType::f32;
   out_size = dst_bf16 ? 2 : 4;
   const DataType operands = bf16 ? DataType::bf16 : DataType::f32;
