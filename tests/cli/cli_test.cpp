@@ -145,6 +145,25 @@ TEST_F(Cli, RunWritesAChromeTraceWithASlicePerKernel) {
   EXPECT_EQ(matmuls, 1u);
 }
 
+// Options that take a value, the model's path right after them: the path stays the model
+// (a list option used to take it too, and the command said "model is required").
+TEST_F(Cli, OptionsBeforeTheModelLeaveItTheModel) {
+  write_inputs(2);
+  const Result run = kiln("run -w w.safetensors -i x.npy -i s.npy --passes fuse m.mlir");
+  EXPECT_EXIT_CODE(run, 0);
+  EXPECT_NE(run.out.find("output0: f32[2, 3] = ["), std::string::npos) << run.out;
+  const Result bench =
+      kiln("bench --dim batch=3 --passes '' m.mlir -w w.safetensors -n 1 --warmup 0");
+  EXPECT_EXIT_CODE(bench, 0);
+  EXPECT_NE(bench.out.find("arg0: f32[3, 4]"), std::string::npos) << bench.out;
+  const Result print = kiln("print --passes fuse m.mlir");
+  EXPECT_EXIT_CODE(print, 0);
+  EXPECT_NE(print.out.find("kiln.fused"), std::string::npos) << print.out;
+  // One value per flag: a second one is not taken as another dim.
+  expect_failure("bench m.mlir -w w.safetensors --dim batch=3 4", 1,
+                 "The following argument was not expected: 4");
+}
+
 TEST_F(Cli, PrintRunsPassesAndRoundTrips) {
   const Result plain = kiln("print m.mlir");
   EXPECT_EXIT_CODE(plain, 0);

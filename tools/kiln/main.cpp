@@ -64,6 +64,17 @@ const CLI::Validator kWritableDirectory(
     },
     "", "writable directory");
 
+/// The names in a comma-separated \p list ('' and empty items: none).
+std::vector<std::string> comma_list(const std::string& list) {
+  std::vector<std::string> names;
+  for (std::size_t start = 0; start <= list.size();) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    if (end > start) names.push_back(list.substr(start, end - start));
+    start = end + 1;
+  }
+  return names;
+}
+
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) {
   cmd.add_option("model", o.model,
                  "Module in kiln's MLIR text form (as `kiln demo --emit-mlir` "
@@ -72,7 +83,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
   cmd.add_option("-i,--input", o.inputs,
                  "Input as NAME=FILE.npy (NAME: argN or N, the entry graph's argument) or "
                  "FILE.npy for the next argument; repeat for each")
-      ->type_name("NAME=FILE");
+      ->type_name("NAME=FILE")
+      ->allow_extra_args(false);  // one per flag: the model's path after it stays the model
   cmd.add_option("-w,--weights", o.weights, "Weights as safetensors, by full dotted name")
       ->type_name("FILE");
   cmd.add_flag("--skip-unused-weights", o.skip_unused_weights,
@@ -92,16 +104,11 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
   if (with_passes) {
     std::string names;
     for (const std::string& p : passes::default_pipeline()) names += (names.empty() ? "" : ",") + p;
-    cmd.add_option_function<std::vector<std::string>>(
-           "--passes",
-           [&o](const std::vector<std::string>& v) {
-             o.passes.emplace();
-             for (const std::string& name : v)
-               if (!name.empty()) o.passes->push_back(name);
-           },
+    // One argument, split here: a list option would also take the model's path after it.
+    cmd.add_option_function<std::string>(
+           "--passes", [&o](const std::string& list) { o.passes = comma_list(list); },
            "Comma-separated IR passes to compile with (default: " + names + "; '' for none)")
-        ->delimiter(',')
-        ->expected(0, 64);
+        ->type_name("LIST");
   }
 }
 
@@ -109,7 +116,8 @@ void add_generated_input_options(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--dim", o.dims,
                  "Size of a symbolic dim for generated inputs, NAME=SIZE (inputs not given "
                  "with --input are random; unnamed dims are 1)")
-      ->type_name("NAME=SIZE");
+      ->type_name("NAME=SIZE")
+      ->allow_extra_args(false);  // one per flag, as --input
 }
 
 int run(int argc, char** argv) {
@@ -171,10 +179,11 @@ int run(int argc, char** argv) {
       "Parse and verify a module, run IR passes on it, and print it (see what fusion did)");
   print_cmd->add_option("model", print.model, "Module in kiln's MLIR text form")->required();
   print_cmd
-      ->add_option("--passes", print.passes,
-                   "Comma-separated passes to run first, in order: canonicalize, fold, cse, dce, "
-                   "fuse (default: none)")
-      ->delimiter(',');
+      ->add_option_function<std::string>(
+          "--passes", [&print](const std::string& list) { print.passes = comma_list(list); },
+          "Comma-separated passes to run first, in order: canonicalize, fold, cse, dce, fuse "
+          "(default: none)")
+      ->type_name("LIST");
   print_cmd->add_option("-o,--output", print.output, "Write here instead of stdout")
       ->type_name("FILE")
       ->check(kWritableFile);
