@@ -131,6 +131,7 @@ void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& bat
   // parallelism. Checked per call, since the calling thread may be anyone's.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
   const std::int64_t batches = elements(batch);
+  if (batches == 0 || m == 0 || n == 0) return;  // an empty product: nothing to write
   const std::int64_t blocks = std::max<std::int64_t>(1, kiln::grid_dim().x);
   // Split batch entries first, then the larger of the two output dims: splitting N packs
   // only a slice of B (the weights, usually) per tile rather than all of it per tile.
@@ -731,6 +732,8 @@ void prepare(Launch& launch, int threads) {
   } else if (launch.collective) {
     prepare_collective(launch);
   }
+  // An empty output (a dim of size 0) can leave no tiles: one block, which finds no work.
+  launch.blocks = std::max<std::uint32_t>(launch.blocks, 1);
 }
 
 bool packed(const Launch& launch) {
