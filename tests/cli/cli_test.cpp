@@ -299,6 +299,22 @@ TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
   }
 }
 
+// A kernel that fails on the values it is given (an index out of range) is an error that
+// names the op, said once.
+TEST_F(Cli, AKernelFailureIsNamedOnce) {
+  const StagedGraph lookup = stage([](Tensor ids) {
+    return embedding(weight("table", TensorLayout(DType::f32, {2, 3})), ids);
+  })(TensorLayout(DType::i64, {"n"}));
+  write("lookup.mlir", lookup.str());
+  save_safetensors(path("table.safetensors"),
+                   {{"table", Tensor::random(TensorLayout(DType::f32, {2, 3}), 1)}});
+  save_npy(path("ids.npy"), Tensor::from_data(std::vector<std::int64_t>{1, 5}, {2}));
+  const Result r =
+      expect_failure("run lookup.mlir -w table.safetensors -i ids.npy", 2, "index 5 is outside");
+  EXPECT_EQ(r.err.find("index 5 is outside"), r.err.rfind("index 5 is outside")) << r.err;
+  EXPECT_NE(r.err.find("kiln.gather"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, WeightsTheModelDoesNotReadAreAnErrorUnlessSkipped) {
   write_inputs(2);
   std::map<std::string, Tensor> more = weights;

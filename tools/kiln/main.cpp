@@ -264,7 +264,8 @@ std::string full_message(const std::exception& e) {
   try {
     std::rethrow_if_nested(e);
   } catch (const std::exception& inner) {
-    out += ": " + full_message(inner);
+    const std::string nested = full_message(inner);
+    if (out.find(nested) == std::string::npos) out += ": " + nested;  // unless said already
   } catch (...) {
   }
   return out;
