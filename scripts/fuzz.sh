@@ -1,25 +1,55 @@
 #!/usr/bin/env bash
-# Fuzzes the IR parser with libFuzzer (clang, ASan + UBSan) for a bounded time, starting
-# from printed sample modules. Exits non-zero when the fuzzer finds a crash, a hang or a
-# broken round trip; the input that did it is left in build/fuzz/ (crash-*, timeout-*).
+# Fuzzes kiln with libFuzzer (clang, ASan + UBSan) for a bounded time per target. Exits
+# non-zero when a fuzzer finds a crash, a hang or a broken property; the input that did it
+# is left in build/fuzz/ (crash-*, timeout-*): copy it into fuzz/regressions/<target>/ once
+# the bug is fixed, and the test suite replays it from then on.
 #
-#   scripts/fuzz.sh [seconds]    default 60
+#   scripts/fuzz.sh [seconds] [target ...]    default: 60 s, ir_parser
+#
+# Targets (fuzz/<target>_fuzz.cpp):
+#   ir_parser  the IR text parser (seeds: the printed sample modules)
+#   compile    modules that parse and verify, compiled and called against the reference
+#              interpreter (seeds: the sample modules and fuzz/regressions/compile)
+#   loaders    .npy and safetensors readers (seeds: fuzz/seeds/loaders)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 seconds="${1:-60}"
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(ir_parser)
+for target in "${targets[@]}"; do
+  case "$target" in
+    ir_parser | compile | loaders) ;;
+    *)
+      echo "fuzz.sh: no target '$target'; the targets are ir_parser, compile, loaders" >&2
+      exit 2
+      ;;
+  esac
+done
 
 # Seeds: printed sample modules, written by the release build's tool.
 cmake --preset release >/dev/null
 cmake --build --preset release --target ir_write_samples
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target fuzz_ir_parser  # only what the fuzzer links
+cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}"  # only what the fuzzers link
 corpus=build/fuzz/corpus
 rm -rf "$corpus/seeds"
-mkdir -p "$corpus/found"
 build/release/tests/ir_write_samples "$corpus/seeds"
-echo "=== fuzzing the IR parser for ${seconds} s ==="
-cd build/fuzz
-./fuzz/fuzz_ir_parser -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -dict=../../fuzz/mlir.dict -print_final_stats=1 corpus/found corpus/seeds 2>&1 | tail -15
-echo "=== fuzz: no crash in ${seconds} s ==="
+export ASAN_OPTIONS="${ASAN_OPTIONS:-allocator_may_return_null=1}"
+
+for target in "${targets[@]}"; do
+  case "$target" in
+    ir_parser) found="$corpus/found" seeds=("$corpus/seeds") ;;  # found: kept as it was
+    compile) found="$corpus/compile" seeds=("$corpus/seeds" fuzz/regressions/compile) ;;
+    loaders) found="$corpus/loaders" seeds=(fuzz/seeds/loaders) ;;
+  esac
+  dict=()  # MLIR's tokens help the text targets
+  [ "$target" = loaders ] || dict=(-dict=../../fuzz/mlir.dict)
+  mkdir -p "$found"
+  echo "=== fuzzing ${target} for ${seconds} s ==="
+  (cd build/fuzz && "./fuzz/fuzz_${target}" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=4096 "${dict[@]}" -print_final_stats=1 \
+    "../../$found" "${seeds[@]/#/../../}" 2>&1 | tail -15)
+done
+echo "=== fuzz: no crash in ${seconds} s per target (${targets[*]}) ==="
