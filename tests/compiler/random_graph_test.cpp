@@ -91,7 +91,8 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
 
 /// \p graphs random graphs compiled and compared with the reference; input dims from
 /// \p smallest_dim to 4 (0: some inputs are empty).
-void expect_random_graphs_match(std::uint64_t graphs, std::int64_t smallest_dim) {
+void expect_random_graphs_match(std::uint64_t graphs, std::int64_t smallest_dim,
+                                DType dtype = DType::f32, double tolerance = 2e-5) {
   std::size_t compared = 0;
   for (std::uint64_t seed = 1; seed <= graphs; ++seed) {
     std::mt19937_64 rng(seed * 7919);
@@ -103,7 +104,7 @@ void expect_random_graphs_match(std::uint64_t graphs, std::int64_t smallest_dim)
       for (std::size_t r = rng() % 4; r > 0; --r)
         d.push_back(smallest_dim + static_cast<std::int64_t>(
                                        rng() % static_cast<std::uint64_t>(5 - smallest_dim)));
-      layouts.emplace_back(DType::f32, shape_of(d));
+      layouts.emplace_back(dtype, shape_of(d));
       inputs.push_back(Tensor::random(layouts.back(), seed * 100 + i, -2, 2));
     }
     std::vector<Tensor> placeholders(layouts.begin(), layouts.end());
@@ -116,7 +117,7 @@ void expect_random_graphs_match(std::uint64_t graphs, std::int64_t smallest_dim)
       const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
       bool same = got[o].layout() == want[o].layout() && g.size() == w.size();
       for (std::size_t k = 0; same && k < g.size(); ++k)
-        same = g[k] == w[k] || std::fabs(g[k] - w[k]) <= 2e-5 * (1 + std::fabs(w[k])) ||
+        same = g[k] == w[k] || std::fabs(g[k] - w[k]) <= tolerance * (1 + std::fabs(w[k])) ||
                (std::isnan(g[k]) && std::isnan(w[k]));
       if (!same) {
         ADD_FAILURE() << "random graph seed " << seed << ", output " << o
@@ -135,6 +136,16 @@ TEST(RandomGraphs, CompiledEqualsReference) { expect_random_graphs_match(2000, 1
 // Dims of size 0 too: every kernel must handle an empty operand or output (an empty batch
 // once divided by zero in the matmul).
 TEST(RandomGraphs, CompiledEqualsReferenceWithEmptyDims) { expect_random_graphs_match(1000, 0); }
+
+TEST(RandomGraphs, CompiledEqualsReferenceInF64) {
+  expect_random_graphs_match(500, 1, DType::f64, 1e-12);
+}
+TEST(RandomGraphs, CompiledEqualsReferenceInF16) {
+  expect_random_graphs_match(500, 1, DType::f16, 1e-2);
+}
+TEST(RandomGraphs, CompiledEqualsReferenceInBf16) {
+  expect_random_graphs_match(500, 1, DType::bf16, 2e-2);
+}
 
 }  // namespace
 }  // namespace kiln
