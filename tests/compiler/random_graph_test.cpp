@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -38,6 +39,10 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
   std::mt19937_64 rng(seed);
   const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
   const int steps = 3 + static_cast<int>(pick(10));
+  // Ops that round to a grid or pick one element (argmax, a cast through bf16) read inputs
+  // only: on computed values the compiled kernels and the reference, an ulp apart, could
+  // land on either side of a tie.
+  const std::size_t inputs = pool.size();
   for (int s = 0; s < steps; ++s) {
     const Tensor& a = pool[pick(pool.size())];
     const Tensor& b = pool[pick(pool.size())];
@@ -46,7 +51,8 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
       return static_cast<std::int64_t>(pick(std::max<std::size_t>(t.rank(), 1)));
     };
     Tensor next;
-    switch (pick(12)) {
+    const std::int64_t rank = static_cast<std::int64_t>(a.rank());
+    switch (pick(24)) {
       case 0:
         next = broadcastable(da, db) ? a + b : tanh(a);
         break;
@@ -80,6 +86,84 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
         break;
       case 10:
         next = da == db && a.rank() > 0 ? concat({a, b}, 0) : where(a > 0.0, a, a * 0.25);
+        break;
+      case 12:  // a batched matmul: a by its own transpose, valid for any shape
+        next = rank >= 2 ? matmul(a, transpose(a, rank - 2, rank - 1))
+                         : (rank == 1 ? matmul(a, a) : a * a);
+        break;
+      case 13: {  // norms over the last axis, with gamma (and beta) made from a
+        if (rank == 0) {
+          next = a - 0.5;
+          break;
+        }
+        std::vector<std::int64_t> lead(static_cast<std::size_t>(rank - 1));
+        for (std::size_t i = 0; i < lead.size(); ++i) lead[i] = static_cast<std::int64_t>(i);
+        const Tensor gamma = rank > 1 ? mean(a, lead) : a;
+        next = pick(2) ? layer_norm(a, gamma, gamma * 0.5) : rms_norm(a, gamma);
+        break;
+      }
+      case 14: {  // gather along an axis by the argmax along it, or the argmax itself
+        const Tensor& x = pool[pick(inputs)];
+        const std::int64_t ax = axis(x);
+        if (x.rank() == 0 || dims_of(x)[static_cast<std::size_t>(ax)] == 0) {
+          next = x * 3.0;
+        } else if (pick(2)) {
+          next = gather(x, argmax(x, ax), ax);
+        } else {
+          next = cast(argmax(x, ax, pick(2) == 0), x.dtype());
+        }
+        break;
+      }
+      case 15: {
+        const std::int64_t ax = axis(a);
+        if (rank > 0 && da[static_cast<std::size_t>(ax)] >= 2) {
+          const std::int64_t size = da[static_cast<std::size_t>(ax)];
+          next = split(a, {1, size - 1}, ax)[pick(2)];
+        } else {
+          next = rank > 0 ? concat({a, a * 2.0}, axis(a)) : a + a;
+        }
+        break;
+      }
+      case 16: {  // a broadcast to a new leading dim, or its axes permuted
+        if (pick(2) || rank < 2) {
+          Dims wide{2};
+          wide.insert(wide.end(), da.begin(), da.end());
+          next = broadcast_to(a, shape_of(wide));
+        } else {
+          std::vector<std::int64_t> perm(static_cast<std::size_t>(rank));
+          for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<std::int64_t>(i);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          next = permute(a, perm);
+        }
+        break;
+      }
+      case 17:
+        next =
+            rank > 0 ? (pick(2) ? log_softmax(a, axis(a)) : min(a, {axis(a)}, pick(2) == 0)) : -a;
+        break;
+      case 18:
+        switch (pick(4)) {
+          case 0:
+            next = pow(abs(a) + 0.5, 1.5);
+            break;
+          case 1:
+            next = log(abs(a) + 1.0);
+            break;
+          case 2:
+            next = rsqrt(abs(a) + 1.0);
+            break;
+          default:
+            next = sqrt(abs(a));
+        }
+        break;
+      case 19: {  // through another dtype and back
+        const Tensor& x = pool[pick(inputs)];
+        next = cast(cast(x, pick(2) ? DType::bf16 : DType::f64), x.dtype());
+        break;
+      }
+      case 20:
+        next = broadcastable(da, db) ? where(pick(2) ? equal(a, b) : not_equal(a, b), a, b)
+                                     : minimum(a, a * 0.5);
         break;
       default:
         next = reshape(a, shape_of({a.shape().num_elements()}));
