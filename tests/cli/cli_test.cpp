@@ -385,6 +385,8 @@ TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
   EXPECT_NE(twice.err.find("arg0 is already given"), std::string::npos) << twice.err;
   EXPECT_EXIT_CODE(kiln("demo --dim 10 --heads 3"), 1);
   EXPECT_EXIT_CODE(kiln("bench m.mlir --dim batch"), 1);
+  expect_failure("bench m.mlir -w w.safetensors -t -1", 1, "--threads");
+  expect_failure("demo -t -2", 1, "--threads");
   for (const char* cmd :
        {"--help", "run --help", "bench --help", "print --help", "dot --help", "demo --help"}) {
     const Result help = kiln(cmd);

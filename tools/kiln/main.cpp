@@ -64,6 +64,15 @@ const CLI::Validator kWritableDirectory(
     },
     "", "writable directory");
 
+/// A thread count: 0 (the default) or more.
+const CLI::Validator kThreadCount(
+    [](std::string& value) -> std::string {
+      if (!value.empty() && value[0] == '-')
+        return "a thread count is 0 (every available core) or more, not " + value;
+      return "";
+    },
+    "", "thread count");
+
 /// The names in a comma-separated \p list ('' and empty items: none).
 std::vector<std::string> comma_list(const std::string& list) {
   std::vector<std::string> names;
@@ -95,7 +104,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
                  "device)")
       ->capture_default_str();
   cmd.add_option("-t,--threads", o.threads,
-                 "Worker threads (default: KILN_NUM_THREADS, else every available core)");
+                 "Worker threads (default: KILN_NUM_THREADS, else every available core)")
+      ->check(kThreadCount);
   cmd.add_option("--matmul-precision", o.matmul_precision,
                  "f32, or bf16: Linear layers multiply in bfloat16 (weights rounded once, sums "
                  "in f32; on AMX / AVX512-BF16), as torch.autocast(bfloat16) does")
@@ -218,8 +228,10 @@ int run(int argc, char** argv) {
   demo_cmd->add_option("--batch", demo.batch, "Batch size")->capture_default_str();
   demo_cmd->add_option("--vocab", demo.vocab, "Vocabulary size")->capture_default_str();
   demo_cmd->add_option("-n,--iterations", demo.iterations, "Timed calls")->capture_default_str();
-  demo_cmd->add_option("-t,--threads", demo.threads,
-                       "Worker threads (default: KILN_NUM_THREADS, else every available core)");
+  demo_cmd
+      ->add_option("-t,--threads", demo.threads,
+                   "Worker threads (default: KILN_NUM_THREADS, else every available core)")
+      ->check(kThreadCount);
   demo_cmd->add_flag("!--no-subgraphs", demo.subgraphs,
                      "Inline every block instead of sharing one subgraph body");
   demo_cmd
