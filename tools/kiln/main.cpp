@@ -73,6 +73,13 @@ const CLI::Validator kThreadCount(
     },
     "", "thread count");
 
+/// `-t, --threads` (the same for every command that runs a model).
+void add_threads_option(CLI::App& cmd, int& threads) {
+  cmd.add_option("-t,--threads", threads,
+                 "Worker threads (default: KILN_NUM_THREADS, else every available core)")
+      ->check(kThreadCount);
+}
+
 /// The names in a comma-separated \p list ('' and empty items: none).
 std::vector<std::string> comma_list(const std::string& list) {
   std::vector<std::string> names;
@@ -103,9 +110,7 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
                  "Device to compile for and run on: cpu:N, or cuda:N (a GPU; modules on one "
                  "device)")
       ->capture_default_str();
-  cmd.add_option("-t,--threads", o.threads,
-                 "Worker threads (default: KILN_NUM_THREADS, else every available core)")
-      ->check(kThreadCount);
+  add_threads_option(cmd, o.threads);
   cmd.add_option("--matmul-precision", o.matmul_precision,
                  "f32, or bf16: Linear layers multiply in bfloat16 (weights rounded once, sums "
                  "in f32; on AMX / AVX512-BF16), as torch.autocast(bfloat16) does")
@@ -228,10 +233,7 @@ int run(int argc, char** argv) {
   demo_cmd->add_option("--batch", demo.batch, "Batch size")->capture_default_str();
   demo_cmd->add_option("--vocab", demo.vocab, "Vocabulary size")->capture_default_str();
   demo_cmd->add_option("-n,--iterations", demo.iterations, "Timed calls")->capture_default_str();
-  demo_cmd
-      ->add_option("-t,--threads", demo.threads,
-                   "Worker threads (default: KILN_NUM_THREADS, else every available core)")
-      ->check(kThreadCount);
+  add_threads_option(*demo_cmd, demo.threads);
   demo_cmd->add_flag("!--no-subgraphs", demo.subgraphs,
                      "Inline every block instead of sharing one subgraph body");
   demo_cmd
