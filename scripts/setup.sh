@@ -3,6 +3,7 @@
 # Idempotent and quick when everything is there (one dpkg query, no apt-get call).
 # Works as root without prompts; as another user it uses sudo when available.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build g++ git
@@ -14,14 +15,29 @@ packages=(
   libcli11-dev  # the kiln command's option parsing
   libdnnl-dev  # oneDNN: f32 matmul
   libopenmpi-dev openmpi-bin  # collectives across processes (kiln_mpi; ctest label mpi)
+  python3-venv python3-pip  # the test virtual environment (NumPy for the differential test)
 )
+
+# The tests' Python packages, from PyPI into a project-local virtual environment
+# (.venv-test/; ctest finds it there). Only when missing: a set-up that is there is quick.
+setup_test_venv() {
+  local venv=.venv-test
+  if ! "$venv/bin/python" -c "import numpy" >/dev/null 2>&1; then
+    echo "kiln setup: creating $venv (NumPy from PyPI)" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.26,<3"
+  fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
   [ "$status" = "installed" ] || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  setup_test_venv
+  exit 0
+fi
 
 echo "kiln setup: installing ${missing[*]}" >&2
 if [ "$(id -u)" -ne 0 ]; then
@@ -37,4 +53,5 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+setup_test_venv
 echo "kiln setup: done" >&2

@@ -7,6 +7,7 @@
 #include "kiln/compiler/passes.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/compiler/safetensors.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"

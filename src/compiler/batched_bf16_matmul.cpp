@@ -6,6 +6,7 @@
 
 #include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
 
 namespace kiln::compiler {
@@ -40,12 +41,13 @@ Desc dense_desc(Dims dims, DataType type) {
 struct BatchedBf16Matmul::Impl {
   /// Entries [e0, e0 + count) of the split dim: rounded, then multiplied.
   struct Chunk {
-    Step round_a, round_b, multiply;
+    Step round_a, round_b, widen_a, widen_b, multiply;  // widen: when emulated only
   };
   struct Tile {
     dnnl::stream stream;
     std::vector<Chunk> chunks;  // one after another, through the tile's bf16 buffers
     dnnl::memory a_bf16, b_bf16;
+    dnnl::memory a_f32, b_f32;  // emulated: the rounded operands widened back to f32
   };
   std::vector<Tile> tiles;
 };
@@ -82,6 +84,10 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
   const std::int64_t per_chunk =
       std::max<std::int64_t>(1, (std::int64_t{1} << 20) / std::max<std::int64_t>(1, entry_bytes));
   dnnl::engine& engine = cpu_engine();
+  // Without bf16 units, f32 GEMMs over the operands rounded to bf16 and widened back: the
+  // same products (two bf16 values multiply exactly in f32), at f32 speed.
+  const bool emulated = !has_native_bf16();
+  const DataType operands = emulated ? DataType::f32 : DataType::bf16;
   const auto dims_of = [&](const std::vector<std::int64_t>& shape, std::int64_t count) {
     Dims dims(shape.begin(), shape.end());
     dims[split_] = count;
@@ -103,11 +109,12 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
       if (kind.count == count) return kind.pd;
     dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(
-            dense_desc(dims_of(a.shape, count), DataType::bf16),
-            Desc(dims_of(b.shape, count), DataType::bf16, dnnl::memory::format_tag::any),
+            dense_desc(dims_of(a.shape, count), operands),
+            Desc(dims_of(b.shape, count), operands, dnnl::memory::format_tag::any),
             dense_desc(dims_of(c_shape, count), DataType::f32)),
         user_scratchpad(), engine);
-    if (!std::string_view(pd.impl_info_str()).starts_with("brg"))
+    const std::string_view impl = pd.impl_info_str();
+    if (emulated ? impl.starts_with("ref") : !impl.starts_with("brg"))
       throw DeviceError(cat("no fast bf16 kernel for a batched [", m, ", ", k, "] x [", k, ", ", n,
                             "] matmul (oneDNN offers ", pd.impl_info_str(), ")"));
     return kinds.emplace_back(Kind{count, std::move(pd)}).pd;
@@ -121,13 +128,26 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
     tile.stream = dnnl::stream(engine);
     // The tile's bf16 buffers, sized for its largest chunk.
     const dnnl::matmul::primitive_desc& largest = kind_for(std::min(per_chunk, e1 - e0));
-    tile.a_bf16 = dnnl::memory(largest.src_desc(), engine);
-    tile.b_bf16 = dnnl::memory(largest.weights_desc(), engine);
+    if (emulated) {
+      tile.a_f32 = dnnl::memory(largest.src_desc(), engine);
+      tile.b_f32 = dnnl::memory(largest.weights_desc(), engine);
+      const auto bf16_of = [&](const Desc& d) {
+        return dnnl::memory(dense_desc(d.dims(), DataType::bf16), engine);
+      };
+      tile.a_bf16 = bf16_of(largest.src_desc());
+      tile.b_bf16 = bf16_of(largest.weights_desc());
+    } else {
+      tile.a_bf16 = dnnl::memory(largest.src_desc(), engine);
+      tile.b_bf16 = dnnl::memory(largest.weights_desc(), engine);
+    }
     for (std::int64_t c0 = e0; c0 < e1; c0 += per_chunk) {
       const std::int64_t count = std::min(per_chunk, e1 - c0);
       const dnnl::matmul::primitive_desc& pd = kind_for(count);
-      dnnl::memory a16(pd.src_desc(), engine, tile.a_bf16.get_data_handle()),
-          b16(pd.weights_desc(), engine, tile.b_bf16.get_data_handle());
+      const auto rounded_desc = [&](const Desc& d) {
+        return emulated ? dense_desc(d.dims(), DataType::bf16) : d;
+      };
+      dnnl::memory a16(rounded_desc(pd.src_desc()), engine, tile.a_bf16.get_data_handle()),
+          b16(rounded_desc(pd.weights_desc()), engine, tile.b_bf16.get_data_handle());
       const auto view = [&](const StridedOperand& op) {
         return dnnl::memory(view_desc(op, split_, count), engine,
                             const_cast<float*>(op.data + c0 * op.strides[split_]));
@@ -139,9 +159,16 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
                           dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a),
                                        engine, const_cast<float*>(scale)));
       chunk.round_b = onednn::reorder_step(view(b), b16);
+      dnnl::memory a_in = a16, b_in = b16;
+      if (emulated) {
+        a_in = dnnl::memory(pd.src_desc(), engine, tile.a_f32.get_data_handle());
+        b_in = dnnl::memory(pd.weights_desc(), engine, tile.b_f32.get_data_handle());
+        chunk.widen_a = onednn::reorder_step(a16, a_in);
+        chunk.widen_b = onednn::reorder_step(b16, b_in);
+      }
       chunk.multiply.primitive = dnnl::matmul(pd);
-      chunk.multiply.add(DNNL_ARG_SRC, a16);
-      chunk.multiply.add(DNNL_ARG_WEIGHTS, b16);
+      chunk.multiply.add(DNNL_ARG_SRC, a_in);
+      chunk.multiply.add(DNNL_ARG_WEIGHTS, b_in);
       chunk.multiply.add(DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), engine, c + c0 * per_entry_));
       chunk.multiply.add_scratchpad(pd.scratchpad_desc(), engine);
       tile.chunks.push_back(std::move(chunk));
@@ -159,6 +186,7 @@ void BatchedBf16Matmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
   for (const Impl::Chunk& chunk : tile.chunks)
     if (!chunk.round_a.run(tile.stream) || !chunk.round_b.run(tile.stream) ||
+        !chunk.widen_a.run(tile.stream) || !chunk.widen_b.run(tile.stream) ||
         !chunk.multiply.run(tile.stream))
       throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
   if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)

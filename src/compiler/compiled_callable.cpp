@@ -17,6 +17,7 @@
 
 #include "compiler/cuda_launches.hpp"
 #include "compiler/kernels.hpp"
+#include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/core/error.hpp"
@@ -282,6 +283,7 @@ struct CompiledCallable::Impl {
       throw UserError(
           "CompileOptions: matmul_precision bf16 rounds weights to bfloat16 as they are packed, "
           "so it needs prepack_weights = true");
+    compiler::onednn::cap_isa();  // before any oneDNN kernel is chosen (KILN_CPU_ISA)
     open_devices(options.context);
     std::map<std::string, std::pair<std::size_t, std::size_t>> first;
     for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
@@ -977,6 +979,7 @@ struct CompiledCallable::Impl {
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::epilogue_in_gemm(l); }));
       stats.bf16_handoffs = plan->bf16_handoffs;
+      stats.isa = cpu_isa();
       stats.bf16_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::in_bf16(l); }));

@@ -10,9 +10,17 @@
 
 namespace kiln::compiler::onednn {
 
-/// The process's CPU engine.
+/// Caps oneDNN's instruction set at `kiln::cpu_isa()` (KILN_CPU_ISA), once per process,
+/// before oneDNN picks any kernel. `cpu_engine()` calls it; so must any other first use of
+/// oneDNN (sgemm).
+void cap_isa();
+
+/// The process's CPU engine (oneDNN's instruction set capped first).
 inline dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = [] {
+    cap_isa();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 

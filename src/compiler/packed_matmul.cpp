@@ -12,6 +12,7 @@
 #include "compiler/kernel_support.hpp"
 #include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
 
 namespace kiln::compiler {
@@ -181,8 +182,9 @@ struct PackedMatmul::Impl {
   struct Tile {
     dnnl::stream stream;
     std::int64_t c0 = 0, cols = 0;  // the tile's columns (all of them for a row band)
-    // bf16: rounds the tile's rows of A into the chunks' A (empty otherwise).
-    Step round_a;
+    // bf16: rounds the tile's rows of A into the chunks' A (empty otherwise); without
+    // bf16 units, into bf16 values that `widen_a` turns into the chunks' f32 A.
+    Step round_a, widen_a;
     std::vector<Chunk> chunks;
     // Column bands: a chunk's dense output, copied into the band's columns of C after it
     // (oneDNN's fast kernels write dense outputs only).
@@ -199,6 +201,10 @@ struct PackedMatmul::Impl {
   bool columns = false;
   std::vector<PostOp> post;
   bool bf16 = false;
+  // bf16 on a CPU without bf16 units: f32 GEMMs over operands rounded to bf16 (the same
+  // products: two bf16 values multiply exactly in f32), at f32 speed rather than oneDNN's
+  // reference bf16 GEMM's.
+  bool emulated = false;
 
   /// Builds the kinds and tiles for C = A B (then \p post) into \p dst (bf16 values with
   /// \p dst_bf16, else f32), in bfloat16 with \p bf16, as \p count row bands or, with
@@ -220,22 +226,24 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
                                const std::vector<PackedB>& packed) {
   a = a_in, b = b_in, m = m_in, k = k_in, n = n_in, count = count_in, columns = columns_in;
   post = post_in, bf16 = bf16_in;
+  emulated = bf16 && !has_native_bf16();
   dst = static_cast<std::byte*>(dst_in);
   const DataType out_type = dst_bf16 ? DataType::bf16 : DataType::f32;
   out_size = dst_bf16 ? 2 : 4;
-  const DataType operands = bf16 ? DataType::bf16 : DataType::f32;
+  const DataType operands = bf16 && !emulated ? DataType::bf16 : DataType::f32;
   // oneDNN 2.6's bf16 GEMMs lose their speed when A's rows do not fit the core's L2 next
   // to B: a tile's rows run as chunks of at most 256 KiB of bf16 A (256 rows of 512),
   // each its own GEMM (interleaved with the whole: 1.3-1.5x for the transformer's layers
   // at batch 16; cutting the columns too gained nothing over the copies it needs). f32
   // GEMMs run one chunk per tile.
   const std::int64_t chunk_rows =
-      bf16 ? std::max<std::int64_t>(
+      bf16 && !emulated ? std::max<std::int64_t>(
                  16, (std::int64_t{256} << 10) / std::max<std::int64_t>(1, 2 * k) / 16 * 16)
            : m;
-  // The primitive's A: as given, or the tile's dense bf16 copy.
+  // The primitive's A: as given, or the tile's dense bf16 copy (its rounded f32 copy when
+  // emulated).
   const auto a_desc = [&](std::int64_t rows) {
-    return bf16 ? Desc({rows, k}, DataType::bf16, Tag::ab)
+    return bf16 ? Desc({rows, k}, operands, Tag::ab)
                 : Desc({rows, k}, DataType::f32, {a.row, a.col});
   };
   dnnl::engine& engine = cpu_engine();
@@ -287,6 +295,11 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
     dnnl::memory given(Desc({k, kind.cols}, DataType::f32, {b.row, b.col}), engine,
                        const_cast<float*>(b.data + c0 * b.col));  // read only
     dnnl::memory out(kind.weights, engine);
+    if (emulated) {  // rounded to bf16, then packed as f32
+      dnnl::memory rounded(Desc({k, kind.cols}, DataType::bf16, Tag::ab), engine);
+      dnnl::reorder(given, rounded).execute(stream, given, rounded);
+      given = rounded;
+    }
     dnnl::reorder(given, out).execute(stream, given, out);
     stream.wait();
     packed_b.push_back(PackedB{c0, out});
@@ -313,7 +326,13 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
       dnnl::memory given_a(Desc({band, k}, DataType::f32, {a.row, a.col}), engine,
                            const_cast<float*>(a.data + t0 * a.row));
       rounded = dnnl::memory(a_desc(band), engine);
-      tile.round_a = onednn::reorder_step(given_a, rounded);
+      if (emulated) {
+        dnnl::memory bf16_a(Desc({band, k}, DataType::bf16, Tag::ab), engine);
+        tile.round_a = onednn::reorder_step(given_a, bf16_a);
+        tile.widen_a = onednn::reorder_step(bf16_a, rounded);
+      } else {
+        tile.round_a = onednn::reorder_step(given_a, rounded);
+      }
     }
     for (std::int64_t r = 0; r < band; r += chunk_rows) {
       Chunk chunk{t0 + r, std::min(chunk_rows, band - r), {}};
@@ -323,7 +342,8 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
       if (bf16) {
         mm.add(DNNL_ARG_SRC,
                dnnl::memory(a_desc(chunk.rows), engine,
-                            static_cast<std::byte*>(rounded.get_data_handle()) + r * k * 2));
+                            static_cast<std::byte*>(rounded.get_data_handle()) +
+                                r * k * (emulated ? 4 : 2)));
       } else {
         mm.add(DNNL_ARG_SRC, dnnl::memory(a_desc(chunk.rows), engine,
                                           const_cast<float*>(a.data + chunk.r0 * a.row)));
@@ -361,7 +381,7 @@ void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
 
 bool PackedMatmul::Impl::run(std::int64_t t) const {
   const Tile& tile = tiles[static_cast<std::size_t>(t)];
-  if (!tile.round_a.run(tile.stream)) return false;
+  if (!tile.round_a.run(tile.stream) || !tile.widen_a.run(tile.stream)) return false;
   for (const Chunk& chunk : tile.chunks) {
     if (!chunk.multiply.run(tile.stream)) return false;
     if (tile.staging.empty()) continue;
@@ -407,8 +427,10 @@ PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, s
 
 PackedMatmul::~PackedMatmul() = default;
 
+bool PackedMatmul::native_bf16() const noexcept { return bf16_ && !impl_->emulated; }
+
 bool PackedMatmul::write_bf16(void* out) {
-  if (!bf16_) return false;
+  if (!native_bf16()) return false;
   const OneOpenMpThread one_thread;
   auto fresh = std::make_unique<Impl>();
   try {

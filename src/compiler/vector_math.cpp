@@ -3,6 +3,7 @@
 #include "compiler/vector_math.hpp"
 
 #include "compiler/vector_math_targets.hpp"
+#include "kiln/core/cpu_isa.hpp"
 
 namespace kiln::compiler::vmath {
 namespace {
@@ -34,11 +35,10 @@ struct Table {
 
 const Table& table() {
   static const Table t = [] {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-#endif
-    if (cpu_has_avx512()) return KILN_TABLE(avx512);
-    if (cpu_has_avx2()) return KILN_TABLE(avx2);
+    // The level kiln uses (KILN_CPU_ISA may lower it), not only what the CPU has.
+    const CpuIsa isa = cpu_isa();
+    if (isa >= CpuIsa::avx512 && cpu_has_avx512()) return KILN_TABLE(avx512);
+    if (isa >= CpuIsa::avx2 && cpu_has_avx2()) return KILN_TABLE(avx2);
     return KILN_TABLE(base);
   }();
   return t;

@@ -63,9 +63,16 @@ int bench_command(const BenchOptions& options) {
   const int threads = compile.context->num_threads();
   const StagedGraph staged = StagedGraph::from_module(std::move(module));
 
-  std::printf("kiln bench %s on %s, %d thread%s%s\n", options.model.model.c_str(),
+  // Which bf16 path runs: bf16 units, or f32 GEMMs over rounded operands without them.
+  const std::string bf16 =
+      compile.matmul_precision != MatmulPrecision::bf16 ? ""
+      : has_native_bf16()
+          ? std::string(", bf16 matmuls on ") + (cpu_isa() == CpuIsa::amx ? "AMX" : "AVX512-BF16")
+          : std::string(", bf16 matmuls emulated by f32 GEMMs (no bf16 units at level ") +
+                std::string(name(cpu_isa())) + ")";
+  std::printf("kiln bench %s on %s, %d thread%s, cpu %s%s\n", options.model.model.c_str(),
               options.model.device.c_str(), threads, threads == 1 ? "" : "s",
-              compile.matmul_precision == MatmulPrecision::bf16 ? ", bf16 matmuls" : "");
+              std::string(name(cpu_isa())).c_str(), bf16.c_str());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     std::printf("  arg%zu: %s%s\n", i,
                 ir::to_string(ir::TensorType{inputs[i].dtype(), inputs[i].shape(), {}}).c_str(),

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "kiln/compiler/safetensors.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/runtime/collectives.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/stage/stage.hpp"
@@ -34,7 +35,11 @@ enum class MatmulPrecision : unsigned char {
   f32,
   /// The weight rounded to bfloat16 once per plan; products summed in f32. Layers of more
   /// than 4 rows also round their activations to bfloat16 on each call, and run on the
-  /// CPU's bf16 units (AMX, AVX512-BF16: several times f32's speed); layers of at most 4
+  /// CPU's bf16 units where it has them (AMX on Sapphire Rapids: several times f32's
+  /// speed; AVX512-BF16). On CPUs without them (Ice Lake, AVX2-only CPUs, or
+  /// `KILN_CPU_ISA` below `avx512_bf16`) the same products come from f32 GEMMs over the
+  /// rounded operands (two bf16 values multiply exactly in f32), at f32's speed, without
+  /// bf16 hand-offs; `Stats::isa` says which level ran. Layers of at most 4
   /// rows (batch 1) keep f32 activations and read half the weight bytes. Batched matmuls
   /// of activations (attention's scores and context) round both operands on each call and
   /// run oneDNN's batched bf16 GEMM (a scale epilogue applied as they are rounded). Other
@@ -152,7 +157,12 @@ class CompiledCallable {
     std::size_t bf16_matmuls = 0;       ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
     std::size_t bf16_handoffs = 0;      ///< outputs written as bf16 for the bf16 matmuls that
                                         ///< are their only readers (an MLP's two layers; a
-                                        ///< norm and the Q, K, V layers after it)
+                                        ///< norm and the Q, K, V layers after it); needs
+                                        ///< bf16 units (none when emulated)
+    /// The instruction-set level the CPU kernels were chosen for (`kiln::cpu_isa()`). Below
+    /// `avx512_bf16` the bf16 matmuls are f32 GEMMs over operands rounded to bfloat16
+    /// (the same products, at f32 speed), not bf16 units.
+    CpuIsa isa = CpuIsa::base;
   };
   Stats stats() const;
 
