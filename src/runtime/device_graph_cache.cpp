@@ -42,7 +42,8 @@ std::string demangle(const std::type_info& type) {
 // One string that is equal for two keys exactly when the keys are equal: every part is
 // length-prefixed so no choice of field text can make two different keys collide.
 std::string encode(const DeviceGraphKey& key) {
-  std::string out = detail::cat(key.build_type()->name(), '|', key.context(), '|');
+  std::string out =
+      detail::cat(key.build_type()->name(), '|', key.build_address(), '|', key.context(), '|');
   for (const DeviceGraphKey::Field& f : key.fields())
     out += detail::cat(f.name.size(), ':', f.name, f.value.size(), ':', f.value);
   return out;
@@ -51,6 +52,7 @@ std::string encode(const DeviceGraphKey& key) {
 struct Entry {
   std::string encoded;
   const std::type_info* build;
+  const void* build_address;
   const void* context;
   std::vector<DeviceGraphKey::Field> fields;
   DeviceGraph graph;
@@ -68,12 +70,13 @@ struct DeviceGraphCache::State {
   std::string last_miss;
 
   std::string explain(const DeviceGraphKey& key) const {
-    const std::string build = demangle(*key.build_type());
+    std::string build = demangle(*key.build_type());
+    if (key.build_address() != nullptr) build += detail::cat(" at ", key.build_address());
     const Entry* nearest = nullptr;
     std::size_t nearest_equal = 0;
     std::size_t same_build = 0;
     for (const Entry& e : entries) {
-      if (*e.build != *key.build_type()) continue;
+      if (*e.build != *key.build_type() || e.build_address != key.build_address()) continue;
       ++same_build;
       if (e.context != key.context()) continue;
       std::size_t equal = 0;
@@ -169,7 +172,8 @@ DeviceGraph DeviceGraphCache::insert(const DeviceGraphKey& key, DeviceGraph grap
   std::scoped_lock lock(state_->mutex);
   auto it = state_->index.find(encoded);
   if (it != state_->index.end()) return it->second->graph;
-  state_->entries.push_front(Entry{encoded, key.build_type(), key.context(), key.fields(), graph});
+  state_->entries.push_front(
+      Entry{encoded, key.build_type(), key.build_address(), key.context(), key.fields(), graph});
   state_->index.emplace(std::move(encoded), state_->entries.begin());
   while (capacity_ != 0 && state_->entries.size() > capacity_) {
     state_->index.erase(state_->entries.back().encoded);

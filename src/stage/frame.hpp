@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <typeinfo>
 #include <unordered_map>
 #include <vector>
@@ -74,7 +75,7 @@ struct SessionState {
   ir::Module module;
   std::unordered_map<std::string, std::unique_ptr<SubgraphBody>> bodies;  // by key
   std::map<std::string, int> symbol_uses;                                 // for unique symbols
-  std::unordered_map<const void*, LastCall> last_calls;                   // by Subgraph object
+  std::map<std::pair<std::type_index, std::uint64_t>, LastCall> last_calls;  // by callable
   std::vector<std::shared_ptr<Frame>> frames;                             // closed at the end
 };
 

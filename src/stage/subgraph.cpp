@@ -1,6 +1,7 @@
 // Weights, name scopes and subgraph calls while staging.
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "core/str.hpp"
@@ -24,6 +25,11 @@ std::string qualified(const Frame& frame, const std::string& name) {
   return out;
 }
 
+std::uint64_t next_subgraph_instance() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 bool subgraphs_enabled() {
   const Frame* frame = current_frame();
   return frame != nullptr && frame->session().options.subgraphs;
@@ -45,13 +51,13 @@ void append_tree(std::string& key, const TreeDef& t) {
 }
 
 std::string body_key(const SubgraphCall& call, const ir::Graph& graph,
-                     const std::vector<ir::Value>& operands, const void* identity) {
+                     const std::vector<ir::Value>& operands) {
   std::string key;
   key.reserve(160);
   if (call.options->name.empty()) {
-    key += std::to_string(reinterpret_cast<std::uintptr_t>(call.callable));
+    key += call.callable->name();
     key += '@';
-    key += std::to_string(reinterpret_cast<std::uintptr_t>(identity));
+    key += std::to_string(call.instance);
   } else {
     key += "name:";
     key += call.options->name;
@@ -122,15 +128,15 @@ SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace) {
   for (std::size_t i = 0; i < call.in_leaves.size(); ++i)
     operands.push_back(value_of(caller, call.in_leaves[i], "subgraph call", call.where,
                                 Role{"argument leaf", i, &call.in_tree}));
-  LastCall& last = session.last_calls[call.identity];
+  LastCall& last = session.last_calls[{std::type_index(*call.callable), call.instance}];
   const bool same_as_last =
-      last.body != nullptr && last.callable == call.callable && last.name == call.options->name &&
+      last.body != nullptr && *last.callable == *call.callable && last.name == call.options->name &&
       last.has_prefix == !call.options->prefix.empty() && last.tree == call.in_tree &&
       last.types.size() == operands.size() &&
       std::equal(operands.begin(), operands.end(), last.types.begin(),
                  [&](ir::Value v, const ir::TensorType& t) { return caller.graph().type(v) == t; });
   if (!same_as_last) {
-    const std::string key = body_key(call, caller.graph(), operands, call.identity);
+    const std::string key = body_key(call, caller.graph(), operands);
     auto it = session.bodies.find(key);
     if (it == session.bodies.end())
       it = session.bodies.emplace(key, trace_body(caller, call, operands, trace)).first;

@@ -50,6 +50,9 @@ void collect_paths(const TreeDef& t, const std::string& path, std::vector<std::s
 
 std::string difference_at(const TreeDef& a, const TreeDef& b, const std::string& path) {
   const std::string at = path.empty() ? "the root" : path;
+  if (a.kind() == TreeDef::Kind::static_value && b.kind() == a.kind() && a.type() != b.type())
+    return detail::cat("at ", at, ": static ", a.type(), " ", a.value(), " vs ", b.type(), " ",
+                       b.value());
   if (a.kind() != b.kind() || a.type() != b.type())
     return detail::cat("at ", at, ": ", a.str(), " vs ", b.str());
   if (a.kind() == TreeDef::Kind::static_value && a.value() != b.value())

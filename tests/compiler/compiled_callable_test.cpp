@@ -316,6 +316,18 @@ TEST(CompiledCallable, APlanTooBigForMemoryNamesItsLargestValue) {
   EXPECT_EQ(compiled(small)[0].to_doubles(), (std::vector<double>{18, 18, 18, 18}));
 }
 
+// A callable staged with one static value refuses another that prints alike: it would
+// compute with the staged one.
+TEST(CompiledCallable, StaticValuesAreCheckedExactly) {
+  const StagedGraph staged =
+      stage([](Tensor x, double s) { return x * s; })(f32({2}), 1234567.0);
+  CompiledCallable compiled(staged, {});
+  const Tensor x = Tensor::full(f32({2}), 1);
+  EXPECT_EQ(compiled(x, 1234567.0)[0].to_doubles(), (std::vector<double>{1234567, 1234567}));
+  KILN_EXPECT_THROW_MSG(compiled(x, 1234568.0), UserError,
+                        "at 1: static value 1234567 vs 1234568");
+}
+
 TEST(CompiledCallable, CallTimeChecksNameTheLeaf) {
   const StagedGraph staged = stage([](std::tuple<Tensor, int> in, Tensor y) {
     return std::get<0>(in) * double(std::get<1>(in)) + y;

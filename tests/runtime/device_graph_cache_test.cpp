@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -152,6 +153,62 @@ TEST_F(DeviceGraphCacheTest, DifferentBuildCallablesAndContextsNeverShareAGraph)
   EXPECT_EQ(theirs.context().backend(), other.backend());
   EXPECT_EQ(mine.context().backend(), ctx.backend());
   EXPECT_THAT(cache.last_miss(), HasSubstr("for this context"));
+}
+
+int g_builds_a = 0, g_builds_b = 0;
+void build_a(DeviceGraphBuilder& g) { ++g_builds_a, g.add_empty({}); }
+void build_b(DeviceGraphBuilder& g) { ++g_builds_b, g.add_empty({}), g.add_empty({}); }
+
+// Function pointers of one signature share a type: the cache keys them by address. A
+// std::function by the callable it holds; a polymorphic functor by its dynamic type.
+TEST_F(DeviceGraphCacheTest, DifferentFunctionsOfOneTypeNeverShareAGraph) {
+  DeviceGraphCache cache;
+  g_builds_a = g_builds_b = 0;
+  const DeviceGraph a = DeviceGraph::create(ctx, build_a, cache, 7);
+  const DeviceGraph b = DeviceGraph::create(ctx, build_b, cache, 7);
+  EXPECT_EQ(g_builds_a, 1);
+  EXPECT_EQ(g_builds_b, 1);
+  EXPECT_EQ(a.size(), 1u);
+  EXPECT_EQ(b.size(), 2u);
+  EXPECT_THAT(cache.last_miss(), HasSubstr(" at 0x"));  // which function
+  DeviceGraph::create(ctx, &build_a, cache, 7);           // the same function: a hit
+  EXPECT_EQ(g_builds_a, 1);
+  EXPECT_EQ(cache.hits(), 1u);
+
+  int lambda_a = 0, lambda_b = 0;
+  const std::function<void(DeviceGraphBuilder&)> fa = [&](DeviceGraphBuilder& g) {
+    ++lambda_a, g.add_empty({});
+  };
+  const std::function<void(DeviceGraphBuilder&)> fb = [&](DeviceGraphBuilder& g) {
+    ++lambda_b, g.add_empty({}), g.add_empty({});
+  };
+  EXPECT_EQ(DeviceGraph::create(ctx, fa, cache, 7).size(), 1u);
+  EXPECT_EQ(DeviceGraph::create(ctx, fb, cache, 7).size(), 2u);
+  EXPECT_EQ(lambda_a + lambda_b, 2);
+  const std::function<void(DeviceGraphBuilder&)> fn_a = build_a, fn_b = build_b;
+  EXPECT_EQ(DeviceGraph::create(ctx, fn_a, cache, 8).size(), 1u);
+  EXPECT_EQ(DeviceGraph::create(ctx, fn_b, cache, 8).size(), 2u);
+  EXPECT_EQ(DeviceGraph::create(ctx, fn_a, cache, 7).size(), 1u);  // build_a's graph for 7
+  EXPECT_EQ(g_builds_a, 2);  // once more, for 8
+
+  struct Build {
+    virtual ~Build() = default;
+    virtual void operator()(DeviceGraphBuilder& g) const = 0;
+  };
+  struct One : Build {
+    void operator()(DeviceGraphBuilder& g) const override { g.add_empty({}); }
+  };
+  struct Three : Build {
+    void operator()(DeviceGraphBuilder& g) const override {
+      g.add_empty({}), g.add_empty({}), g.add_empty({});
+    }
+  };
+  const One one;
+  const Three three;
+  const Build& first = one;
+  const Build& second = three;
+  EXPECT_EQ(DeviceGraph::create(ctx, first, cache, 7).size(), 1u);
+  EXPECT_EQ(DeviceGraph::create(ctx, second, cache, 7).size(), 3u);
 }
 
 TEST_F(DeviceGraphCacheTest, MissExplanationNamesTheFieldThatDifferedFromTheNearestKey) {

@@ -263,6 +263,25 @@ TEST(StageTrees, NestedInputsAndOutputsWithStaticValuesAndLeafPaths) {
 
 // ---- weights ---------------------------------------------------------------------------
 
+// Static values are exact: 1234567.0 and 1234568.0 (which print alike at 6 digits) differ,
+// as do -0.0 and 0.0, and a float never equals a double.
+TEST(StageTrees, StaticValuesCompareExactly) {
+  const auto fn = [](Tensor x, double s) { return x * s; };
+  const StagedGraph a = stage(fn)(f32({2}), 1234567.0);
+  const StagedGraph b = stage(fn)(f32({2}), 1234568.0);
+  EXPECT_NE(a.in_tree(), b.in_tree());
+  EXPECT_EQ(a.in_tree().difference(b.in_tree()), "at 1: static value 1234567 vs 1234568");
+  EXPECT_NE(stage(fn)(f32({2}), 0.1).in_tree(), stage(fn)(f32({2}), 0.1000001).in_tree());
+  EXPECT_NE(stage(fn)(f32({2}), -0.0).in_tree(), stage(fn)(f32({2}), 0.0).in_tree());
+  EXPECT_EQ(stage(fn)(f32({2}), 0.1).in_tree(), stage(fn)(f32({2}), 0.1).in_tree());
+  const auto ffn = [](Tensor x, float s) { return x * double(s); };
+  const std::string d = a.in_tree().difference(stage(ffn)(f32({2}), 1234567.0f).in_tree());
+  EXPECT_EQ(d, "at 1: static double 1234567 vs float 1234567");
+  const auto ifn = [](Tensor x, std::int64_t n) { return x * double(n); };
+  EXPECT_NE(stage(ifn)(f32({2}), std::int64_t{1} << 60).in_tree(),
+            stage(ifn)(f32({2}), (std::int64_t{1} << 60) + 1).in_tree());
+}
+
 TEST(StageWeights, NamesFollowScopesAndRepeatDeclarationsShareOneValue) {
   const std::string text = stage([](Tensor x) {
                              name_scope layers("layers");
@@ -292,6 +311,44 @@ TEST(StageSubgraphs, OneBodyForThreeCalls) {
   EXPECT_EQ(count(text, "\"func.call\""), 3u) << text;
   EXPECT_THAT(text, HasSubstr("func.func private @block("));
   EXPECT_TRUE(ir::verify(ir::parse_module(text)).empty());
+}
+
+Tensor relu_fn(Tensor x) { return relu(x); }
+Tensor tanh_fn(Tensor x) { return tanh(x); }
+
+struct Scale {
+  double by;
+  Tensor operator()(Tensor x) const { return x * by; }
+};
+
+// Different code never shares a body: function pointers of one type by address, functors
+// with state by the wrapper object (temporaries at one stack address included).
+TEST(StageSubgraphs, DifferentFunctionsAndStatesNeverShareABody) {
+  const std::string text = stage([](Tensor x) {
+                             const Tensor r = as_subgraph(&relu_fn)(x);
+                             return as_subgraph(&tanh_fn)(r);
+                           })(f32({4}))
+                               .str();
+  EXPECT_EQ(count(text, "func.func private"), 2u) << text;
+  EXPECT_EQ(count(text, "\"kiln.relu\""), 1u) << text;
+  EXPECT_EQ(count(text, "\"kiln.tanh\""), 1u) << text;
+  const std::string same = stage([](Tensor x) {
+                             return as_subgraph(&relu_fn)(as_subgraph(&relu_fn)(x));
+                           })(f32({4}))
+                               .str();
+  EXPECT_EQ(count(same, "func.func private"), 1u) << same;  // one function, one body
+
+  const std::string scaled = stage([](Tensor x) {
+                               for (double by : {2.0, 3.0}) x = as_subgraph(Scale{by})(x);
+                               return x;
+                             })(f32({4}))
+                                 .str();
+  EXPECT_EQ(count(scaled, "func.func private"), 2u) << scaled;
+  const auto twice = as_subgraph(Scale{2.0});  // one wrapper: one body
+  const std::string shared =
+      stage([&](Tensor x) { return twice(twice(x)); })(f32({4})).str();
+  EXPECT_EQ(count(shared, "func.func private"), 1u) << shared;
+  EXPECT_THAT(shared, HasSubstr("func.func private @subgraph("));
 }
 
 TEST(StageSubgraphs, LayersDifferingOnlyByPrefixShareABody) {

@@ -72,7 +72,9 @@ template <class Build, DeviceGraphInput... Inputs>
 requires std::is_invocable_v<Build&, DeviceGraphBuilder&> DeviceGraph DeviceGraph::create(
     const DeviceContext& ctx, Build&& build, DeviceGraphCache& cache, const Inputs&... inputs) {
   DeviceGraphKey key;
-  key.build_ = &typeid(std::decay_t<Build>);
+  const detail::BuildIdentity identity = detail::build_identity<std::decay_t<Build>>(build);
+  key.build_ = identity.type;
+  key.build_address_ = identity.address;
   key.context_ = ctx.backend().get();
   std::size_t index = 0;
   const auto input = [&key, &index](const auto& value) {

@@ -1,7 +1,13 @@
 #pragma once
 /// \file
 /// `DeviceGraphKey` and the `DeviceGraphInput` concept: what a `DeviceGraphCache` keys a
-/// graph by, besides the build callable's type and the context.
+/// graph by, besides the build callable's identity and the context.
+///
+/// The build callable's identity is its type for a lambda or function object (each lambda
+/// expression has a type of its own; what it captures is not part of the key, so pass what
+/// decides the graph as inputs), its address for a function pointer, the type of the
+/// callable it holds for a `std::function` (and that function's address when it holds a
+/// function pointer), and the dynamic type for a polymorphic object.
 ///
 /// A type is a `DeviceGraphInput` when `write_graph_key(DeviceGraphKey&, const T&)` can be
 /// called for it. kiln provides it for integers, floats, bools, enums, strings, `DType`,
@@ -23,6 +29,7 @@
 #include <charconv>
 #include <concepts>
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -79,6 +86,9 @@ class DeviceGraphKey {
   const std::vector<Field>& fields() const noexcept { return fields_; }
   /// The type of the build callable (set by `DeviceGraph::create`).
   const std::type_info* build_type() const noexcept { return build_; }
+  /// The build function's address when the callable is (or holds) a function pointer, else
+  /// null (set by `DeviceGraph::create`).
+  const void* build_address() const noexcept { return build_address_; }
   /// The context's stream identity (set by `DeviceGraph::create`).
   const void* context() const noexcept { return context_; }
 
@@ -87,8 +97,38 @@ class DeviceGraphKey {
   std::vector<Field> fields_;
   std::string prefix_;
   const std::type_info* build_ = nullptr;
+  const void* build_address_ = nullptr;
   const void* context_ = nullptr;
 };
+
+namespace detail {
+template <class T>
+struct IsStdFunction : std::false_type {};
+template <class R, class... A>
+struct IsStdFunction<std::function<R(A...)>> : std::true_type {
+  using Pointer = R (*)(A...);
+};
+
+/// What identifies the code of a build callable: see the file comment.
+struct BuildIdentity {
+  const std::type_info* type;
+  const void* address;
+};
+template <class F>
+BuildIdentity build_identity(const F& build) {
+  if constexpr (std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>) {
+    return {&typeid(F), reinterpret_cast<const void*>(build)};
+  } else if constexpr (IsStdFunction<F>::value) {
+    using Pointer = typename IsStdFunction<F>::Pointer;
+    const Pointer* fn = build.template target<Pointer>();
+    return {&build.target_type(), fn != nullptr ? reinterpret_cast<const void*>(*fn) : nullptr};
+  } else if constexpr (std::is_polymorphic_v<F>) {
+    return {&typeid(build), nullptr};  // the dynamic type
+  } else {
+    return {&typeid(F), nullptr};
+  }
+}
+}  // namespace detail
 
 namespace detail {
 std::string buffer_key(const void* data, std::size_t count, DType dtype);

@@ -10,6 +10,7 @@
 /// \endcode
 
 #include <any>
+#include <cstdint>
 #include <iosfwd>
 #include <memory>
 #include <string>
@@ -98,7 +99,12 @@ class [[nodiscard]] name_scope {
 /// Options of `as_subgraph`.
 struct SubgraphOptions {
   /// Symbol name of the body; callables sharing a name share bodies (with equal trees and
-  /// operand types). Empty: one body per callable type, named after it.
+  /// operand types): naming is your promise that they compute the same. Empty: bodies are
+  /// shared by calls of the same code, named `@subgraph`, `@subgraph_1`, ... The code is
+  /// the function for a function pointer (its address), the type for a lambda or function
+  /// object without state, and the object returned by `as_subgraph` (and its copies) for
+  /// one with state (captures, fields, a `std::function`): wrap it once and call the
+  /// wrapper wherever it repeats, or name it.
   std::string name{};
   /// Prefix for the weight names of this call (`layers.3`): the body's weights are named
   /// relative to it, so layers differing only by prefix share one body.
@@ -146,7 +152,7 @@ class Session {
 /// The subgraph machinery behind `Subgraph::operator()`.
 struct SubgraphCall {
   const std::type_info* callable;
-  const void* identity;  // the Subgraph object: one callable, one body (unless named)
+  std::uint64_t instance;  // with the type, which code: see SubgraphOptions::name
   const SubgraphOptions* options;
   TreeDef in_tree;
   std::vector<Tensor> in_leaves;
@@ -179,6 +185,19 @@ class TraceBody {
 SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace);
 /// True while staging with subgraphs on.
 bool subgraphs_enabled();
+/// A number no other call has returned in this process (stateful callables' instances).
+std::uint64_t next_subgraph_instance() noexcept;
+/// What, with its type, identifies the code of subgraph callable \p fn.
+template <class F>
+std::uint64_t subgraph_instance(const F& fn) {
+  if constexpr (std::is_pointer_v<F> && std::is_function_v<std::remove_pointer_t<F>>) {
+    return reinterpret_cast<std::uintptr_t>(fn);  // the function
+  } else if constexpr (std::is_empty_v<F> && !std::is_polymorphic_v<F>) {
+    return 0;  // the type alone says what it computes
+  } else {
+    return next_subgraph_instance();  // state: this object (and its copies)
+  }
+}
 
 }  // namespace detail
 
@@ -226,7 +245,10 @@ Stager<std::decay_t<F>> stage(F&& fn, StageOptions options = {}) {
 template <class F>
 class Subgraph {
  public:
-  Subgraph(F fn, SubgraphOptions options) : fn_(std::move(fn)), options_(std::move(options)) {}
+  Subgraph(F fn, SubgraphOptions options)
+      : fn_(std::move(fn)),
+        options_(std::move(options)),
+        instance_(detail::subgraph_instance(fn_)) {}
 
   template <class... A>
   auto operator()(A&&... args) const {
@@ -239,7 +261,7 @@ class Subgraph {
     }
     using Args = typename Sig::Args;
     const Args inputs(std::forward<A>(args)...);
-    detail::SubgraphCall call{&typeid(F), this, &options_, {}, {}, SourceLocation::current()};
+    detail::SubgraphCall call{&typeid(F), instance_, &options_, {}, {}, SourceLocation::current()};
     call.in_tree = tree_flatten(inputs, call.in_leaves);
     const auto trace = [&](const std::vector<Tensor>& body_inputs, std::any& prototype) {
       Result result = std::apply(fn_, tree_replace_leaves(inputs, body_inputs));
@@ -255,6 +277,7 @@ class Subgraph {
  private:
   F fn_;
   SubgraphOptions options_;
+  std::uint64_t instance_;
 };
 
 /// Wraps \p fn so that calls while staging become calls of a shared subgraph.

@@ -16,7 +16,10 @@
 /// \endcode
 
 #include <array>
+#include <charconv>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -100,6 +103,24 @@ template <class T>
 concept Printable = requires(std::ostream& os, const T& v) {
   os << v;
 };
+
+/// \p value as the shortest text that reads back as the same value; a NaN as `nan` with
+/// its bits in hex (`nan:0x7fc00000`), so equal texts mean equal bits.
+template <class T>
+std::string exact_text(T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (value != value) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &value, sizeof(T) < sizeof bits ? sizeof(T) : sizeof bits);
+      char hex[32];
+      const auto [end, ec] = std::to_chars(hex, hex + sizeof hex, bits, 16);
+      return "nan:0x" + std::string(hex, ec == std::errc{} ? end : hex);
+    }
+  }
+  char text[64];
+  const auto [end, ec] = std::to_chars(text, text + sizeof text, value);
+  return ec == std::errc{} ? std::string(text, end) : std::string("?");
+}
 }  // namespace detail
 
 template <class T, class E>
@@ -109,7 +130,11 @@ TreeDef TreeTraits<T, E>::flatten(const T& value, std::vector<Tensor>&) {
                 "printable: make it a tree with KILN_TREE(Type, fields...) or give it "
                 "operator<< so that it can be a static value");
   std::ostringstream os;
-  if constexpr (std::is_enum_v<T>) {
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+    // Exact: the shortest text that reads back as the same value (so 1234567.0 and
+    // 1234568.0 differ, and -0.0 is not 0.0); a NaN with its bits.
+    return TreeDef::static_value(detail::tree_type_name<T>(), detail::exact_text(value));
+  } else if constexpr (std::is_enum_v<T>) {
     os << static_cast<long long>(value);
   } else if constexpr (std::is_same_v<T, std::string>) {
     os << '"' << value << '"';
