@@ -80,7 +80,7 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
   }
   if (kiln::block_idx().x != 0) return;  // the general path runs on one block
   for_each_element(o.shape, {strides}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    store(o, i, load(x, base + off[0]));
+    copy_element(o, i, x, base + off[0]);
   });
 }
 
@@ -144,7 +144,7 @@ void concat(const Launch& l) {
   std::int64_t offset = 0;
   for (const View& x : l.in) {
     for_each_element(x.shape, {ost}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-      store(o, off[0] + offset * ost[axis], load(x, i));
+      copy_element(o, off[0] + offset * ost[axis], x, i);
     });
     offset += x.shape[axis];
   }
@@ -172,7 +172,7 @@ void gather(const Launch& l) {
   const auto [first, last] = block_range(outer * n);
   for (std::int64_t item = first; item < last; ++item) {
     const std::int64_t a = item / n, k = item % n;
-    const auto id = static_cast<std::int64_t>(load(ids, k));
+    const std::int64_t id = load_as_int(ids.dtype, ids.data + static_cast<std::size_t>(k) * size_of(ids.dtype));
     if (id < 0 || id >= rows)
       throw UserError(
           cat("gather (", l.view().describe(), "): index ", id, " is outside [0, ", rows, ")"));
@@ -183,7 +183,7 @@ void gather(const Launch& l) {
       continue;
     }
     for (std::int64_t j = 0; j < inner; ++j)
-      store(o, (a * n + k) * inner + j, load(x, (a * rows + id) * inner + j));
+      copy_element(o, (a * n + k) * inner + j, x, (a * rows + id) * inner + j);
   }
 }
 

@@ -7,9 +7,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
+#include "compiler/fused_program.hpp"
 #include "compiler/kernels.hpp"
 #include "kiln/runtime/launch.hpp"
 
@@ -23,6 +25,42 @@ inline double load(const View& v, std::int64_t i) {
 
 inline void store(const View& v, std::int64_t i, double x) {
   store_from_double(v.dtype, x, v.data + static_cast<std::size_t>(i) * size_of(v.dtype));
+}
+
+/// Element \p i of \p v exactly: floats in `f`, integers and bool in `i`.
+inline Number load_number(const View& v, std::int64_t i) {
+  const std::byte* at = v.data + static_cast<std::size_t>(i) * size_of(v.dtype);
+  return is_floating(v.dtype) ? Number{load_as_double(v.dtype, at), 0}
+                              : Number{0, load_as_int(v.dtype, at)};
+}
+
+/// Stores \p x (a value of \p v's dtype, as load_number gives) as element \p i.
+inline void store_number(const View& v, std::int64_t i, Number x) {
+  std::byte* at = v.data + static_cast<std::size_t>(i) * size_of(v.dtype);
+  if (is_floating(v.dtype)) {
+    store_from_double(v.dtype, x.f, at);
+  } else {
+    store_from_int(v.dtype, x.i, at);
+  }
+}
+
+/// \p x (of dtype \p from) converted to \p to as kiln.cast does (one rounding).
+inline Number cast_number(DType from, Number x, DType to) {
+  alignas(8) std::byte in[8], out[8];
+  if (is_floating(from)) {
+    store_from_double(from, x.f, in);
+  } else {
+    store_from_int(from, x.i, in);
+  }
+  convert_element(from, in, to, out);
+  return is_floating(to) ? Number{load_as_double(to, out), 0} : Number{0, load_as_int(to, out)};
+}
+
+/// Copies element \p j of \p from into element \p i of \p to: bit for bit for one dtype,
+/// else converted as kiln.cast does.
+inline void copy_element(const View& to, std::int64_t i, const View& from, std::int64_t j) {
+  convert_element(from.dtype, from.data + static_cast<std::size_t>(j) * size_of(from.dtype),
+                  to.dtype, to.data + static_cast<std::size_t>(i) * size_of(to.dtype));
 }
 
 // ---- indexing ------------------------------------------------------------------------------

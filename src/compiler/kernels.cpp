@@ -31,22 +31,22 @@ using kiln::detail::cat;
 
 // ---- element-wise --------------------------------------------------------------------------
 
-double add(double a, double b, bool) { return a + b; }
-double sub(double a, double b, bool) { return a - b; }
-double mul(double a, double b, bool) { return a * b; }
-double div(double a, double b, bool is_float) {
-  if (is_float) return a / b;
-  return b == 0 ? 0 : std::trunc(a / b);
-}
-double pow_(double a, double b, bool) { return std::pow(a, b); }
-double max_(double a, double b, bool) { return std::max(a, b); }
-double min_(double a, double b, bool) { return std::min(a, b); }
-double eq(double a, double b, bool) { return a == b; }
-double ne(double a, double b, bool) { return a != b; }
-double lt(double a, double b, bool) { return a < b; }
-double le(double a, double b, bool) { return a <= b; }
-double gt(double a, double b, bool) { return a > b; }
-double ge(double a, double b, bool) { return a >= b; }
+// Floats follow IEEE and PyTorch (NaN propagates through maximum, minimum and relu);
+// integers are exact, wrapping at 64 bits as two's complement (each result is then
+// wrapped to its dtype's width), as in NumPy and PyTorch.
+double add(double a, double b) { return a + b; }
+double sub(double a, double b) { return a - b; }
+double mul(double a, double b) { return a * b; }
+double div(double a, double b) { return a / b; }
+double pow_(double a, double b) { return std::pow(a, b); }
+double max_(double a, double b) { return a != a ? a : b != b ? b : std::max(a, b); }
+double min_(double a, double b) { return a != a ? a : b != b ? b : std::min(a, b); }
+double eq(double a, double b) { return a == b; }
+double ne(double a, double b) { return a != b; }
+double lt(double a, double b) { return a < b; }
+double le(double a, double b) { return a <= b; }
+double gt(double a, double b) { return a > b; }
+double ge(double a, double b) { return a >= b; }
 double neg(double x) { return -x; }
 double abs_(double x) { return std::fabs(x); }
 double exp_(double x) { return std::exp(x); }
@@ -55,13 +55,41 @@ double sqrt_(double x) { return std::sqrt(x); }
 double rsqrt(double x) { return 1 / std::sqrt(x); }
 double tanh_(double x) { return std::tanh(x); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
-double relu(double x) { return x > 0 ? x : 0; }
+double relu(double x) { return x > 0 || x != x ? x : 0; }
 double silu(double x) { return x * sigmoid(x); }
-double identity(double x) { return x; }
 double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x * M_SQRT1_2)); }
 double gelu_tanh(double x) {
   return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
+
+using U64 = std::uint64_t;
+std::int64_t wrap(U64 x) { return static_cast<std::int64_t>(x); }
+std::int64_t iadd(std::int64_t a, std::int64_t b) { return wrap(U64(a) + U64(b)); }
+std::int64_t isub(std::int64_t a, std::int64_t b) { return wrap(U64(a) - U64(b)); }
+std::int64_t imul(std::int64_t a, std::int64_t b) { return wrap(U64(a) * U64(b)); }
+std::int64_t idiv(std::int64_t a, std::int64_t b) {  // truncates; x / 0 = 0 (documented)
+  if (b == 0) return 0;
+  if (b == -1) return wrap(0 - U64(a));  // INT64_MIN / -1 wraps
+  return a / b;
+}
+std::int64_t ipow(std::int64_t a, std::int64_t b) {  // PyTorch's integer pow
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((-(b + 1)) % 2 == 0 ? -1 : 1) : 0;
+  U64 result = 1, base = U64(a);
+  for (U64 e = U64(b); e != 0; e >>= 1, base *= base)
+    if ((e & 1) != 0) result *= base;
+  return wrap(result);
+}
+std::int64_t imax(std::int64_t a, std::int64_t b) { return std::max(a, b); }
+std::int64_t imin(std::int64_t a, std::int64_t b) { return std::min(a, b); }
+std::int64_t ieq(std::int64_t a, std::int64_t b) { return a == b; }
+std::int64_t ine(std::int64_t a, std::int64_t b) { return a != b; }
+std::int64_t ilt(std::int64_t a, std::int64_t b) { return a < b; }
+std::int64_t ile(std::int64_t a, std::int64_t b) { return a <= b; }
+std::int64_t igt(std::int64_t a, std::int64_t b) { return a > b; }
+std::int64_t ige(std::int64_t a, std::int64_t b) { return a >= b; }
+std::int64_t ineg(std::int64_t x) { return wrap(0 - U64(x)); }
+std::int64_t iabs(std::int64_t x) { return x < 0 ? ineg(x) : x; }
+std::int64_t irelu(std::int64_t x) { return std::max<std::int64_t>(x, 0); }
 
 // ---- linear algebra, reductions, normalisation ---------------------------------------------
 
@@ -279,7 +307,7 @@ void matmul(const Launch& l) {
                l.epilogue);
     return;
   }
-  // Other dtypes (always contiguous): exact, in double.
+  // Other dtypes (always contiguous): floats summed in double, integers exactly.
   const View &a = l.in[0], &b = l.in[1], &o = l.out[0];
   Index ashape = a.shape, bshape = b.shape;
   if (ashape.size() == 1) ashape.insert(ashape.begin(), 1);
@@ -288,19 +316,27 @@ void matmul(const Launch& l) {
   const Index batch(o.shape.begin(),
                     o.shape.end() - static_cast<long>((a.shape.size() > 1) + (b.shape.size() > 1)));
   const Index abatch(ashape.begin(), ashape.end() - 2), bbatch(bshape.begin(), bshape.end() - 2);
-  std::vector<double> row(static_cast<std::size_t>(n));
+  // Floats sum in double; integers exactly, wrapping at 64 bits, then to the dtype's width.
+  const bool ints = !is_floating(o.dtype);
+  std::vector<Number> row(static_cast<std::size_t>(n));
   for_each_element(batch, {broadcast_strides(abatch, batch), broadcast_strides(bbatch, batch)},
                    [&](std::int64_t bi, const std::vector<std::int64_t>& off) {
                      for (std::int64_t i = 0; i < m; ++i) {
-                       std::fill(row.begin(), row.end(), 0.0);
+                       std::fill(row.begin(), row.end(), Number{});
                        for (std::int64_t p = 0; p < k; ++p) {
-                         const double av = load(a, (off[0] * m + i) * k + p);
-                         for (std::int64_t j = 0; j < n; ++j)
-                           row[static_cast<std::size_t>(j)] +=
-                               av * load(b, (off[1] * k + p) * n + j);
+                         const Number av = load_number(a, (off[0] * m + i) * k + p);
+                         for (std::int64_t j = 0; j < n; ++j) {
+                           const Number bv = load_number(b, (off[1] * k + p) * n + j);
+                           Number& acc = row[static_cast<std::size_t>(j)];
+                           if (ints) {
+                             acc.i = iadd(acc.i, imul(av.i, bv.i));
+                           } else {
+                             acc.f += av.f * bv.f;
+                           }
+                         }
                        }
                        for (std::int64_t j = 0; j < n; ++j)
-                         store(o, (bi * m + i) * n + j, row[static_cast<std::size_t>(j)]);
+                         store_number(o, (bi * m + i) * n + j, row[static_cast<std::size_t>(j)]);
                      }
                    });
 }
@@ -341,28 +377,46 @@ bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t
 
 namespace {
 
-double round_to(DType d, double x) {  // what storing in d and loading back gives
+/// \p x as a value of \p d: what storing it and loading it back gives.
+Number round_to(DType d, Number x, bool from_float) {
   alignas(8) std::byte buffer[8];
-  const View v{buffer, d, {}, {}};
-  store(v, 0, x);
-  return load(v, 0);
+  if (from_float) {
+    store_from_double(d, x.f, buffer);
+  } else {
+    store_from_int(d, x.i, buffer);
+  }
+  return is_floating(d) ? Number{load_as_double(d, buffer), 0} : Number{0, load_as_int(d, buffer)};
 }
 
-const std::unordered_map<std::string_view, double (*)(double, double, bool)>& binary_scalars() {
-  static const std::unordered_map<std::string_view, double (*)(double, double, bool)> t = {
-      {"kiln.add", add},  {"kiln.sub", sub},      {"kiln.mul", mul},      {"kiln.div", div},
-      {"kiln.pow", pow_}, {"kiln.maximum", max_}, {"kiln.minimum", min_}, {"kiln.eq", eq},
-      {"kiln.ne", ne},    {"kiln.lt", lt},        {"kiln.le", le},        {"kiln.gt", gt},
-      {"kiln.ge", ge}};
+struct BinaryScalar {
+  double (*f)(double, double);
+  std::int64_t (*i)(std::int64_t, std::int64_t);
+};
+struct UnaryScalar {
+  double (*f)(double);
+  std::int64_t (*i)(std::int64_t);  // null: floating-point operands only
+};
+
+const std::unordered_map<std::string_view, BinaryScalar>& binary_scalars() {
+  static const std::unordered_map<std::string_view, BinaryScalar> t = {
+      {"kiln.add", {add, iadd}},      {"kiln.sub", {sub, isub}},
+      {"kiln.mul", {mul, imul}},      {"kiln.div", {div, idiv}},
+      {"kiln.pow", {pow_, ipow}},     {"kiln.maximum", {max_, imax}},
+      {"kiln.minimum", {min_, imin}}, {"kiln.eq", {eq, ieq}},
+      {"kiln.ne", {ne, ine}},         {"kiln.lt", {lt, ilt}},
+      {"kiln.le", {le, ile}},         {"kiln.gt", {gt, igt}},
+      {"kiln.ge", {ge, ige}}};
   return t;
 }
 
-const std::unordered_map<std::string_view, double (*)(double)>& unary_scalars() {
-  static const std::unordered_map<std::string_view, double (*)(double)> t = {
-      {"kiln.neg", neg},    {"kiln.abs", abs_},        {"kiln.exp", exp_},
-      {"kiln.log", log_},   {"kiln.sqrt", sqrt_},      {"kiln.rsqrt", rsqrt},
-      {"kiln.tanh", tanh_}, {"kiln.sigmoid", sigmoid}, {"kiln.relu", relu},
-      {"kiln.silu", silu},  {"kiln.cast", identity}};
+const std::unordered_map<std::string_view, UnaryScalar>& unary_scalars() {
+  static const std::unordered_map<std::string_view, UnaryScalar> t = {
+      {"kiln.neg", {neg, ineg}},          {"kiln.abs", {abs_, iabs}},
+      {"kiln.exp", {exp_, nullptr}},      {"kiln.log", {log_, nullptr}},
+      {"kiln.sqrt", {sqrt_, nullptr}},    {"kiln.rsqrt", {rsqrt, nullptr}},
+      {"kiln.tanh", {tanh_, nullptr}},    {"kiln.sigmoid", {sigmoid, nullptr}},
+      {"kiln.relu", {relu, irelu}},       {"kiln.silu", {silu, nullptr}},
+      {"kiln.cast", {nullptr, nullptr}}};
   return t;
 }
 
@@ -419,12 +473,17 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
     s.result = op.result(0).id;
     s.dtype = body.type(op.result(0)).dtype;
     s.a = op.operand(0).id;
-    s.is_float = is_floating(body.type(op.operand(0)).dtype);
+    s.operand_dtype = body.type(op.operand(0)).dtype;
+    s.is_float = is_floating(s.operand_dtype);
     if (auto b = binary_scalars().find(op.name()); b != binary_scalars().end()) {
-      s.binary = b->second;
+      s.binary = b->second.f;
+      s.int_binary = b->second.i;
       s.b = op.operand(1).id;
+    } else if (op.name() == "kiln.cast") {
+      s.cast = true;
     } else if (auto u = unary_scalars().find(op.name()); u != unary_scalars().end()) {
-      s.unary = u->second;
+      s.unary = u->second.f;
+      s.int_unary = u->second.i;
     } else if (op.name() == "kiln.gelu") {
       const ir::Attribute* mode = op.find("approximate");
       s.tanh = mode != nullptr && mode->as_string() == "tanh";
@@ -572,21 +631,24 @@ void run_fused(const Launch& l) {
   const View& o = l.out[0];
   std::vector<Index> strides;
   for (const View& v : l.in) strides.push_back(broadcast_strides(v.shape, o.shape));
-  std::vector<double> values(p.num_values);
+  std::vector<Number> values(p.num_values);
   for_each_element(o.shape, strides, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    for (std::size_t k = 0; k < p.args.size(); ++k) values[p.args[k]] = load(l.in[k], off[k]);
+    for (std::size_t k = 0; k < p.args.size(); ++k) values[p.args[k]] = load_number(l.in[k], off[k]);
     for (const Scalar& s : p.ops) {
-      double x;
-      if (s.binary != nullptr) {
-        x = s.binary(values[s.a], values[s.b], s.is_float);
-      } else if (s.unary != nullptr) {
-        x = s.unary(values[s.a]);
+      const Number& a = values[s.a];
+      Number& x = values[s.result];
+      if (s.select) {
+        x = a.i != 0 ? values[s.b] : values[s.c];
+      } else if (s.cast) {
+        x = cast_number(s.operand_dtype, a, s.dtype);
+      } else if (s.is_float) {  // computed in double, rounded as if stored between ops
+        x = round_to(s.dtype, {s.binary ? s.binary(a.f, values[s.b].f) : s.unary(a.f), 0}, true);
       } else {
-        x = values[s.a] != 0 ? values[s.b] : values[s.c];
+        x = round_to(s.dtype, {0, s.int_binary ? s.int_binary(a.i, values[s.b].i) : s.int_unary(a.i)},
+                     false);
       }
-      values[s.result] = round_to(s.dtype, x);  // as if stored between ops
     }
-    store(o, i, values[p.result]);
+    store_number(o, i, values[p.result]);
   });
 }
 

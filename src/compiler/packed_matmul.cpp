@@ -45,8 +45,8 @@ std::optional<PostOp> activation(vmath::Unary f) {
     return PostOp{false, algorithm, alpha, 0, nullptr, 0, 0};
   };
   switch (f) {
-    case vmath::Unary::relu:
-      return eltwise(A::eltwise_relu);
+    // relu is not one: oneDNN's computes max(x, 0), which makes a NaN 0 (PyTorch and kiln
+    // keep NaN); kiln's loop runs it on each tile after the GEMM instead.
     case vmath::Unary::gelu_tanh:
       return eltwise(A::eltwise_gelu_tanh);
     case vmath::Unary::gelu_erf:

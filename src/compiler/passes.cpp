@@ -4,6 +4,8 @@
 #include "kiln/compiler/passes.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -63,8 +65,9 @@ std::optional<double> splat_value(const ir::Graph& g, ir::Value v) {
       Tensor::from_bytes(d.dtype, d.shape, Device::cpu(), d.bytes.data(), d.bytes.size())
           .to_doubles();
   if (values.empty()) return std::nullopt;
-  for (double x : values)
-    if (x != values.front()) return std::nullopt;
+  for (double x : values)  // bit for bit: -0.0 and 0.0 differ
+    if (std::bit_cast<std::uint64_t>(x) != std::bit_cast<std::uint64_t>(values.front()))
+      return std::nullopt;
   return values.front();
 }
 
@@ -168,16 +171,20 @@ ir::Module canonicalize(const ir::Module& module) {
       const std::string& name = op.name();
       const ir::TensorType& result = g.type(op.result(0));
       const auto same_type = [&](ir::Value v) { return out.type(v) == result; };
-      const auto identity = [&](std::size_t keep, std::size_t other,
-                                double neutral) -> std::optional<std::vector<ir::Value>> {
+      // Only folds exact for every input: x + 0.0 is +0.0 for x = -0.0, so for floats the
+      // neutral element of add is -0.0 (x - 0.0 and x + -0.0 are x for every x).
+      const auto identity = [&](std::size_t keep, std::size_t other, double neutral,
+                                bool negative = false) -> std::optional<std::vector<ir::Value>> {
         const std::optional<double> c = splat_value(out, operands[other]);
-        if (c && *c == neutral && same_type(operands[keep]))
+        if (!c) return std::nullopt;
+        const bool sign_ok = !is_floating(result.dtype) || std::signbit(*c) == negative;
+        if (*c == neutral && sign_ok && same_type(operands[keep]))
           return std::vector<ir::Value>{operands[keep]};
         return std::nullopt;
       };
       if (name == "kiln.add") {
-        if (auto r = identity(0, 1, 0)) return r;
-        return identity(1, 0, 0);
+        if (auto r = identity(0, 1, 0, true)) return r;
+        return identity(1, 0, 0, true);
       }
       if (name == "kiln.mul") {
         if (auto r = identity(0, 1, 1)) return r;

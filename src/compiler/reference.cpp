@@ -1,6 +1,6 @@
 // The reference interpreter (see kiln/compiler/reference.hpp). Written for obviousness:
-// every op is a loop over multi-indices in double precision; one table maps op names to
-// their evaluators.
+// every op is a loop over multi-indices, floats in double precision and integers exactly
+// in int64; one table maps op names to their evaluators.
 
 #include "kiln/compiler/reference.hpp"
 
@@ -19,11 +19,19 @@ namespace {
 using detail::cat;
 using Index = std::vector<std::int64_t>;
 
+/// One element: a floating-point dtype's value in `f`, an integer or bool one's in `i`.
+struct Num {
+  double f = 0;
+  std::int64_t i = 0;
+};
+
 struct Array {
   DType dtype = DType::f32;
   Index shape;
-  std::vector<double> data;
+  std::vector<Num> data;
 };
+
+bool floating(const Array& a) { return is_floating(a.dtype); }
 
 std::int64_t count(const Index& shape) {
   std::int64_t n = 1;
@@ -51,37 +59,34 @@ void for_each_index(const Index& shape, F&& f) {
   }
 }
 
-double round_to(DType dtype, double v) {
-  const auto saturate = [&](double lo, double hi) {
-    if (std::isnan(v)) return 0.0;
-    return std::clamp(std::trunc(v), lo, hi);
-  };
-  switch (dtype) {
-    case DType::f32:
-      return static_cast<double>(static_cast<float>(v));
-    case DType::f64:
-      return v;
-    case DType::f16:
-      return static_cast<float>(Half(static_cast<float>(v)));
-    case DType::bf16:
-      return static_cast<float>(BFloat16(static_cast<float>(v)));
-    case DType::i8:
-      return saturate(-128, 127);
-    case DType::u8:
-      return saturate(0, 255);
-    case DType::i32:
-      return saturate(-2147483648.0, 2147483647.0);
-    case DType::i64:
-      return saturate(-9223372036854775808.0, 9223372036854774784.0);
-    case DType::bool_:
-      return v != 0 ? 1 : 0;
+/// \p v (a float in `f` when \p from_float, else an integer in `i`) as a value of \p dtype:
+/// floats rounded once, integers wrapped to the width, as storing it in memory does.
+Num fit(DType dtype, Num v, bool from_float) {
+  alignas(8) std::byte slot[8];
+  if (from_float) {
+    store_from_double(dtype, v.f, slot);
+  } else {
+    store_from_int(dtype, v.i, slot);
   }
-  return v;
+  return is_floating(dtype) ? Num{load_as_double(dtype, slot), 0} : Num{0, load_as_int(dtype, slot)};
 }
 
 Array rounded(Array a) {
-  for (double& v : a.data) v = round_to(a.dtype, v);
+  for (Num& v : a.data) v = fit(a.dtype, v, is_floating(a.dtype));
   return a;
+}
+
+/// The elements of \p t, exactly.
+std::vector<Num> elements_of(const Tensor& t) {
+  const std::span<const std::byte> bytes = t.bytes();
+  const std::size_t size = size_of(t.dtype());
+  std::vector<Num> out(bytes.size() / size);
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const std::byte* at = bytes.data() + k * size;
+    out[k] = is_floating(t.dtype()) ? Num{load_as_double(t.dtype(), at), 0}
+                                    : Num{0, load_as_int(t.dtype(), at)};
+  }
+  return out;
 }
 
 /// Position in \p in (broadcast to \p out_shape) of the output index \p idx.
@@ -152,25 +157,33 @@ std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
 
 // ---- element-wise ---------------------------------------------------------------------------
 
-Evaluator binary(double (*f)(double, double, DType)) {
-  return [f](const OpArgs& a) {
+/// A binary op: \p f on floats, \p g on integers and bool (exact; arithmetic wraps at 64
+/// bits), then the result fitted to the output's dtype.
+Evaluator binary(double (*f)(double, double), std::int64_t (*g)(std::int64_t, std::int64_t)) {
+  return [f, g](const OpArgs& a) {
     const Array &x = *a.in[0], &y = *a.in[1];
     Array out{a.out_dtype(), broadcast_shape(x.shape, y.shape), {}};
     out.data.resize(static_cast<std::size_t>(count(out.shape)));
+    const bool on_floats = floating(x);
     for_each_index(out.shape, [&](const Index& idx, std::int64_t flat) {
+      const Num& u = x.data[static_cast<std::size_t>(broadcast_offset(x, out.shape, idx))];
+      const Num& v = y.data[static_cast<std::size_t>(broadcast_offset(y, out.shape, idx))];
       out.data[static_cast<std::size_t>(flat)] =
-          f(x.data[static_cast<std::size_t>(broadcast_offset(x, out.shape, idx))],
-            y.data[static_cast<std::size_t>(broadcast_offset(y, out.shape, idx))], x.dtype);
+          fit(out.dtype, on_floats ? Num{f(u.f, v.f), 0} : Num{0, g(u.i, v.i)}, on_floats);
     });
-    return std::vector<Array>{rounded(std::move(out))};
+    return std::vector<Array>{out};
   };
 }
 
-Evaluator unary(double (*f)(double)) {
-  return [f](const OpArgs& a) {
-    Array out{a.out_dtype(), a.in[0]->shape, a.in[0]->data};
-    for (double& v : out.data) v = f(v);
-    return std::vector<Array>{rounded(std::move(out))};
+/// A unary op: \p f on floats, \p g on integers (null: floats only, as verified).
+Evaluator unary(double (*f)(double), std::int64_t (*g)(std::int64_t) = nullptr) {
+  return [f, g](const OpArgs& a) {
+    const Array& x = *a.in[0];
+    Array out{a.out_dtype(), x.shape, x.data};
+    const bool on_floats = floating(x);
+    for (Num& v : out.data)
+      v = fit(out.dtype, on_floats ? Num{f(v.f), 0} : Num{0, g(v.i)}, on_floats);
+    return std::vector<Array>{out};
   };
 }
 
@@ -180,14 +193,42 @@ double gelu_tanh(double x) {
 }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
-double divide(double a, double b, DType d) {
-  if (is_floating(d)) return a / b;
-  return b == 0 ? 0 : std::trunc(a / b);  // integers: truncate toward zero; x / 0 = 0
+// Integer arithmetic in two's complement, as NumPy and PyTorch compute it.
+std::int64_t wrapped(std::uint64_t x) { return static_cast<std::int64_t>(x); }
+std::uint64_t bits(std::int64_t x) { return static_cast<std::uint64_t>(x); }
+
+/// Integers: truncate toward zero; x / 0 = 0 (documented in docs/ops.md).
+std::int64_t divide(std::int64_t a, std::int64_t b) {
+  if (b == 0) return 0;
+  return b == -1 ? wrapped(0 - bits(a)) : a / b;
+}
+
+/// Integers as PyTorch raises them: a negative exponent gives 0, except for bases 1 and -1.
+std::int64_t power(std::int64_t a, std::int64_t b) {
+  if (b < 0) {
+    if (a == 1) return 1;
+    if (a == -1) return b % 2 == 0 ? 1 : -1;
+    return 0;
+  }
+  std::uint64_t result = 1;
+  for (std::uint64_t base = bits(a), e = bits(b); e > 0; e /= 2) {
+    if (e % 2 == 1) result *= base;
+    base *= base;
+  }
+  return wrapped(result);
+}
+
+/// Floats: NaN from either side propagates (PyTorch's maximum and minimum).
+double larger(double a, double b) { return std::isnan(a) || std::isnan(b) ? a + b : a < b ? b : a; }
+double smaller(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? a + b : b < a ? b : a;
 }
 
 // ---- the table ------------------------------------------------------------------------------
 
-std::vector<Array> reduce(const OpArgs& a, double init, double (*step)(double, double), bool mean) {
+enum class Reduction { sum, mean, max, min };
+
+std::vector<Array> reduce(const OpArgs& a, Reduction kind) {
   const Array& x = *a.in[0];
   std::vector<bool> reduced(x.shape.size(), false);
   for (std::int64_t ax : a.attr("axes").as_int_array()) reduced[axis_of(ax, x.shape.size())] = true;
@@ -199,20 +240,40 @@ std::vector<Array> reduce(const OpArgs& a, double init, double (*step)(double, d
     kept.push_back(reduced[d] ? 1 : x.shape[d]);
   }
   Array out{a.out_dtype(), keepdim ? kept : out_shape, {}};
-  out.data.assign(static_cast<std::size_t>(count(kept)), init);
+  out.data.assign(static_cast<std::size_t>(count(kept)), Num{});
+  const bool extremum = kind == Reduction::max || kind == Reduction::min;
+  std::vector<bool> seen(out.data.size(), !extremum);  // max and min start at the first
   const Index kst = strides(kept);
   std::int64_t per_output = 1;
   for (std::size_t d = 0; d < x.shape.size(); ++d)
     if (reduced[d]) per_output *= x.shape[d];
+  const bool on_floats = floating(x);
   for_each_index(x.shape, [&](const Index& idx, std::int64_t flat) {
     std::int64_t o = 0;
     for (std::size_t d = 0; d < idx.size(); ++d)
       if (!reduced[d]) o += idx[d] * kst[d];
-    double& acc = out.data[static_cast<std::size_t>(o)];
-    acc = step(acc, x.data[static_cast<std::size_t>(flat)]);
+    Num& acc = out.data[static_cast<std::size_t>(o)];
+    const Num& v = x.data[static_cast<std::size_t>(flat)];
+    if (!seen[static_cast<std::size_t>(o)]) {
+      acc = v;
+      seen[static_cast<std::size_t>(o)] = true;
+    } else if (!extremum) {
+      if (on_floats) {
+        acc.f += v.f;
+      } else {
+        acc.i = wrapped(bits(acc.i) + bits(v.i));
+      }
+    } else if (on_floats) {
+      acc.f = kind == Reduction::max ? larger(acc.f, v.f) : smaller(acc.f, v.f);
+    } else {
+      acc.i = kind == Reduction::max ? std::max(acc.i, v.i) : std::min(acc.i, v.i);
+    }
   });
-  if (mean)
-    for (double& v : out.data) v /= static_cast<double>(per_output);
+  if (std::find(seen.begin(), seen.end(), false) != seen.end())
+    throw UserError(cat("reference: ", a.op.describe(), ": ",
+                        kind == Reduction::max ? "max" : "min", " over an empty axis"));
+  if (kind == Reduction::mean)
+    for (Num& v : out.data) v.f /= static_cast<double>(per_output);  // floats (verified)
   return {rounded(std::move(out))};
 }
 
@@ -226,7 +287,7 @@ Array along_axis(const Array& x, std::size_t axis, DType dtype, F&& line) {
   for_each_index(outer, [&](const Index& idx, std::int64_t) {
     std::int64_t base = 0;
     for (std::size_t d = 0; d < idx.size(); ++d) base += idx[d] * st[d];
-    std::vector<double*> values;
+    std::vector<Num*> values;
     for (std::int64_t i = 0; i < x.shape[axis]; ++i)
       values.push_back(&out.data[static_cast<std::size_t>(base + i * st[axis])]);
     line(values);
@@ -244,7 +305,8 @@ Array matmul(const Array& a0, const Array& b0, DType dtype) {
   Index out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Array out{dtype, out_shape, std::vector<double>(static_cast<std::size_t>(count(out_shape)), 0)};
+  Array out{dtype, out_shape, std::vector<Num>(static_cast<std::size_t>(count(out_shape)))};
+  const bool on_floats = floating(a0);
   const Array a_batch{a.dtype, Index(a.shape.begin(), a.shape.end() - 2), {}};
   const Array b_batch{b.dtype, Index(b.shape.begin(), b.shape.end() - 2), {}};
   for_each_index(batch, [&](const Index& bi, std::int64_t bflat) {
@@ -252,10 +314,16 @@ Array matmul(const Array& a0, const Array& b0, DType dtype) {
     const std::int64_t bo = broadcast_offset(b_batch, batch, bi) * k * n;
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
-        double s = 0;
-        for (std::int64_t p = 0; p < k; ++p)
-          s += a.data[static_cast<std::size_t>(ao + i * k + p)] *
-               b.data[static_cast<std::size_t>(bo + p * n + j)];
+        Num s;
+        for (std::int64_t p = 0; p < k; ++p) {
+          const Num& u = a.data[static_cast<std::size_t>(ao + i * k + p)];
+          const Num& v = b.data[static_cast<std::size_t>(bo + p * n + j)];
+          if (on_floats) {
+            s.f += u.f * v.f;
+          } else {
+            s.i = wrapped(bits(s.i) + bits(u.i) * bits(v.i));
+          }
+        }
         out.data[static_cast<std::size_t>((bflat * m + i) * n + j)] = s;
       }
   });
@@ -271,7 +339,7 @@ Array concat_arrays(const std::vector<const Array*>& parts, std::size_t axis, DT
   Index out_shape = parts[0]->shape;
   out_shape[axis] = 0;
   for (const Array* x : parts) out_shape[axis] += x->shape[axis];
-  Array out{dtype, out_shape, std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+  Array out{dtype, out_shape, std::vector<Num>(static_cast<std::size_t>(count(out_shape)))};
   const Index ost = strides(out_shape);
   std::int64_t offset = 0;
   for (const Array* x : parts) {
@@ -294,7 +362,7 @@ std::vector<Array> split_array(const Array& x, std::size_t axis, const Index& si
   for (std::int64_t size : sizes) {
     Index shape = x.shape;
     shape[axis] = size;
-    Array out{x.dtype, shape, std::vector<double>(static_cast<std::size_t>(count(shape)))};
+    Array out{x.dtype, shape, std::vector<Num>(static_cast<std::size_t>(count(shape)))};
     for_each_index(shape, [&](const Index& idx, std::int64_t flat) {
       std::int64_t src = 0;
       for (std::size_t d = 0; d < idx.size(); ++d)
@@ -309,39 +377,72 @@ std::vector<Array> split_array(const Array& x, std::size_t axis, const Index& si
 
 /// The elementwise sum of same-shaped \p parts, rounded once to \p dtype.
 Array sum_arrays(const std::vector<const Array*>& parts, DType dtype) {
-  Array out{dtype, parts[0]->shape, std::vector<double>(parts[0]->data.size(), 0.0)};
+  Array out{dtype, parts[0]->shape, std::vector<Num>(parts[0]->data.size())};
   for (const Array* x : parts)
-    for (std::size_t i = 0; i < out.data.size(); ++i) out.data[i] += x->data[i];
+    for (std::size_t i = 0; i < out.data.size(); ++i) {
+      if (floating(out)) {
+        out.data[i].f += x->data[i].f;
+      } else {
+        out.data[i].i = wrapped(bits(out.data[i].i) + bits(x->data[i].i));
+      }
+    }
   return rounded(std::move(out));
 }
 
 const std::unordered_map<std::string, Evaluator>& table() {
   static const std::unordered_map<std::string, Evaluator> evaluators = [] {
     std::unordered_map<std::string, Evaluator> m;
-    m["kiln.add"] = binary([](double a, double b, DType) { return a + b; });
-    m["kiln.sub"] = binary([](double a, double b, DType) { return a - b; });
-    m["kiln.mul"] = binary([](double a, double b, DType) { return a * b; });
-    m["kiln.div"] = binary(divide);
-    m["kiln.pow"] = binary([](double a, double b, DType) { return std::pow(a, b); });
-    m["kiln.maximum"] = binary([](double a, double b, DType) { return std::max(a, b); });
-    m["kiln.minimum"] = binary([](double a, double b, DType) { return std::min(a, b); });
-    m["kiln.eq"] = binary([](double a, double b, DType) { return a == b ? 1.0 : 0.0; });
-    m["kiln.ne"] = binary([](double a, double b, DType) { return a != b ? 1.0 : 0.0; });
-    m["kiln.lt"] = binary([](double a, double b, DType) { return a < b ? 1.0 : 0.0; });
-    m["kiln.le"] = binary([](double a, double b, DType) { return a <= b ? 1.0 : 0.0; });
-    m["kiln.gt"] = binary([](double a, double b, DType) { return a > b ? 1.0 : 0.0; });
-    m["kiln.ge"] = binary([](double a, double b, DType) { return a >= b ? 1.0 : 0.0; });
-    m["kiln.neg"] = unary([](double x) { return -x; });
-    m["kiln.abs"] = unary([](double x) { return std::fabs(x); });
+    using I = std::int64_t;
+    m["kiln.add"] = binary([](double a, double b) { return a + b; },
+                           [](I a, I b) { return wrapped(bits(a) + bits(b)); });
+    m["kiln.sub"] = binary([](double a, double b) { return a - b; },
+                           [](I a, I b) { return wrapped(bits(a) - bits(b)); });
+    m["kiln.mul"] = binary([](double a, double b) { return a * b; },
+                           [](I a, I b) { return wrapped(bits(a) * bits(b)); });
+    m["kiln.div"] = binary([](double a, double b) { return a / b; }, divide);
+    m["kiln.pow"] = binary([](double a, double b) { return std::pow(a, b); }, power);
+    m["kiln.maximum"] = binary(larger, [](I a, I b) { return std::max(a, b); });
+    m["kiln.minimum"] = binary(smaller, [](I a, I b) { return std::min(a, b); });
+    m["kiln.eq"] = binary([](double a, double b) { return a == b ? 1.0 : 0.0; },
+                          [](I a, I b) -> I { return a == b; });
+    m["kiln.ne"] = binary([](double a, double b) { return a != b ? 1.0 : 0.0; },
+                          [](I a, I b) -> I { return a != b; });
+    m["kiln.lt"] = binary([](double a, double b) { return a < b ? 1.0 : 0.0; },
+                          [](I a, I b) -> I { return a < b; });
+    m["kiln.le"] = binary([](double a, double b) { return a <= b ? 1.0 : 0.0; },
+                          [](I a, I b) -> I { return a <= b; });
+    m["kiln.gt"] = binary([](double a, double b) { return a > b ? 1.0 : 0.0; },
+                          [](I a, I b) -> I { return a > b; });
+    m["kiln.ge"] = binary([](double a, double b) { return a >= b ? 1.0 : 0.0; },
+                          [](I a, I b) -> I { return a >= b; });
+    m["kiln.neg"] = unary([](double x) { return -x; }, [](I x) { return wrapped(0 - bits(x)); });
+    m["kiln.abs"] = unary([](double x) { return std::fabs(x); },
+                          [](I x) { return x < 0 ? wrapped(0 - bits(x)) : x; });
     m["kiln.exp"] = unary([](double x) { return std::exp(x); });
     m["kiln.log"] = unary([](double x) { return std::log(x); });
     m["kiln.sqrt"] = unary([](double x) { return std::sqrt(x); });
     m["kiln.rsqrt"] = unary([](double x) { return 1 / std::sqrt(x); });
     m["kiln.tanh"] = unary([](double x) { return std::tanh(x); });
     m["kiln.sigmoid"] = unary(sigmoid);
-    m["kiln.relu"] = unary([](double x) { return x > 0 ? x : 0.0; });
+    m["kiln.relu"] = unary([](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
+                           [](I x) { return std::max<I>(x, 0); });
     m["kiln.silu"] = unary([](double x) { return x * sigmoid(x); });
-    m["kiln.cast"] = unary([](double x) { return x; });
+    m["kiln.cast"] = [](const OpArgs& a) {  // one rounding, as the core's conversion
+      const Array& x = *a.in[0];
+      Array out{a.out_dtype(), x.shape, {}};
+      for (const Num& v : x.data) {
+        alignas(8) std::byte from[8], to[8];
+        if (floating(x)) {
+          store_from_double(x.dtype, v.f, from);
+        } else {
+          store_from_int(x.dtype, v.i, from);
+        }
+        convert_element(x.dtype, from, out.dtype, to);
+        out.data.push_back(floating(out) ? Num{load_as_double(out.dtype, to), 0}
+                                         : Num{0, load_as_int(out.dtype, to)});
+      }
+      return std::vector<Array>{out};
+    };
     m["kiln.gelu"] = [](const OpArgs& a) {
       const ir::Attribute* mode = a.op.find("approximate");
       const bool tanh_form = mode != nullptr && mode->as_string() == "tanh";
@@ -353,7 +454,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
       out.data.resize(static_cast<std::size_t>(count(out.shape)));
       for_each_index(out.shape, [&](const Index& idx, std::int64_t flat) {
         const bool take_x =
-            c.data[static_cast<std::size_t>(broadcast_offset(c, out.shape, idx))] != 0;
+            c.data[static_cast<std::size_t>(broadcast_offset(c, out.shape, idx))].i != 0;
         const Array& src = take_x ? x : y;
         out.data[static_cast<std::size_t>(flat)] =
             src.data[static_cast<std::size_t>(broadcast_offset(src, out.shape, idx))];
@@ -382,7 +483,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
       const Index perm = a.attr("perm").as_int_array();
       Index out_shape;
       for (std::int64_t p : perm) out_shape.push_back(x.shape[axis_of(p, x.shape.size())]);
-      Array out{a.out_dtype(), out_shape, std::vector<double>(x.data.size())};
+      Array out{a.out_dtype(), out_shape, std::vector<Num>(x.data.size())};
       const Index st = strides(x.shape);
       for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
         std::int64_t src = 0;
@@ -405,7 +506,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
         out_shape.push_back((stop - start + steps[d] - 1) / steps[d]);
       }
       Array out{a.out_dtype(), out_shape,
-                std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+                std::vector<Num>(static_cast<std::size_t>(count(out_shape)))};
       const Index st = strides(x.shape);
       for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
         std::int64_t src = 0;
@@ -464,12 +565,12 @@ const std::unordered_map<std::string, Evaluator>& table() {
       out_shape.insert(out_shape.end(), x.shape.begin() + static_cast<long>(axis) + 1,
                        x.shape.end());
       Array out{a.out_dtype(), out_shape,
-                std::vector<double>(static_cast<std::size_t>(count(out_shape)))};
+                std::vector<Num>(static_cast<std::size_t>(count(out_shape)))};
       const Index st = strides(x.shape), ist = strides(ids.shape);
       for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
         std::int64_t id_flat = 0;
         for (std::size_t d = 0; d < ids.shape.size(); ++d) id_flat += idx[axis + d] * ist[d];
-        const auto id = static_cast<std::int64_t>(ids.data[static_cast<std::size_t>(id_flat)]);
+        const std::int64_t id = ids.data[static_cast<std::size_t>(id_flat)].i;
         if (id < 0 || id >= x.shape[axis])
           throw UserError(cat("gather (", a.op.describe(), "): index ", id, " is outside [0, ",
                               x.shape[axis], ")"));
@@ -481,32 +582,25 @@ const std::unordered_map<std::string, Evaluator>& table() {
       });
       return std::vector<Array>{out};
     };
-    m["kiln.reduce_sum"] = [](const OpArgs& a) {
-      return reduce(
-          a, 0, [](double acc, double v) { return acc + v; }, false);
-    };
-    m["kiln.reduce_mean"] = [](const OpArgs& a) {
-      return reduce(
-          a, 0, [](double acc, double v) { return acc + v; }, true);
-    };
-    m["kiln.reduce_max"] = [](const OpArgs& a) {
-      return reduce(
-          a, -std::numeric_limits<double>::infinity(),
-          [](double acc, double v) { return std::max(acc, v); }, false);
-    };
-    m["kiln.reduce_min"] = [](const OpArgs& a) {
-      return reduce(
-          a, std::numeric_limits<double>::infinity(),
-          [](double acc, double v) { return std::min(acc, v); }, false);
-    };
+    m["kiln.reduce_sum"] = [](const OpArgs& a) { return reduce(a, Reduction::sum); };
+    m["kiln.reduce_mean"] = [](const OpArgs& a) { return reduce(a, Reduction::mean); };
+    m["kiln.reduce_max"] = [](const OpArgs& a) { return reduce(a, Reduction::max); };
+    m["kiln.reduce_min"] = [](const OpArgs& a) { return reduce(a, Reduction::min); };
     m["kiln.argmax"] = [](const OpArgs& a) {
       const Array& x = *a.in[0];
       const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
-      Array lines = along_axis(x, axis, DType::i64, [](std::vector<double*>& v) {
+      if (x.shape[axis] == 0)
+        throw UserError(cat("reference: ", a.op.describe(), ": argmax over an empty axis"));
+      const bool on_floats = floating(x);
+      // The first largest, or the first NaN (PyTorch's rule).
+      Array lines = along_axis(x, axis, DType::i64, [on_floats](std::vector<Num*>& v) {
         std::size_t best = 0;
-        for (std::size_t i = 1; i < v.size(); ++i)
-          if (*v[i] > *v[best]) best = i;
-        *v[0] = static_cast<double>(best);
+        for (std::size_t i = 1; i < v.size(); ++i) {
+          if (on_floats && std::isnan(v[best]->f)) break;
+          if (on_floats ? (std::isnan(v[i]->f) || v[i]->f > v[best]->f) : v[i]->i > v[best]->i)
+            best = i;
+        }
+        *v[0] = Num{0, static_cast<std::int64_t>(best)};
       });
       // Each line's first element now holds its argmax; collect those.
       Index out_shape;
@@ -534,12 +628,13 @@ const std::unordered_map<std::string, Evaluator>& table() {
         const Array& x = *a.in[0];
         return std::vector<Array>{
             rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
-                               [log](std::vector<double*>& v) {
+                               [log](std::vector<Num*>& v) {
                                  double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-                                 for (double* p : v) mx = std::max(mx, *p);
-                                 for (double* p : v) sum += std::exp(*p - mx);
-                                 for (double* p : v)
-                                   *p = log ? *p - mx - std::log(sum) : std::exp(*p - mx) / sum;
+                                 for (Num* p : v) mx = larger(mx, p->f);
+                                 for (Num* p : v) sum += std::exp(p->f - mx);
+                                 for (Num* p : v)
+                                   p->f = log ? p->f - mx - std::log(sum)
+                                              : std::exp(p->f - mx) / sum;
                                }))};
       };
     };
@@ -552,15 +647,15 @@ const std::unordered_map<std::string, Evaluator>& table() {
         const Array& gamma = *a.in[1];
         const Array* beta = rms ? nullptr : a.in[2];
         return std::vector<Array>{
-            rounded(along_axis(x, x.shape.size() - 1, a.out_dtype(), [&](std::vector<double*>& v) {
+            rounded(along_axis(x, x.shape.size() - 1, a.out_dtype(), [&](std::vector<Num*>& v) {
               const auto n = static_cast<double>(v.size());
               double mean = 0, var = 0;
-              for (double* p : v) mean += *p;
+              for (Num* p : v) mean += p->f;
               mean = rms ? 0 : mean / n;
-              for (double* p : v) var += (*p - mean) * (*p - mean);
+              for (Num* p : v) var += (p->f - mean) * (p->f - mean);
               const double scale = 1 / std::sqrt(var / n + eps);
               for (std::size_t i = 0; i < v.size(); ++i)
-                *v[i] = (*v[i] - mean) * scale * gamma.data[i] + (beta ? beta->data[i] : 0);
+                v[i]->f = (v[i]->f - mean) * scale * gamma.data[i].f + (beta ? beta->data[i].f : 0);
             }))};
       };
     };
@@ -572,7 +667,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
           Tensor::from_bytes(d.dtype, d.shape, Device::cpu(), d.bytes.data(), d.bytes.size());
       Index shape;
       for (const Dim& dim : d.shape.dims()) shape.push_back(dim.size());
-      return std::vector<Array>{{d.dtype, shape, t.to_doubles()}};
+      return std::vector<Array>{{d.dtype, shape, elements_of(t)}};
     };
     m["kiln.weight"] = [](const OpArgs& a) {
       const std::string name = a.prefix.empty() ? a.attr("name").as_string()
@@ -587,7 +682,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
                             " but the graph needs ", name_of(type)));
       Index shape;
       for (const Dim& dim : w.shape().dims()) shape.push_back(dim.size());
-      return std::vector<Array>{{w.dtype(), shape, w.to_doubles()}};
+      return std::vector<Array>{{w.dtype(), shape, elements_of(w)}};
     };
     m["kiln.fused"] = [](const OpArgs& a) {  // the body, as an ordinary graph
       const ir::Graph& body = *a.ctx.module.find(a.attr("callee").as_symbol().name);
@@ -661,15 +756,26 @@ std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Te
       }
       shape.push_back(size);
     }
-    arguments.push_back({t.dtype(), shape, t.to_doubles()});
+    arguments.push_back({t.dtype(), shape, elements_of(t)});
   }
   std::vector<Tensor> out;
   std::vector<Array> results = run_graph(ctx, entry, std::move(arguments), "");
   for (std::size_t r = 0; r < results.size(); ++r) {
     std::vector<Dim> dims;
     for (std::int64_t d : results[r].shape) dims.emplace_back(d);
-    out.push_back(Tensor::constant(results[r].data, Shape(std::move(dims)), results[r].dtype,
-                                   entry.type(entry.results()[r]).device));
+    const Array& a = results[r];
+    std::vector<std::byte> bytes(a.data.size() * size_of(a.dtype));
+    for (std::size_t k = 0; k < a.data.size(); ++k) {
+      std::byte* at = bytes.data() + k * size_of(a.dtype);
+      if (floating(a)) {
+        store_from_double(a.dtype, a.data[k].f, at);
+      } else {
+        store_from_int(a.dtype, a.data[k].i, at);
+      }
+    }
+    out.push_back(Tensor::from_bytes(a.dtype, Shape(std::move(dims)),
+                                     entry.type(entry.results()[r]).device, bytes.data(),
+                                     bytes.size()));
   }
   return out;
 }

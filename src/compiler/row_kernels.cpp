@@ -7,8 +7,12 @@
 
 #include "compiler/kernel_support.hpp"
 #include "compiler/vector_math.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
 
 namespace kiln::compiler::kernel {
+
+using kiln::detail::cat;
 
 bool f32_last_axis_rows(const Launch& l, std::size_t axis) {
   const View &x = l.in[0], &o = l.out[0];
@@ -55,8 +59,8 @@ std::optional<ReduceShape> reduce_shape(const Launch& l) {
   return r;
 }
 
-/// f32 reductions over [outer, reduced, inner]: sums in double, max/min as std::max/min
-/// (NaN ignored, as the reference does). Rows (inner 1) through the vector math, columns
+/// f32 reductions over [outer, reduced, inner]: sums in double, max/min propagating NaN
+/// (as PyTorch). Rows (inner 1) through the vector math, columns
 /// a chunk of accumulators at a time; the blocks split outer × column chunks.
 template <Reduce R>
 void reduce_f32(const Launch& l, const ReduceShape& s) {
@@ -74,7 +78,7 @@ void reduce_f32(const Launch& l, const ReduceShape& s) {
         o[r] = vmath::max(row, n);
       } else if constexpr (R == Reduce::min) {
         float m = INFINITY;
-        for (std::size_t i = 0; i < n; ++i) m = row[i] < m ? row[i] : m;
+        for (std::size_t i = 0; i < n; ++i) m = row[i] < m || row[i] != row[i] ? row[i] : m;
         o[r] = m;
       } else {
         o[r] = finish(vmath::sum(row, n));
@@ -97,9 +101,9 @@ void reduce_f32(const Launch& l, const ReduceShape& s) {
         for (std::int64_t j = 0; j < width; ++j) {
           const float v = base[r * s.inner + j];
           if constexpr (R == Reduce::max) {
-            m[j] = m[j] < v ? v : m[j];
+            m[j] = m[j] < v || v != v ? v : m[j];
           } else {
-            m[j] = v < m[j] ? v : m[j];
+            m[j] = v < m[j] || v != v ? v : m[j];
           }
         }
       std::copy(m.begin(), m.begin() + width, out);
@@ -115,6 +119,9 @@ void reduce_f32(const Launch& l, const ReduceShape& s) {
 template <Reduce R>
 void reduce_of(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0];
+  if ((R == Reduce::max || R == Reduce::min) && elements(o.shape) > 0 && elements(x.shape) == 0)
+    throw UserError(cat(l.view().describe(), ": ", R == Reduce::max ? "max" : "min",
+                        " over an empty axis has no value (the reduced dims are empty)"));
   if (x.dtype == DType::f32 && o.dtype == DType::f32) {
     if (const std::optional<ReduceShape> s = reduce_shape(l)) {
       reduce_f32<R>(l, *s);
@@ -134,18 +141,36 @@ void reduce_of(const Launch& l) {
     }
   const Index kst = strides_of(kept);
   for (std::size_t d = 0; d < x.shape.size(); ++d) ost[d] = reduced[d] ? 0 : kst[d];
-  const double init = R == Reduce::max   ? -std::numeric_limits<double>::infinity()
-                      : R == Reduce::min ? std::numeric_limits<double>::infinity()
-                                         : 0.0;
-  std::vector<double> acc(static_cast<std::size_t>(elements(kept)), init);
+  // Floats in double (max and min propagate NaN); integers exactly (sums wrap at 64 bits,
+  // then to the dtype's width). Max and min start from the first element of each output.
+  const bool ints = !is_floating(x.dtype);
+  std::vector<Number> acc(static_cast<std::size_t>(elements(kept)));
+  std::vector<bool> started(acc.size(), R == Reduce::sum || R == Reduce::mean);
   for_each_element(x.shape, {ost}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    double& a = acc[static_cast<std::size_t>(off[0])];
-    const double v = load(x, i);
-    a = R == Reduce::max ? std::max(a, v) : R == Reduce::min ? std::min(a, v) : a + v;
+    const auto at = static_cast<std::size_t>(off[0]);
+    Number& a = acc[at];
+    const Number v = load_number(x, i);
+    if (!started[at]) {
+      a = v;
+      started[at] = true;
+    } else if (ints) {
+      a.i = R == Reduce::max   ? std::max(a.i, v.i)
+            : R == Reduce::min ? std::min(a.i, v.i)
+                               : static_cast<std::int64_t>(static_cast<std::uint64_t>(a.i) +
+                                                           static_cast<std::uint64_t>(v.i));
+    } else if (R == Reduce::max || R == Reduce::min) {
+      if (a.f == a.f && (v.f != v.f || (R == Reduce::max ? a.f < v.f : v.f < a.f))) a = v;
+    } else {
+      a.f += v.f;
+    }
   });
-  for (std::size_t i = 0; i < acc.size(); ++i)
-    store(o, static_cast<std::int64_t>(i),
-          R == Reduce::mean ? acc[i] / static_cast<double>(per) : acc[i]);
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    if (!started[i])
+      throw UserError(cat(l.view().describe(), ": ", R == Reduce::max ? "max" : "min",
+                          " over an empty axis has no value (the reduced dims are empty)"));
+    if (R == Reduce::mean) acc[i].f /= static_cast<double>(per);  // floats only (verified)
+    store_number(o, static_cast<std::int64_t>(i), acc[i]);
+  }
 }
 
 /// Calls line(offset, stride, count) for every line of \p shape along \p axis, in the
@@ -265,10 +290,17 @@ void argmax(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0];
   lines(x.shape, axis_of(l.view().find("axis")->as_int(), x.shape.size()),
         [&](std::int64_t line, std::int64_t base, std::int64_t stride, std::int64_t n) {
+          // The first largest element, or the first NaN (as PyTorch); integers exactly.
+          if (n == 0)
+            throw UserError(cat(l.view().describe(), ": argmax over an empty axis has no value"));
           std::int64_t best = 0;
-          for (std::int64_t i = 1; i < n; ++i)
-            if (load(x, base + i * stride) > load(x, base + best * stride)) best = i;
-          store(o, line, static_cast<double>(best));
+          Number top = load_number(x, base);
+          const bool ints = !is_floating(x.dtype);
+          for (std::int64_t i = 1; i < n && (ints || top.f == top.f); ++i) {
+            const Number v = load_number(x, base + i * stride);
+            if (ints ? v.i > top.i : (v.f > top.f || v.f != v.f)) best = i, top = v;
+          }
+          store_number(o, line, Number{0, best});
         });
 }
 

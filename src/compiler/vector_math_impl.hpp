@@ -47,17 +47,21 @@ KILN_INLINE float pow2_minus1(float k) {
 }
 
 // exp: x = k ln2 + r with |r| <= ln2/2 (ln2 split in two for an exact k ln2), then the
-// Cephes single-precision polynomial for e^r.
+// Cephes single-precision polynomial for e^r. Below -87.3 the result is a denormal (down
+// to e^-103.97, the smallest): scaled by 2^(k+64), a normal float, then exactly by 2^-64,
+// so that it is rounded once, into the denormal.
 KILN_INLINE float exp_f(float x) {
   float c = x > 89.0f ? 89.0f : x;  // e^89 overflows to inf, as it should
-  c = c < -87.33654f ? -87.33654f : c;
+  c = c < -104.0f ? -104.0f : c;     // e^-104 rounds to 0, as it should
   const float k = round_to_int(c * 1.44269504088896341f);
   float r = fmadd(k, -0.693359375f, c);
   r = fmadd(k, 2.12194440e-4f, r);
   const float p = horner(r, {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f,
                              1.6666665459e-1f, 5.0000001201e-1f});
-  const float e = (fmadd(p, r * r, r) + 1.0f) * 2.0f * pow2_minus1(k);
-  return x != x ? x : e;
+  const bool denormal = k < -125.0f;
+  const float e = (fmadd(p, r * r, r) + 1.0f) * 2.0f * pow2_minus1(denormal ? k + 64.0f : k);
+  const float scaled = denormal ? e * 5.42101086242752217e-20f : e;  // 2^-64
+  return x != x ? x : scaled;
 }
 
 // log: x = m 2^e with m in [√½, √2); log m = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.1716,
@@ -90,18 +94,20 @@ KILN_INLINE float tanh_f(float x) {
   const float ac = a > 10.0f ? 10.0f : a;  // tanh(10) rounds to 1
   const float big = 1.0f - 2.0f / (exp_f(2.0f * ac) + 1.0f);
   const float signed_big = x < 0.0f ? -big : big;
-  return a < 0.55f ? small : (x != x ? x : signed_big);
+  return a < 0.55f ? (x == 0.0f ? x : small) : (x != x ? x : signed_big);  // tanh(-0) = -0
 }
 
-// 1 + erf(x) by Abramowitz & Stegun 7.1.26 (absolute error 1.5e-7: what GELU's
-// 0.5 x (1 + erf) needs), where 1 + erf(x) for negative x is erfc(|x|) computed directly
-// rather than by cancellation.
+// 1 + erf(x) through erfc(|x|) = t e^(-x² + P(t)), t = 1 / (1 + |x|/2): the Chebyshev
+// fit of Numerical Recipes' erfcc (relative error below 1.2e-7 for every x, so GELU's
+// 0.5 x (1 + erf) is within a few ulp of the exact value), where 1 + erf(x) for negative x
+// is erfc(|x|) computed directly rather than by cancellation. x² is kept exact inside the
+// fused multiply-add.
 KILN_INLINE float one_plus_erf(float x) {
-  const float a = std::fabs(x);  // a = inf: t = 0 and e^-a² = 0, so erfc = 0
-  const float t = 1.0f / fmadd(0.3275911f, a, 1.0f);
-  const float q =
-      horner(t, {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f});
-  const float erfc = q * t * exp_f(-a * a);
+  const float a = std::fabs(x);  // a = inf: t = 0 and e^-inf = 0, so erfc = 0
+  const float t = 1.0f / fmadd(0.5f, a, 1.0f);
+  const float p = horner(t, {0.17087277f, -0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                             -0.18628806f, 0.09678418f, 0.37409196f, 1.00002368f, -1.26551223f});
+  const float erfc = t * exp_f(fmadd(-a, a, p));
   const float y = x < 0.0f ? erfc : 2.0f - erfc;
   return x != x ? x : y;
 }
@@ -126,8 +132,8 @@ KILN_INLINE float apply(Unary f, float x) {
       return tanh_f(x);
     case Unary::sigmoid:
       return sigmoid_f(x);
-    case Unary::relu:
-      return x > 0.0f ? x : 0.0f;
+    case Unary::relu:  // NaN stays NaN, as in PyTorch
+      return x > 0.0f || x != x ? x : 0.0f;
     case Unary::silu:
       return x * sigmoid_f(x);
     case Unary::gelu_erf:
@@ -152,8 +158,9 @@ KILN_INLINE float apply2(float a, float b) {
   if constexpr (F == Binary::sub) return a - b;
   if constexpr (F == Binary::mul) return a * b;
   if constexpr (F == Binary::div) return a / b;
-  if constexpr (F == Binary::max) return a < b ? b : a;  // as std::max (NaN from a only)
-  if constexpr (F == Binary::min) return b < a ? b : a;  // as std::min
+  // maximum and minimum propagate a NaN from either side, as in PyTorch.
+  if constexpr (F == Binary::max) return a < b || b != b ? b : a;
+  if constexpr (F == Binary::min) return b < a || b != b ? b : a;
   return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)));
 }
 
@@ -253,11 +260,11 @@ float max(const float* x, std::size_t n) {
   for (; i + 8 <= n; i += 8) {
     Lanes v;
     std::memcpy(&v, x + i, sizeof v);
-    m = m < v ? v : m;
+    m = (m < v) | (v != v) ? v : m;  // a NaN, once in a lane, stays: the maximum is NaN
   }
-  for (std::size_t j = 0; i < n; ++i, ++j) m[j] = m[j] < x[i] ? x[i] : m[j];
+  for (std::size_t j = 0; i < n; ++i, ++j) m[j] = m[j] < x[i] || x[i] != x[i] ? x[i] : m[j];
   float best = m[0];
-  for (std::size_t j = 0; j < 8; ++j) best = best < m[j] ? m[j] : best;
+  for (std::size_t j = 0; j < 8; ++j) best = best < m[j] || m[j] != m[j] ? m[j] : best;
   return best;
 }
 

@@ -89,6 +89,27 @@ I saturate(double x) noexcept {
 }
 }  // namespace
 
+float round_to_odd_float(double value) noexcept {
+  float f = static_cast<float>(value);
+  if (std::isnan(value) || static_cast<double>(f) == value) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(value)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
+}
+
+namespace {
+/// \p value rounded to double by round-to-odd (see round_to_odd_float).
+double round_to_odd_double(std::int64_t value) noexcept {
+  const bool negative = value < 0;
+  const std::uint64_t u = negative ? 0 - static_cast<std::uint64_t>(value) : value;
+  if (u < (std::uint64_t{1} << 53)) return static_cast<double>(value);
+  const int drop = 64 - std::countl_zero(u) - 53;
+  std::uint64_t kept = u >> drop;
+  if ((u & ((std::uint64_t{1} << drop) - 1)) != 0) kept |= 1;
+  const double r = std::ldexp(static_cast<double>(kept), drop);
+  return negative ? -r : r;
+}
+}  // namespace
+
 void store_from_double(DType dtype, double value, void* element) noexcept {
   const auto put = [element](auto x) { std::memcpy(element, &x, sizeof x); };
   switch (dtype) {
@@ -96,10 +117,10 @@ void store_from_double(DType dtype, double value, void* element) noexcept {
       return put(static_cast<float>(value));
     case DType::f64:
       return put(value);
-    case DType::f16:
-      return put(Half(static_cast<float>(value)));
+    case DType::f16:  // through float by round-to-odd: one rounding in all
+      return put(Half(round_to_odd_float(value)));
     case DType::bf16:
-      return put(BFloat16(static_cast<float>(value)));
+      return put(BFloat16(round_to_odd_float(value)));
     case DType::i8:
       return put(saturate<std::int8_t>(value));
     case DType::u8:
@@ -112,6 +133,65 @@ void store_from_double(DType dtype, double value, void* element) noexcept {
       return put(static_cast<std::uint8_t>(value != 0));
   }
 }
+std::int64_t load_as_int(DType dtype, const void* element) noexcept {
+  const auto get = [element](auto x) {
+    std::memcpy(&x, element, sizeof x);
+    return x;
+  };
+  switch (dtype) {
+    case DType::i8:
+      return get(std::int8_t{});
+    case DType::u8:
+      return get(std::uint8_t{});
+    case DType::i32:
+      return get(std::int32_t{});
+    case DType::i64:
+      return get(std::int64_t{});
+    case DType::bool_:
+      return get(std::uint8_t{}) != 0 ? 1 : 0;
+    default:
+      return saturate<std::int64_t>(load_as_double(dtype, element));
+  }
+}
+
+void store_from_int(DType dtype, std::int64_t value, void* element) noexcept {
+  const auto put = [element](auto x) { std::memcpy(element, &x, sizeof x); };
+  const auto u = static_cast<std::uint64_t>(value);
+  switch (dtype) {
+    case DType::i8:  // wrap: the low bits, two's complement
+      return put(static_cast<std::int8_t>(u & 0xff));
+    case DType::u8:
+      return put(static_cast<std::uint8_t>(u & 0xff));
+    case DType::i32:
+      return put(static_cast<std::int32_t>(u & 0xffffffffu));
+    case DType::i64:
+      return put(value);
+    case DType::bool_:
+      return put(static_cast<std::uint8_t>(value != 0));
+    case DType::f32:
+      return put(static_cast<float>(value));
+    case DType::f64:
+      return put(static_cast<double>(value));
+    case DType::f16:
+    case DType::bf16:  // through double and float by round-to-odd: one rounding in all
+      return store_from_double(dtype, round_to_odd_float(round_to_odd_double(value)), element);
+  }
+}
+
+void convert_element(DType from, const void* src, DType to, void* dst) noexcept {
+  if (from == to) {
+    std::memcpy(dst, src, size_of(from));
+  } else if (!is_floating(from)) {
+    store_from_int(to, load_as_int(from, src), dst);
+  } else if (to == DType::bool_) {
+    const double v = load_as_double(from, src);
+    const std::uint8_t b = v != 0 ? 1 : 0;  // NaN != 0
+    std::memcpy(dst, &b, 1);
+  } else {
+    store_from_double(to, load_as_double(from, src), dst);  // floats: exact, then one rounding
+  }
+}
+
 std::string_view name(DType dtype) noexcept { return info(dtype).name; }
 bool is_floating(DType dtype) noexcept { return info(dtype).floating; }
 bool is_integer(DType dtype) noexcept { return info(dtype).integer; }

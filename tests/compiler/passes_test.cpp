@@ -6,7 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "../error_matchers.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"
@@ -98,6 +101,24 @@ TEST(Passes, CanonicalizationRemovesIdentities) {
     return x * Tensor::constant({1, 1}, {2, 1});
   })(f32({3}));
   EXPECT_THAT(ir::print(passes::canonicalize(b.graph())), HasSubstr("kiln.mul"));
+}
+
+// x + 0.0 is +0.0 for x = -0.0: only folds exact for every input are made.
+TEST(Passes, CanonicalizationKeepsFoldsThatChangeTheSignOfZero) {
+  const auto folded = [](double c, bool add) {
+    const StagedGraph s =
+        stage([&](Tensor x) { return add ? x + Tensor::scalar(c) : x - Tensor::scalar(c); })(
+            f32({2}));
+    return ir::print(passes::dead_code_elimination(passes::canonicalize(s.graph())));
+  };
+  EXPECT_THAT(folded(0.0, true), HasSubstr("kiln.add"));       // -0.0 + 0.0 = +0.0
+  EXPECT_THAT(folded(-0.0, true), Not(HasSubstr("kiln.add")));  // x + -0.0 = x, always
+  EXPECT_THAT(folded(0.0, false), Not(HasSubstr("kiln.sub")));  // x - 0.0 = x, always
+  EXPECT_THAT(folded(-0.0, false), HasSubstr("kiln.sub"));      // -0.0 - -0.0 = +0.0
+  const StagedGraph s = stage([](Tensor x) { return x + 0.0; })(f32({2}));
+  CompiledCallable compiled(s, {});
+  const Tensor out = compiled(Tensor::from_data(std::vector<float>{-0.0f, 1.0f}, Shape{2}))[0];
+  EXPECT_FALSE(std::signbit(out.to_vector<float>()[0]));
 }
 
 TEST(Passes, PipelineByNameAndUnknownNames) {

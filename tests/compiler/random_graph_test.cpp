@@ -71,10 +71,16 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
       case 5:
         next = a.rank() > 0 ? sum(a, {axis(a)}, pick(2) == 0) : -a;
         break;
-      case 6:
-        next =
-            a.rank() > 0 ? (pick(2) ? mean(a, {axis(a)}) : max(a, {axis(a)}, true)) : exp(tanh(a));
+      case 6: {  // max over an empty axis is an error (it has no identity): mean there
+        if (a.rank() == 0) {
+          next = exp(tanh(a));
+          break;
+        }
+        const std::int64_t ax = axis(a);
+        next = pick(2) || dims_of(a)[static_cast<std::size_t>(ax)] == 0 ? mean(a, {ax})
+                                                                        : max(a, {ax}, true);
         break;
+      }
       case 7:
         next = a.rank() > 1 ? transpose(a) : reshape(a, shape_of({a.shape().num_elements()}));
         break;
@@ -137,10 +143,17 @@ std::vector<Tensor> random_program(std::vector<Tensor> pool, std::uint64_t seed)
         }
         break;
       }
-      case 17:
-        next =
-            rank > 0 ? (pick(2) ? log_softmax(a, axis(a)) : min(a, {axis(a)}, pick(2) == 0)) : -a;
+      case 17: {  // min over an empty axis is an error: log_softmax there
+        if (rank == 0) {
+          next = -a;
+          break;
+        }
+        const std::int64_t ax = axis(a);
+        next = pick(2) || dims_of(a)[static_cast<std::size_t>(ax)] == 0
+                   ? log_softmax(a, ax)
+                   : min(a, {ax}, pick(2) == 0);
         break;
+      }
       case 18:
         switch (pick(4)) {
           case 0:

@@ -95,7 +95,16 @@ TEST(VectorMath, SpecialValues) {
   EXPECT_EQ(y[2], 0.0f);
   EXPECT_EQ(y[3], 1.0f);
   EXPECT_EQ(y[6], inf);
-  EXPECT_EQ(y[7], 0.0f);
+  EXPECT_NEAR(y[7], 3.7835059e-44f, 2e-45f);  // e^-100: a denormal, not 0
+  {  // the normal range's end and the denormals (e^-87 was once 0)
+    const std::vector<float> low = {-87.0f, -87.5f, -95.0f, -103.0f, -103.9f, -104.5f, -200.0f};
+    std::vector<float> e(low.size());
+    unary(Unary::exp, low.data(), e.data(), low.size());
+    for (std::size_t i = 0; i < low.size(); ++i) {
+      const float want = std::exp(low[i]);
+      EXPECT_NEAR(e[i], want, std::max(want * 2e-6f, 1.5e-45f)) << "exp(" << low[i] << ")";
+    }
+  }
   unary(Unary::log, x.data(), y.data(), x.size());
   EXPECT_TRUE(std::isnan(y[0]));
   EXPECT_EQ(y[1], inf);
@@ -114,7 +123,21 @@ TEST(VectorMath, SpecialValues) {
   EXPECT_EQ(y[6], 100.0f);
   EXPECT_EQ(y[7], -0.0f);
   unary(Unary::relu, x.data(), y.data(), x.size());
-  EXPECT_EQ(y[0], 0.0f);  // as the reference: NaN > 0 is false
+  EXPECT_TRUE(std::isnan(y[0]));  // NaN propagates, as in PyTorch
+  EXPECT_EQ(y[4], 0.0f);
+  unary(Unary::tanh, x.data() + 3, y.data(), 1);
+  const float minus_zero = -0.0f;
+  unary(Unary::tanh, &minus_zero, y.data() + 1, 1);
+  EXPECT_FALSE(std::signbit(y[0]));
+  EXPECT_TRUE(std::signbit(y[1]));  // tanh(-0) = -0
+  const float a[] = {1.0f, nan, nan, -0.0f}, b[] = {nan, 1.0f, nan, 2.0f};
+  float m[4];
+  binary(Binary::max, a, 1, b, 1, m, 4);
+  EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[1]) && std::isnan(m[2]));  // as PyTorch
+  EXPECT_EQ(m[3], 2.0f);
+  binary(Binary::min, a, 1, b, 1, m, 4);
+  EXPECT_TRUE(std::isnan(m[0]) && std::isnan(m[1]) && std::isnan(m[2]));
+  EXPECT_EQ(m[3], -0.0f);
 }
 
 TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
@@ -173,8 +196,9 @@ TEST(VectorMath, ReductionsMatchDoublePrecision) {
   EXPECT_NEAR(sum(x.data(), x.size()), s, 1e-9 * x.size());
   EXPECT_NEAR(sum_squares(x.data(), x.size(), mean), ss, 1e-9 * ss);
   EXPECT_EQ(max(x.data(), x.size()), m);
-  x[5] = NAN;  // ignored, as std::max ignores a NaN second argument
-  EXPECT_EQ(max(x.data(), x.size()), m);
+  x[5] = NAN;  // propagates, as in PyTorch
+  EXPECT_TRUE(std::isnan(max(x.data(), x.size())));
+  EXPECT_TRUE(std::isnan(max(x.data() + 5, x.size() - 5)));
   EXPECT_EQ(max(x.data(), 0), -INFINITY);
   EXPECT_EQ(sum(x.data(), 0), 0.0);
 }

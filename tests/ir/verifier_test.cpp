@@ -56,6 +56,31 @@ TEST(IrVerifier, ReportsEveryProblemWithTheOpAndItsLocation) {
   EXPECT_THAT(ds[5].where, HasSubstr("op 4 ('kiln.reduce_sum')"));
 }
 
+// Max, min and argmax over an empty axis have no value, a mean of integers is not an
+// integer, and a transfer to where the value is would wait for itself: all refused here,
+// naming the op, rather than computed (or hung) at run time.
+TEST(IrVerifier, RefusesReductionsWithoutAValueIntegerMeansAndTransfersInPlace) {
+  const Module m = parse_module(R"(module {
+  func.func @main(%a: tensor<3x0xf32>, %b: tensor<2xi32>) -> tensor<3xi64> {
+    %0 = "kiln.argmax"(%a) {axis = 1} : (tensor<3x0xf32>) -> tensor<3xi64>
+    %1 = "kiln.reduce_max"(%a) {axes = [1]} : (tensor<3x0xf32>) -> tensor<3xf32>
+    %2 = "kiln.reduce_min"(%a) {axes = [-1]} : (tensor<3x0xf32>) -> tensor<3xf32>
+    %3 = "kiln.reduce_mean"(%b) {axes = [0]} : (tensor<2xi32>) -> tensor<i32>
+    %4 = "kiln.transfer"(%b) {device = "cpu:0"} : (tensor<2xi32>) -> tensor<2xi32>
+    %5 = "kiln.reduce_sum"(%a) {axes = [1]} : (tensor<3x0xf32>) -> tensor<3xf32>
+    return %0 : tensor<3xi64>
+  }
+})",
+                                "empty.mlir");
+  const std::vector<Diagnostic> ds = verify(m);
+  ASSERT_EQ(ds.size(), 5u) << all(ds);  // a sum over an empty axis is 0: fine
+  EXPECT_THAT(ds[0].message, HasSubstr("kiln.argmax over axis 1, of size 0, has no value"));
+  EXPECT_THAT(ds[1].message, HasSubstr("kiln.reduce_max over axis 1, of size 0, has no value"));
+  EXPECT_THAT(ds[2].message, HasSubstr("kiln.reduce_min over axis 1, of size 0"));
+  EXPECT_THAT(ds[3].message, HasSubstr("kiln.reduce_mean needs a floating-point tensor, got i32"));
+  EXPECT_THAT(ds[4].message, HasSubstr("the operand is on cpu:0 already"));
+}
+
 TEST(IrVerifier, RejectsBadSpecsAndTheApiRejectsForwardReferences) {
   Module m;
   Graph& g = m.add_graph("main");

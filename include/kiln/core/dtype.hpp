@@ -27,6 +27,23 @@ double load_as_double(DType dtype, const void* element) noexcept;
 /// integers truncate toward zero and saturate at their range (NaN becomes 0), bool is
 /// `value != 0`.
 void store_from_double(DType dtype, double value, void* element) noexcept;
+/// The element stored at \p element as an int64, exactly for integer and bool dtypes; a
+/// floating-point one is converted as a cast to i64 is (truncated toward zero, saturated,
+/// NaN 0).
+std::int64_t load_as_int(DType dtype, const void* element) noexcept;
+/// Stores \p value as one element of \p dtype: integers wrap to the dtype's width (two's
+/// complement, as integer arithmetic in C++, NumPy and PyTorch does), bool is
+/// `value != 0`, floats round once to nearest even (i64 to bf16 included).
+void store_from_int(DType dtype, std::int64_t value, void* element) noexcept;
+/// Converts one element from \p from at \p src to \p to at \p dst as `kiln.cast` does:
+/// floats round once to nearest even (f64 to bf16 and i64 to f32 included); a float to an
+/// integer truncates toward zero and saturates at the range, NaN 0; an integer to a
+/// narrower integer wraps; anything to bool is `!= 0` (NaN is true).
+void convert_element(DType from, const void* src, DType to, void* dst) noexcept;
+/// \p value rounded to float by round-to-odd (truncated, then the last bit set when
+/// inexact): rounding that once more to a narrower type (bf16, f16) rounds correctly.
+float round_to_odd_float(double value) noexcept;
+
 /// Canonical name: "f32", "f16", "bf16", "f64", "i8", "u8", "i32", "i64", "bool".
 std::string_view name(DType dtype) noexcept;
 /// True for f32, f16, bf16, f64.

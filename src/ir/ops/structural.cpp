@@ -151,14 +151,30 @@ Shape reduced(const Shape& shape, const std::vector<std::size_t>& axes, bool kee
   return Shape(std::move(dims));
 }
 
+/// Max, min and argmax have no identity: over an axis of static size 0 they are an error,
+/// as in PyTorch (a symbolic dim of size 0 is refused when the call runs).
+void check_not_empty(const InferContext& ctx, const Shape& shape, std::size_t axis) {
+  const Dim& d = shape.dims()[axis];
+  if (d.is_static() && d.size() == 0)
+    throw UserError(cat(ctx.op(), " over axis ", axis, ", of size 0, has no value (the ",
+                        ctx.op() == "kiln.argmax" ? "argmax" : "extremum",
+                        " of no elements); slice or pad the operand first"));
+}
+
 std::vector<TensorType> infer_reduce(const InferContext& ctx) {
   TensorType out = ctx.operand(0);
   if (out.dtype == DType::bool_) throw UserError(cat(ctx.op(), " is not defined for bool"));
+  if (ctx.op() == "kiln.reduce_mean" && !is_floating(out.dtype))
+    throw UserError(cat(ctx.op(), " needs a floating-point tensor, got ", name(out.dtype),
+                        " (a mean of integers is not an integer; PyTorch refuses it too): cast "
+                        "to a float first"));
+  const bool extremum = ctx.op() == "kiln.reduce_max" || ctx.op() == "kiln.reduce_min";
   std::vector<std::size_t> axes;
   for (std::int64_t a : ctx.attr("axes").as_int_array()) {
     const std::size_t axis = normalize_axis(a, out.shape.rank());
     if (std::find(axes.begin(), axes.end(), axis) != axes.end())
       throw UserError(cat("axis ", a, " is listed twice"));
+    if (extremum) check_not_empty(ctx, out.shape, axis);
     axes.push_back(axis);
   }
   const Attribute* keep = ctx.find("keepdim");
@@ -169,6 +185,7 @@ std::vector<TensorType> infer_reduce(const InferContext& ctx) {
 std::vector<TensorType> infer_argmax(const InferContext& ctx) {
   TensorType out = ctx.operand(0);
   const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), out.shape.rank());
+  check_not_empty(ctx, out.shape, axis);
   const Attribute* keep = ctx.find("keepdim");
   out.shape = reduced(out.shape, {axis}, keep != nullptr && keep->as_bool());
   out.dtype = DType::i64;
