@@ -27,10 +27,10 @@ std::string expression(const VectorOp& op) {
         return a + " * " + b;
       case vmath::Binary::div:
         return a + " / " + b;
-      case vmath::Binary::max:
-        return cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
+      case vmath::Binary::max:  // NaN from either side propagates, as on the CPU
+        return cat("(", a, " < ", b, " || ", b, " != ", b, " ? ", b, " : ", a, ")");
       case vmath::Binary::min:
-        return cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
+        return cat("(", b, " < ", a, " || ", b, " != ", b, " ? ", b, " : ", a, ")");
       case vmath::Binary::pow:
         return cat("powf(", a, ", ", b, ")");
     }
@@ -53,7 +53,7 @@ std::string expression(const VectorOp& op) {
     case vmath::Unary::sigmoid:
       return cat("1.0f / (1.0f + expf(-", a, "))");
     case vmath::Unary::relu:
-      return cat("(", a, " > 0.0f ? ", a, " : 0.0f)");
+      return cat("(", a, " > 0.0f || ", a, " != ", a, " ? ", a, " : 0.0f)");
     case vmath::Unary::silu:
       return cat(a, " / (1.0f + expf(-", a, "))");
     case vmath::Unary::gelu_erf:
@@ -89,6 +89,14 @@ __device__ unsigned short kiln_float_to_half(float value) {
   if (abs < 0x38800000u) return (unsigned short)(sign | (kiln_bits(kiln_float(abs) + 0.5f) - 0x3f000000u));
   return (unsigned short)(sign | ((abs + 0xc8000fffu + ((abs >> 13) & 1u)) >> 13));
 }
+// value rounded to float by round-to-odd, so that rounding it again to f16 or bf16 rounds
+// once in all (as kiln's round_to_odd_float).
+__device__ float kiln_odd_float(double value) {
+  float f = (float)value;
+  if (value != value || (double)f == value) return f;
+  if (fabs((double)f) > fabs(value)) f = kiln_float(kiln_bits(f) - 1u);  // toward zero
+  return kiln_float(kiln_bits(f) | 1u);
+}
 __device__ unsigned short kiln_float_to_bf16(float value) {
   const unsigned f = kiln_bits(value);
   if ((f & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((f >> 16) | 0x40u);
@@ -116,8 +124,8 @@ __device__ double kiln_saturate(double x, double lo, double hi) {
 __device__ void kiln_store(void* p, long long i, int dtype, double x) {
   switch (dtype) {
     case 0: ((float*)p)[i] = (float)x; break;
-    case 1: ((unsigned short*)p)[i] = kiln_float_to_half((float)x); break;
-    case 2: ((unsigned short*)p)[i] = kiln_float_to_bf16((float)x); break;
+    case 1: ((unsigned short*)p)[i] = kiln_float_to_half(kiln_odd_float(x)); break;
+    case 2: ((unsigned short*)p)[i] = kiln_float_to_bf16(kiln_odd_float(x)); break;
     case 3: ((double*)p)[i] = x; break;
     case 4: ((signed char*)p)[i] = (signed char)kiln_saturate(x, -128.0, 127.0); break;
     case 5: ((unsigned char*)p)[i] = (unsigned char)kiln_saturate(x, 0.0, 255.0); break;
@@ -139,26 +147,118 @@ __device__ double kiln_round(int dtype, double x) {
   kiln_store(&slot, 0, dtype, x);
   return kiln_load(&slot, 0, dtype);
 }
+// Integers and bool exactly, as kiln's load_as_int and store_from_int: loads widen, stores
+// wrap to the width (two's complement); a float dtype takes the value rounded once.
+__device__ long long kiln_load_int(const void* p, long long i, int dtype) {
+  switch (dtype) {
+    case 4: return ((const signed char*)p)[i];
+    case 5: return ((const unsigned char*)p)[i];
+    case 6: return ((const int*)p)[i];
+    case 7: return ((const long long*)p)[i];
+    case 8: return ((const unsigned char*)p)[i] != 0 ? 1 : 0;
+    default: {  // a float: as a cast to i64 (truncated, saturated, NaN 0)
+      const double x = kiln_load(p, i, dtype);
+      if (x != x) return 0;
+      return x <= -9223372036854775808.0 ? (-9223372036854775807LL - 1)
+             : x >= 9223372036854775808.0 ? 9223372036854775807LL
+                                          : (long long)trunc(x);
+    }
+  }
+}
+__device__ void kiln_store_int(void* p, long long i, int dtype, long long x) {
+  switch (dtype) {
+    case 4: ((signed char*)p)[i] = (signed char)(unsigned char)((unsigned long long)x & 0xffu); break;
+    case 5: ((unsigned char*)p)[i] = (unsigned char)((unsigned long long)x & 0xffu); break;
+    case 6: ((int*)p)[i] = (int)(unsigned)((unsigned long long)x & 0xffffffffu); break;
+    case 7: ((long long*)p)[i] = x; break;
+    case 8: ((unsigned char*)p)[i] = x != 0 ? 1 : 0; break;
+    case 0: ((float*)p)[i] = (float)x; break;  // one rounding
+    case 3: ((double*)p)[i] = (double)x; break;
+    default: {  // f16, bf16: through double and float by round-to-odd
+      const unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+      double d = (double)x;
+      if (u >= (1ull << 53)) {
+        int drop = 0;
+        while ((u >> drop) >= (1ull << 53)) ++drop;
+        unsigned long long kept = u >> drop;
+        if ((u & ((1ull << drop) - 1)) != 0) kept |= 1;
+        d = (double)kept;
+        for (int k = 0; k < drop; ++k) d *= 2.0;
+        if (x < 0) d = -d;
+      }
+      kiln_store(p, i, dtype, d);
+      break;
+    }
+  }
+}
+__device__ long long kiln_round_int(int dtype, long long x) {
+  long long slot = 0;
+  kiln_store_int(&slot, 0, dtype, x);
+  return kiln_load_int(&slot, 0, dtype);
+}
+// A float as integer dtype `dtype` (truncated, saturated at its range, NaN 0), and an
+// integer as float dtype `dtype` (rounded once): kiln.cast's conversions.
+__device__ long long kiln_float_to_int(int dtype, double x) {
+  long long slot = 0;
+  kiln_store(&slot, 0, dtype, x);
+  return kiln_load_int(&slot, 0, dtype);
+}
+__device__ double kiln_int_to_float(int dtype, long long x) {
+  double slot = 0.0;
+  kiln_store_int(&slot, 0, dtype, x);
+  return kiln_load(&slot, 0, dtype);
+}
+// Integer arithmetic in two's complement (as the CPU's): wrapping at 64 bits.
+__device__ long long kiln_wrap(unsigned long long x) { return (long long)x; }
+__device__ long long kiln_idiv(long long a, long long b) {
+  return b == 0 ? 0 : b == -1 ? kiln_wrap(0ull - (unsigned long long)a) : a / b;
+}
+__device__ long long kiln_ipow(long long a, long long b) {
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((-(b + 1)) % 2 == 0 ? -1 : 1) : 0;
+  unsigned long long r = 1, base = (unsigned long long)a;
+  for (unsigned long long e = (unsigned long long)b; e != 0; e >>= 1, base *= base)
+    if (e & 1) r *= base;
+  return kiln_wrap(r);
+}
 )";
 
-/// The double expression of scalar op \p s (the CPU interpreter's formulas, kernels.cpp).
-std::string scalar_expression(const Scalar& s) {
+/// The expression of scalar op \p s: in double on floating-point operands, in long long
+/// (exact, wrapping) on integer and bool ones (the CPU interpreter's formulas, kernels.cpp).
+std::string scalar_expression(const Scalar& s, const std::vector<bool>& is_int) {
   const std::string a = value(s.a), b = value(s.b);
   const std::string& n = s.name;
-  if (s.select) return cat("(", a, " != 0.0 ? ", b, " : ", value(s.c), ")");
-  if (n == "kiln.add") return a + " + " + b;
-  if (n == "kiln.sub") return a + " - " + b;
-  if (n == "kiln.mul") return a + " * " + b;
-  if (n == "kiln.div")
-    return s.is_float ? a + " / " + b : cat("(", b, " == 0.0 ? 0.0 : trunc(", a, " / ", b, "))");
-  if (n == "kiln.pow") return cat("pow(", a, ", ", b, ")");
-  if (n == "kiln.maximum") return cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
-  if (n == "kiln.minimum") return cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
+  if (s.select) return cat("(", a, " != 0 ? ", b, " : ", value(s.c), ")");
   static const std::pair<const char*, const char*> kCompare[] = {
       {"kiln.eq", "=="}, {"kiln.ne", "!="}, {"kiln.lt", "<"},
       {"kiln.le", "<="}, {"kiln.gt", ">"},  {"kiln.ge", ">="}};
   for (const auto& [op, c] : kCompare)
-    if (n == op) return cat("(", a, " ", c, " ", b, " ? 1.0 : 0.0)");
+    if (n == op) return cat("(", a, " ", c, " ", b, " ? 1 : 0)");
+  if (n == "kiln.cast") return a;  // the conversion is the caller's (conversion())
+  if (is_int[s.a]) {  // integers and bool: exact
+    const std::string ua = cat("(unsigned long long)", a), ub = cat("(unsigned long long)", b);
+    if (n == "kiln.add") return cat("kiln_wrap(", ua, " + ", ub, ")");
+    if (n == "kiln.sub") return cat("kiln_wrap(", ua, " - ", ub, ")");
+    if (n == "kiln.mul") return cat("kiln_wrap(", ua, " * ", ub, ")");
+    if (n == "kiln.div") return cat("kiln_idiv(", a, ", ", b, ")");
+    if (n == "kiln.pow") return cat("kiln_ipow(", a, ", ", b, ")");
+    if (n == "kiln.maximum") return cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
+    if (n == "kiln.minimum") return cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
+    if (n == "kiln.neg") return cat("kiln_wrap(0ull - ", ua, ")");
+    if (n == "kiln.abs") return cat("(", a, " < 0 ? kiln_wrap(0ull - ", ua, ") : ", a, ")");
+    if (n == "kiln.relu") return cat("(", a, " > 0 ? ", a, " : 0LL)");
+    throw InternalError(cat("cuda_scalar_source: no integer CUDA form for ", n));
+  }
+  if (n == "kiln.add") return a + " + " + b;
+  if (n == "kiln.sub") return a + " - " + b;
+  if (n == "kiln.mul") return a + " * " + b;
+  if (n == "kiln.div") return a + " / " + b;
+  if (n == "kiln.pow") return cat("pow(", a, ", ", b, ")");
+  if (n == "kiln.maximum")  // NaN from either side propagates
+    return cat("(", a, " != ", a, " || ", b, " != ", b, " ? ", a, " + ", b, " : ", a, " < ", b,
+               " ? ", b, " : ", a, ")");
+  if (n == "kiln.minimum")
+    return cat("(", a, " != ", a, " || ", b, " != ", b, " ? ", a, " + ", b, " : ", b, " < ", a,
+               " ? ", b, " : ", a, ")");
   if (n == "kiln.neg") return "-" + a;
   if (n == "kiln.abs") return cat("fabs(", a, ")");
   if (n == "kiln.exp") return cat("exp(", a, ")");
@@ -167,9 +267,8 @@ std::string scalar_expression(const Scalar& s) {
   if (n == "kiln.rsqrt") return cat("1.0 / sqrt(", a, ")");
   if (n == "kiln.tanh") return cat("tanh(", a, ")");
   if (n == "kiln.sigmoid") return cat("1.0 / (1.0 + exp(-", a, "))");
-  if (n == "kiln.relu") return cat("(", a, " > 0.0 ? ", a, " : 0.0)");
+  if (n == "kiln.relu") return cat("(", a, " > 0.0 || ", a, " != ", a, " ? ", a, " : 0.0)");
   if (n == "kiln.silu") return cat(a, " / (1.0 + exp(-", a, "))");
-  if (n == "kiln.cast") return a;
   if (n == "kiln.gelu")
     return s.tanh ? cat("0.5 * ", a, " * (1.0 + tanh(0.7978845608028654 * (", a, " + 0.044715 * ",
                         a, " * ", a, " * ", a, ")))")
@@ -257,9 +356,13 @@ std::string cuda_scalar_source(const FusedProgram& p, const CudaKernelShape& sha
   const std::size_t k = std::max<std::size_t>(1, p.args.size());
   const std::size_t rank = std::max<std::size_t>(1, shape.rank);
   const auto code = [](DType d) { return static_cast<int>(d); };
+  // Which values are integers (or bool): held as long long, exactly; the others as double.
+  std::vector<bool> is_int(p.num_values, false);
+  for (std::size_t a = 0; a < p.args.size(); ++a) is_int[p.args[a]] = !is_floating(inputs[a]);
+  for (const Scalar& op : p.ops) is_int[op.result] = !is_floating(op.dtype);
   std::ostringstream s;
   s << "// Generated by kiln: an elementwise body over " << p.args.size()
-    << " inputs of any dtype, rank " << shape.rank << ", computed in double.\n"
+    << " inputs of any dtype, rank " << shape.rank << ", floats in double, integers exactly.\n"
     << kScalarHelpers << "\nstruct KilnScalarArgs {\n"
     << "  const void* in[" << k << "];\n"
     << "  long long strides[" << k << "][" << rank << "];\n"
@@ -283,13 +386,25 @@ std::string cuda_scalar_source(const FusedProgram& p, const CudaKernelShape& sha
         << "    }\n";
       at = cat("o", a);
     }
-    s << "    const double " << value(p.args[a]) << " = kiln_load(a.in[" << a << "], " << at << ", "
+    const bool int_arg = is_int[p.args[a]];
+    s << "    const " << (int_arg ? "long long " : "double ") << value(p.args[a])
+      << (int_arg ? " = kiln_load_int(a.in[" : " = kiln_load(a.in[") << a << "], " << at << ", "
       << code(inputs[a]) << ");\n";
   }
-  for (const Scalar& op : p.ops)
-    s << "    const double " << value(op.result) << " = kiln_round(" << code(op.dtype) << ", "
-      << scalar_expression(op) << ");\n";
-  s << "    kiln_store(a.out, i, " << code(output) << ", " << value(p.result) << ");\n"
+  for (const Scalar& op : p.ops) {
+    // The result's kind is its dtype's; an integer computed into a float (a cast) is
+    // stored as that float with one rounding (kiln_round_int), and the other way round.
+    const bool int_result = is_int[op.result];
+    const bool int_operands = op.select ? int_result : is_int[op.a];
+    const char* round = !int_operands && int_result && op.cast ? "kiln_float_to_int"
+                        : int_result                            ? "kiln_round_int"
+                        : int_operands                          ? "kiln_int_to_float"
+                                                                : "kiln_round";
+    s << "    const " << (int_result ? "long long " : "double ") << value(op.result) << " = "
+      << round << "(" << code(op.dtype) << ", " << scalar_expression(op, is_int) << ");\n";
+  }
+  s << "    " << (is_int[p.result] ? "kiln_store_int" : "kiln_store") << "(a.out, i, "
+    << code(output) << ", " << value(p.result) << ");\n"
     << "  }\n"
     << "}\n"
     << "#ifdef KILN_HOST_EMULATION\n"

@@ -22,6 +22,16 @@ __device__ void kiln_copy_element(unsigned char* out, long long i, const unsigne
   }
 }
 
+__device__ float kiln_inf() {
+  union { unsigned u; float f; } v;
+  v.u = 0x7f800000u;
+  return v.f;
+}
+
+// The larger of a and b, a NaN if either is one (PyTorch's maximum; fmaxf drops NaN).
+__device__ float kiln_max(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? b : a); }
+__device__ float kiln_min(float a, float b) { return (a != a || b != b) ? a + b : (b < a ? b : a); }
+
 // v summed (or its maximum) over the block's threads (blockDim.x a power of two <= 1024),
 // through scratch; every thread gets the result.
 __device__ float kiln_block_reduce(float v, bool max, float* scratch) {
@@ -30,7 +40,7 @@ __device__ float kiln_block_reduce(float v, bool max, float* scratch) {
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
       const float o = scratch[threadIdx.x + s];
-      scratch[threadIdx.x] = max ? fmaxf(scratch[threadIdx.x], o) : scratch[threadIdx.x] + o;
+      scratch[threadIdx.x] = max ? kiln_max(scratch[threadIdx.x], o) : scratch[threadIdx.x] + o;
     }
     __syncthreads();
   }
@@ -60,7 +70,7 @@ extern "C" __global__ void kiln_rows(KilnRowsArgs a) {
     float* y = a.y + base;
     if (a.kind <= 1) {
       float m = -3.402823466e+38f;  // -FLT_MAX: NVRTC has no math.h
-      for (long long i = threadIdx.x; i < a.len; i += blockDim.x) m = fmaxf(m, x[i * s]);
+      for (long long i = threadIdx.x; i < a.len; i += blockDim.x) m = kiln_max(m, x[i * s]);
       m = kiln_block_reduce(m, true, scratch);
       float sum = 0.0f;
       for (long long i = threadIdx.x; i < a.len; i += blockDim.x) sum += expf(x[i * s] - m);
@@ -144,7 +154,8 @@ extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
       base += (rest % a.kept_shape[d]) * a.kept_strides[d];
       rest /= a.kept_shape[d];
     }
-    float acc = is_max ? -3.402823466e+38f : is_min ? 3.402823466e+38f : 0.0f;
+    // (Max and min start at -inf and inf; an empty axis never gets here: it is refused.)
+    float acc = is_max ? -kiln_inf() : is_min ? kiln_inf() : 0.0f;
     for (long long r = threadIdx.x; r < a.count; r += blockDim.x) {
       long long rr = r, at = base;
       for (int d = a.red_rank - 1; d >= 0; --d) {
@@ -152,7 +163,7 @@ extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
         rr /= a.red_shape[d];
       }
       const float v = a.x[at];
-      acc = is_max ? fmaxf(acc, v) : is_min ? fminf(acc, v) : acc + v;
+      acc = is_max ? kiln_max(acc, v) : is_min ? kiln_min(acc, v) : acc + v;
     }
     acc = is_min ? -kiln_block_reduce(-acc, true, scratch) : kiln_block_reduce(acc, is_max, scratch);
     if (threadIdx.x == 0) a.y[o] = a.kind == 1 ? acc / (float)a.count : acc;
@@ -161,9 +172,10 @@ extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
 KILN_HOST_TRAMPOLINE(kiln_reduce, KilnReduceArgs)
 
 // The index of the largest element of each line (o, j) along an axis, as the CPU finds
-// it: the first of the largest values, NaNs passed over, but 0 when the line starts with
-// NaN. One block per line; each thread keeps its best (value, index), then the block
-// combines them (the larger value, or on a tie the smaller index).
+// it (PyTorch's rule): the first NaN if there is one, else the first of the largest
+// values. One block per line; each thread keeps its best (value, index), a NaN ranking
+// above every number, then the block combines them (the better, or on a tie the smaller
+// index).
 struct KilnArgmaxArgs {
   const float* x;
   long long* y;
@@ -180,7 +192,7 @@ extern "C" __global__ void kiln_argmax(KilnArgmaxArgs a) {
     long long at = none;
     for (long long i = threadIdx.x; i < a.len; i += blockDim.x) {
       const float e = x[i * a.inner];
-      if (e == e && (at == none || e > v)) {
+      if (at == none || (v == v && (e > v || e != e))) {
         v = e;
         at = i;
       }
@@ -190,21 +202,19 @@ extern "C" __global__ void kiln_argmax(KilnArgmaxArgs a) {
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
       if (threadIdx.x < s) {
-        const float ov = best_value[threadIdx.x + s];
+        const float ov = best_value[threadIdx.x + s], mv = best_value[threadIdx.x];
         const long long oi = best_index[threadIdx.x + s];
         const long long mi = best_index[threadIdx.x];
-        if (oi != none && (mi == none || ov > best_value[threadIdx.x] ||
-                           (ov == best_value[threadIdx.x] && oi < mi))) {
+        const bool o_nan = ov != ov, m_nan = mv != mv;
+        const bool better = o_nan != m_nan ? o_nan : (o_nan || ov == mv ? oi < mi : ov > mv);
+        if (oi != none && (mi == none || better)) {
           best_value[threadIdx.x] = ov;
           best_index[threadIdx.x] = oi;
         }
       }
       __syncthreads();
     }
-    if (threadIdx.x == 0) {
-      const float first = x[0];
-      a.y[line] = (first != first || best_index[0] == none) ? 0 : best_index[0];
-    }
+    if (threadIdx.x == 0) a.y[line] = best_index[0] == none ? 0 : best_index[0];
     __syncthreads();
   }
 }

@@ -27,7 +27,7 @@ std::size_t offset_of(const std::vector<std::size_t>& counts, int rank) {
 }
 
 /// dst[i] = Σ srcs[q][i] for i < n (dst is none of the sources), in the dtype's own
-/// arithmetic (f16/bf16 via double, rounded once).
+/// arithmetic (f16/bf16 via double, rounded once; integers exactly, wrapping).
 void reduce_sum(DType dtype, std::byte* dst, const std::byte* const* srcs, int n_src,
                 std::size_t n) {
   const auto typed = [&](auto zero) {  // one vectorisable pass per source, in rank order
@@ -44,16 +44,23 @@ void reduce_sum(DType dtype, std::byte* dst, const std::byte* const* srcs, int n
       return typed(0.0f);
     case DType::f64:
       return typed(0.0);
-    case DType::i32:
-      return typed(std::int32_t{0});
+    case DType::i32:  // unsigned: integer sums wrap (two's complement), as everywhere
+      return typed(std::uint32_t{0});
     case DType::i64:
-      return typed(std::int64_t{0});
+      return typed(std::uint64_t{0});
     default: {
       const std::size_t es = size_of(dtype);
       for (std::size_t i = 0; i < n; ++i) {
-        double sum = 0;
-        for (int q = 0; q < n_src; ++q) sum += load_as_double(dtype, srcs[q] + i * es);
-        store_from_double(dtype, sum, dst + i * es);
+        if (is_floating(dtype)) {
+          double sum = 0;
+          for (int q = 0; q < n_src; ++q) sum += load_as_double(dtype, srcs[q] + i * es);
+          store_from_double(dtype, sum, dst + i * es);
+        } else {  // i8, u8, bool: exact, wrapped to the width
+          std::uint64_t sum = 0;
+          for (int q = 0; q < n_src; ++q)
+            sum += static_cast<std::uint64_t>(load_as_int(dtype, srcs[q] + i * es));
+          store_from_int(dtype, static_cast<std::int64_t>(sum), dst + i * es);
+        }
       }
     }
   }

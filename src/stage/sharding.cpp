@@ -454,7 +454,9 @@ std::vector<Tensor> shard_tensor(const Tensor& global, const ShardedLayout& layo
   if (global.dtype() != layout.dtype() || global.shape() != layout.shape())
     throw UserError(
         cat("shard_tensor: ", global.layout(), " does not have the shape of ", layout.str()));
-  const std::vector<double> values = global.to_doubles();
+  // Bytes, not doubles: every value exactly (an i64 above 2^53 included).
+  const std::span<const std::byte> values = global.bytes();
+  const std::size_t es = size_of(global.dtype());
   const std::vector<std::int64_t> dims = sizes_of(layout.shape());
   std::vector<Tensor> out;
   for (int i = 0; i < layout.mesh().size(); ++i) {
@@ -463,12 +465,18 @@ std::vector<Tensor> shard_tensor(const Tensor& global, const ShardedLayout& layo
     bool zero = false;  // Partial: the first device along the axis holds the value
     for (std::size_t m = 0; m < c.size(); ++m)
       zero = zero || (is_partial(layout.placements()[m]) && c[m] != 0);
-    std::vector<double> part;
+    std::vector<std::byte> part;
     for_each_in_piece(sizes_of(piece.shape), layout.offsets(i), dims,
                       [&](std::int64_t g, std::int64_t) {
-                        part.push_back(zero ? 0.0 : values[static_cast<std::size_t>(g)]);
+                        const std::byte* at = values.data() + static_cast<std::size_t>(g) * es;
+                        if (zero) {
+                          part.resize(part.size() + es, std::byte{0});  // 0 in every dtype
+                        } else {
+                          part.insert(part.end(), at, at + es);
+                        }
                       });
-    out.push_back(Tensor::constant(part, piece.shape, piece.dtype, piece.device));
+    out.push_back(Tensor::from_bytes(piece.dtype, piece.shape, piece.device, part.data(),
+                                     part.size()));
   }
   return out;
 }
@@ -477,9 +485,13 @@ Tensor unshard(const std::vector<Tensor>& shards, const ShardedLayout& layout) {
   if (static_cast<int>(shards.size()) != layout.mesh().size())
     throw UserError(cat("unshard: ", shards.size(), " pieces for ", layout.str()));
   const std::vector<std::int64_t> dims = sizes_of(layout.shape());
-  std::vector<double> global(static_cast<std::size_t>(std::accumulate(
-                                 dims.begin(), dims.end(), std::int64_t{1}, std::multiplies<>())),
-                             0.0);
+  const DType dtype = layout.dtype();
+  const std::size_t es = size_of(dtype);
+  const auto count = static_cast<std::size_t>(
+      std::accumulate(dims.begin(), dims.end(), std::int64_t{1}, std::multiplies<>()));
+  // Partial pieces add up: floats in double, integers exactly (wrapping), rounded once.
+  std::vector<double> global(is_floating(dtype) ? count : 0, 0.0);
+  std::vector<std::uint64_t> global_ints(is_floating(dtype) ? 0 : count, 0);
   for (int i = 0; i < layout.mesh().size(); ++i) {
     const TensorLayout want = layout.shard(i);
     const Tensor& t = shards[static_cast<std::size_t>(i)];
@@ -491,13 +503,28 @@ Tensor unshard(const std::vector<Tensor>& shards, const ShardedLayout& layout) {
     for (std::size_t m = 0; m < c.size(); ++m)
       copy = copy && !(std::holds_alternative<Replicated>(layout.placements()[m]) && c[m] != 0);
     if (!copy) continue;
-    const std::vector<double> v = t.to_doubles();
+    const std::span<const std::byte> v = t.bytes();
     for_each_in_piece(sizes_of(want.shape), layout.offsets(i), dims,
                       [&](std::int64_t g, std::int64_t k) {
-                        global[static_cast<std::size_t>(g)] += v[static_cast<std::size_t>(k)];
+                        const std::byte* at = v.data() + static_cast<std::size_t>(k) * es;
+                        if (is_floating(dtype)) {
+                          global[static_cast<std::size_t>(g)] += load_as_double(dtype, at);
+                        } else {
+                          global_ints[static_cast<std::size_t>(g)] +=
+                              static_cast<std::uint64_t>(load_as_int(dtype, at));
+                        }
                       });
   }
-  return Tensor::constant(global, layout.shape(), layout.dtype(), layout.mesh().devices()[0]);
+  std::vector<std::byte> bytes(count * es);
+  for (std::size_t g = 0; g < count; ++g) {
+    if (is_floating(dtype)) {
+      store_from_double(dtype, global[g], bytes.data() + g * es);
+    } else {
+      store_from_int(dtype, static_cast<std::int64_t>(global_ints[g]), bytes.data() + g * es);
+    }
+  }
+  return Tensor::from_bytes(dtype, layout.shape(), layout.mesh().devices()[0], bytes.data(),
+                            bytes.size());
 }
 
 std::map<std::string, Tensor> shard_weights(const std::string& name, const Tensor& global,

@@ -15,7 +15,9 @@
 
 #include "../error_matchers.hpp"
 #include "../fused_cuda_case.hpp"
+#include "compiler/cuda_launches.hpp"
 #include "compiler/fused_program.hpp"
+#include "compiler/kernels.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/core/error.hpp"
@@ -82,6 +84,28 @@ TEST(CudaCodegen, EveryElementwiseOpCompilesUnderNvrtc) {
     EXPECT_NE(source.find("extern \"C\" __global__ void kiln_" + name), std::string::npos);
     expect_compiles(source, "kiln_" + name);
   }
+}
+
+TEST(CudaCodegen, ScalarKernelsOfEveryKindAndTheLibraryCompileUnderNvrtc) {
+  // Integer bodies (64-bit integers, wrapping), f16 (through round-to-odd), casts both
+  // ways, comparisons: the scalar kernels' helpers; and kiln's CUDA library.
+  const auto f = [](Tensor a, Tensor b) {
+    return cast(cast(maximum(a * b - a, abs(-b)) / b, DType::f16) + 1.0, DType::i8);
+  };
+  for (DType d : {DType::i64, DType::i32, DType::u8, DType::f16, DType::bf16}) {
+    SCOPED_TRACE(std::string(name(d)));
+    const StagedGraph staged = stage(f)(TensorLayout(d, {8}), TensorLayout(d, {8}));
+    const ir::Module fused = passes::run_passes(staged.graph(), {"fuse"});
+    const ir::Graph& g = fused.entry();
+    const auto program = compiler::compile_fused(*fused.find(
+        g.op(g.num_ops() - 1).find("callee")->as_symbol().name));
+    CudaKernelShape shape{1, {}};
+    shape.inputs.assign(program->args.size(), InputAccess::same_shape);
+    const std::string source = compiler::cuda_scalar_source(
+        *program, shape, std::vector<DType>(program->args.size(), d), DType::i8, "kiln_scalar");
+    expect_compiles(source, "kiln_scalar");
+  }
+  expect_compiles(compiler::cuda_library_source(), "kiln_argmax");
 }
 
 TEST(CudaCodegen, FusedChainsWithBroadcastAndScalarInputsCompile) {

@@ -66,6 +66,43 @@ TEST(ShardedLayout, ShardAndUnshardAreInverse) {
   }
 }
 
+// Integers are sharded, summed and gathered exactly: an i64 above 2^53 (a double would
+// round it), and i8 sums that wrap as two's complement, through the collectives too.
+TEST(ShardedLayout, IntegersShardAndSumExactly) {
+  const testing::CpuDevices devices(4);
+  const DeviceMesh mesh({{"x", 4}});
+  const std::int64_t big = (std::int64_t{1} << 53) + 1;
+  const Tensor global =
+      Tensor::from_data(std::vector<std::int64_t>{big, -big, big + 2, 7}, Shape{4});
+  for (const Placement& p : std::vector<Placement>{Sharded{0}, Replicated{}, Partial{}}) {
+    const ShardedLayout layout(DType::i64, {4}, mesh, {p});
+    EXPECT_EQ(unshard(shard_tensor(global, layout), layout).to_vector<std::int64_t>(),
+              global.to_vector<std::int64_t>())
+        << layout.str();
+  }
+  // Partial -> Replicated is an allreduce: four i64 pieces, then four i8 pieces of 100.
+  for (const DType dtype : {DType::i64, DType::i8}) {
+    const ShardedLayout in(dtype, {4}, mesh, {Partial{}});
+    const auto f = [&](std::vector<Tensor> xs) {
+      return redistribute(ShardedTensor(xs, in), {Replicated{}}).shards();
+    };
+    CompiledCallable c(stage(f)(in.shards()), {});
+    std::vector<Tensor> pieces;
+    for (int i = 0; i < 4; ++i)
+      pieces.push_back(dtype == DType::i64
+                           ? Tensor::from_data(std::vector<std::int64_t>{big, 1, -1, 0}, Shape{4},
+                                               Device::cpu(i))
+                           : Tensor::from_data(std::vector<std::int8_t>{100, 1, -1, 0}, Shape{4},
+                                               Device::cpu(i)));
+    const std::vector<Tensor> got = c.run(pieces);
+    if (dtype == DType::i64) {
+      EXPECT_EQ(got[3].to_vector<std::int64_t>()[0], 4 * big);
+    } else {
+      EXPECT_EQ(got[3].to_vector<std::int8_t>()[0], static_cast<std::int8_t>(400 - 512));
+    }
+  }
+}
+
 /// Compiles \p sharded (over the mesh) and \p whole (on cpu:0) and compares the global
 /// results.
 struct Mesh2x2 {

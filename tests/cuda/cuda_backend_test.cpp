@@ -866,7 +866,7 @@ TEST_P(CudaBackend, ArgmaxOnCudaTakesTiesAndNaNsAsTheCpuDoes) {
     std::vector<float> x(5 * 70);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 + call) % 11);
     x[0] = nan;                                          // row 0 starts with NaN: 0
-    x[70 + 5] = nan;                                     // row 1: NaN passed over
+    x[70 + 5] = x[70 + 60] = nan;                        // row 1: the first NaN, 5
     x[140 + 69] = 99;                                    // row 2: the largest is last
     x[210 + 3] = x[210 + 40] = 50;                       // row 3: a tie, the first wins
     for (std::size_t i = 280; i < 350; ++i) x[i] = nan;  // row 4: all NaN: 0
@@ -906,6 +906,39 @@ TEST_P(CudaBackend, ElementwiseOpsOfEveryDtypeRunOnCudaAsOnTheCpu) {
                        Tensor::from_bytes(DType::i32, Shape({4, 6}), Device::cpu(), n.data(),
                                           n.size() * sizeof(std::int32_t))};
   });
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
+TEST_P(CudaBackend, IntegersAreExactAndNanPropagatesOnCudaAsOnTheCpu) {
+  // The generated scalar kernels hold integers as 64-bit integers (a double would round
+  // 2^53 + 1), wrap as two's complement, cast once; maximum propagates NaN. Bit for bit.
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  const auto model = [](Tensor a, Tensor b, Tensor x) {
+    return std::make_tuple(a + b, a * b, equal(a, b), maximum(a, b), cast(a, DType::f32),
+                           cast(a, DType::i8), abs(neg(a)), maximum(x, x * 0.5), relu(x - 1.0),
+                           cast(x * 1e10, DType::i32));
+  };
+  const TensorLayout i64(DType::i64, {4});
+  const StagedGraph staged = stage(model)(i64, i64, TensorLayout(DType::f32, {4}));
+  const std::int64_t big = (std::int64_t{1} << 53) + 1;
+  const std::int64_t e60 = (std::int64_t{1} << 60) + (std::int64_t{1} << 36) + 1;
+  const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Tensor> in = {
+      Tensor::from_data(std::vector<std::int64_t>{big, e60, lowest, 300}, Shape{4}),
+      Tensor::from_data(std::vector<std::int64_t>{big - 1, 3, -1, 2}, Shape{4}),
+      Tensor::from_data(std::vector<float>{nan, 2, -3, 0.5f}, Shape{4})};
+  CompiledCallable on_gpu(staged, {}, {.context = std::make_shared<DeviceContext>(context())});
+  CompiledCallable on_cpu(staged, {});
+  const std::vector<Tensor> got = on_gpu.run(in), want = on_cpu.run(in);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t o = 0; o < got.size(); ++o) {
+    const auto g = got[o].bytes(), w = want[o].bytes();
+    EXPECT_TRUE(std::equal(g.begin(), g.end(), w.begin(), w.end())) << "output " << o;
+  }
+  EXPECT_EQ(want[0].to_vector<std::int64_t>()[0], 2 * big - 1);
+  EXPECT_EQ(want[4].to_vector<float>()[1], 0x1.000002p60f);  // rounded once
+  EXPECT_TRUE(std::isnan(want[7].to_vector<float>()[0]));
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 

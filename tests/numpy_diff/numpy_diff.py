@@ -5,7 +5,8 @@ Usage::
 
     numpy_diff.py --kiln build/release/bin/kiln [--seed N] [--cases-per-op K]
                   [--workdir DIR] [--op NAME ...] [--mode compiled|reference|both]
-                  [--jobs J] [--kiln-threads T] [--max-reports R] [--verbose]
+                  [--jobs J] [--kiln-threads T] [--max-reports R]
+                  [--isa base|avx2|avx512|avx512_bf16|amx]
 
 For every op x dtype the harness prints one module in kiln's MLIR generic form (see
 docs/text-format.md) whose @main takes several independent cases as separate arguments
@@ -63,20 +64,31 @@ by rounding twice).  Where NumPy and PyTorch differ, PyTorch wins:
 * reduce_sum over an empty axis is 0, reduce_mean over one is NaN;
 * argmax of bool (which PyTorch lacks) is the index of the first true, else 0.
 
-Not compared (counted as "undefined" in the summary): float->int casts of NaN, inf or
-values whose truncation is out of the target's range; integer division by zero and
-INT_MIN / -1; the sign of a zero result of maximum/minimum(+0.0, -0.0) and relu(-0.0);
-float sums/means whose row's sum of magnitudes exceeds the accumulator's range (where
-f32 overflow depends on the order of summation).  Norm and matmul inputs contain no
-values above 1e15 for the same reason.
+Where PyTorch leaves a result undefined and kiln defines it (docs/ops.md, "Numerics"),
+kiln's rule is the expectation (section KILN-DEFINED NUMERICS below; counted as
+"kiln-defined" in the summary, and a FAIL on such an element names the rule):
+
+* (a) float->int casts (i8, u8, i32, i64) of NaN give 0; of +-inf and of values whose
+  truncation toward zero is out of range saturate at the target's min/max (u8: any
+  negative value gives 0);
+* (b) integer division by zero gives 0;
+* (c) INT_MIN / -1 wraps to INT_MIN (the quotient wrapped to the dtype's width: i8
+  -128 / -1 = -128, i32 and i64 alike).
+
+Left open, as kiln leaves them unspecified too: the sign of a zero result of
+maximum/minimum(+0.0, -0.0), of reduce_max/min over +0.0 and -0.0, and of relu(-0.0)
+(either sign is accepted); float sums/means whose row's sum of magnitudes exceeds the
+accumulator's range (where f32 overflow depends on the order of summation: not compared,
+counted as "undefined" in the summary).  Norm and matmul inputs contain no values above
+1e15 for the same reason.
 
 Tolerances
 ----------
 * exact (bit for bit; NaN matches any NaN; the sign of zero is checked): data movement,
   comparisons, where, casts, neg/abs/relu, maximum/minimum, reduce_max/min, argmax,
-  every integer op, and add/sub/mul/div/sqrt of floats (IEEE operations, correctly
-  rounded in every float dtype since f32 or f64 arithmetic rounded to the result dtype
-  is innocuous double rounding for them);
+  every integer op (the kiln-defined rules included), and add/sub/mul/div/sqrt of floats
+  (IEEE operations, correctly rounded in every float dtype since f32 or f64 arithmetic
+  rounded to the result dtype is innocuous double rounding for them);
 * transcendental ops (exp log rsqrt tanh sigmoid silu gelu pow): |got - want| <=
   max(4 ulp(want), 1e-6 |want|) for f32, (4 ulp, 1e-14) for f64, and for f16/bf16 the
   f32 bound plus 1 ulp of the result dtype.  Two ops add an absolute term for their
@@ -99,10 +111,15 @@ and does not fail the run.
 
 Running
 -------
+``--isa LEVEL`` runs kiln with ``KILN_CPU_ISA=LEVEL`` (base, avx2, avx512, avx512_bf16,
+amx: that instruction-set level's kernels, capped at the CPU's level; base is the
+portable loops); without it the kiln runs inherit this process's environment.  The
+summary line names the level asked for and, from ``kiln bench``'s header, the level
+kiln's kernels ran at (the reference mode does not depend on it).
 ``--jobs`` kiln processes run at a time (default: the number of CPUs), each with
 ``--threads 1`` (``--kiln-threads``).  The default run (seed 0, 8 random cases per op and
 dtype besides the fixed edge cases: 341 modules, about 6500 checks in both modes)
-takes about 10 s on 2 cores, a third of it building the cases.  The report prints one
+takes about 8-10 s on 2 cores, a third of it building the cases.  The report prints one
 ``FAIL`` line per differing output (``--max-reports`` bounds how many are shown), then
 the distinct difference classes (op, dtype, kind: the modes it shows in), then totals.
 """
@@ -205,12 +222,77 @@ def int_to_float(x, kdt):
 
 
 def float_to_int(x64, kdt):
-    """(values, defined): truncation toward zero where it is in kdt's range."""
+    """(values, defined by PyTorch): truncation toward zero; where that is NaN, +-inf or
+    outside kdt's range PyTorch leaves the result undefined and kiln's rule applies
+    (kiln_float_to_int, in the kiln-defined numerics section)."""
     info = np.iinfo(STORAGE[kdt])
     with np.errstate(all="ignore"):
         t = np.trunc(x64)
         ok = np.isfinite(x64) & (t >= float(info.min)) & (t < float(info.max) + 1.0)
-    return np.where(ok, t, 0).astype(STORAGE[kdt]), ok
+    return kiln_float_to_int(x64, kdt), ok
+
+
+# =======================================================================================
+# KILN-DEFINED NUMERICS: where PyTorch leaves a result undefined, kiln defines it, and
+# these functions are the expectation (kiln's intended differences from PyTorch; see
+# docs/ops.md, section "Numerics", and, in the sources, include/kiln/core/dtype.hpp
+# (convert_element) and include/kiln/compiler/reference.hpp).  Elements whose value comes
+# from one of these rules are counted as "kiln-defined" in the summary, and a FAIL on one
+# says which rule it is.
+#
+#  (a) float -> integer cast (every integer target: i8, u8, i32, i64): truncate toward
+#      zero, then saturate at the target's [min, max]; NaN gives 0, +inf max, -inf min.
+#      For u8 every negative value (-0.5 truncates to 0 anyway) saturates to 0.
+#  (b) integer division by zero gives 0 (any dividend, 0 / 0 included).
+#  (c) INT_MIN / -1 wraps: the quotient -INT_MIN is computed in 64-bit two's complement
+#      and wrapped to the dtype's width like every integer result: i64 -2^63 / -1 = -2^63,
+#      i32 -2^31 / -1 = -2^31, i8 -128 / -1 = -128 (u8 has no -1).
+#
+# Still unspecified: the sign of a zero from maximum/minimum(+0.0, -0.0), reduce_max/min
+# over +0.0 and -0.0, and relu(-0.0) (either sign accepted: Out.zero_sign_free); float
+# sums/means whose row's sum of magnitudes overflows the accumulator, where the result
+# depends on summation order (not compared: Out.skip, "undefined" in the summary).
+# =======================================================================================
+
+KILN_RULE_CAST = 'kiln-defined rule (a): float->int truncates, saturates, NaN -> 0'
+KILN_RULE_DIV0 = 'kiln-defined rule (b): integer x / 0 = 0'
+KILN_RULE_DIVMIN = 'kiln-defined rule (c): INT_MIN / -1 wraps to INT_MIN'
+
+
+def kiln_float_to_int(x64, kdt):
+    """Rule (a): float64 values cast to the integer dtype kdt as kiln does."""
+    info = np.iinfo(STORAGE[kdt])
+    x64 = np.asarray(x64, np.float64)
+    with np.errstate(all="ignore"):
+        t = np.trunc(x64)
+        hi = t >= float(info.max) + 1.0   # exact in float64 for every kdt; +inf included
+        lo = t < float(info.min)          # -inf included
+        mid = np.isfinite(t) & ~hi & ~lo  # NaN is in none of the three: 0
+        out = np.where(mid, t, 0).astype(STORAGE[kdt])
+    out[hi] = info.max
+    out[lo] = info.min
+    return out
+
+
+def kiln_int_div(a, b, kdt):
+    """(quotient, rule (b) mask, rule (c) mask): integer a / b (broadcast) as kiln does:
+    truncation toward zero (torch.div(rounding_mode="trunc")), x / 0 = 0 (b), and
+    INT_MIN / -1 wrapping (c); the result is wrapped to kdt's width."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    A = np.broadcast_to(a, shape).astype(np.int64)
+    B = np.broadcast_to(b, shape).astype(np.int64)
+    zero, minus1 = B == 0, B == -1
+    Bs = np.where(zero | minus1, 1, B)     # no division by 0 or -1 below
+    q = np.floor_divide(A, Bs)
+    r = A - q * Bs
+    q = q + ((r != 0) & ((A < 0) != (Bs < 0)))
+    with np.errstate(all="ignore"):
+        neg = (np.uint64(0) - A.view(np.uint64)).view(np.int64)  # -A, wrapping at 64 bits
+    q = np.where(minus1, neg, q)
+    q = np.where(zero, 0, q)
+    wraps = minus1 & (A == np.iinfo(STORAGE[kdt]).min) if kdt != "u8" else np.zeros(shape, bool)
+    # astype wraps int64 to the narrower width (two's complement), as kiln stores it
+    return q.astype(STORAGE[kdt]), zero, wraps
 
 
 def to_f64(a):
@@ -352,6 +434,7 @@ class Out:
     tol: Optional[np.ndarray] = None     # None: exact; else absolute tolerance per element
     strict: Optional[np.ndarray] = None  # with tol: elements compared exactly
     skip: Optional[np.ndarray] = None    # undefined: not compared
+    kiln_rule: Optional[dict] = None     # rule name -> mask of elements kiln's rule defines
     zero_sign_free: Optional[np.ndarray] = None  # either sign of zero accepted
     label: str = ""                # reported op name, when not the case's (casts)
     inputs_at: Optional[Callable] = None   # output index -> "a=..., b=..."
@@ -612,17 +695,8 @@ def binary_expected(op, kdt, a, b):
             elif op == "pow":
                 out.expected = powi(a, b, kdt)
             elif op == "div":
-                A = np.broadcast_to(a, shape).astype(np.int64)
-                B = np.broadcast_to(b, shape).astype(np.int64)
-                Bn = np.where(B == 0, 1, B)
-                q = np.floor_divide(A, Bn)
-                r = A - q * Bn
-                q = q + ((r != 0) & ((A < 0) != (Bn < 0)))
-                skip = B == 0
-                if kdt != "u8":
-                    skip |= (A == np.iinfo(t).min) & (B == -1)
-                out.expected = np.where(skip, 0, q).astype(t)
-                out.skip = skip
+                out.expected, div0, divmin = kiln_int_div(a, b, kdt)
+                out.kiln_rule = {KILN_RULE_DIV0: div0, KILN_RULE_DIVMIN: divmin}
     out.expected = np.asarray(out.expected).reshape(shape)
     return out
 
@@ -807,7 +881,7 @@ def gen_unary_numeric(op, kdt, rng, k):
 
 
 def cast_expected(src, dst, x):
-    """(expected storage array, defined mask or None)."""
+    """(expected storage array, mask of elements PyTorch defines, or None: all)."""
     if dst == "bool":
         return (to_f64(x) != 0) if is_float(src) else (np.asarray(x) != 0), None
     if src == "bool":
@@ -816,8 +890,7 @@ def cast_expected(src, dst, x):
         X = to_f64(x)
         if is_float(dst):
             return round_float(X, dst), None
-        v, ok = float_to_int(X, dst)
-        return v, ok
+        return float_to_int(X, dst)
     if is_float(dst):
         return int_to_float(x, dst), None
     return x.astype(STORAGE[dst]), None
@@ -828,7 +901,8 @@ def cast_case(src, x, note):
     for dst in ALL:
         e, ok = cast_expected(src, dst, x)
         outs.append(Out(np.asarray(e).astype(STORAGE[dst]).reshape(x.shape), dst,
-                        skip=None if ok is None else ~ok, label=f"kiln.cast {src}->{dst}",
+                        kiln_rule=None if ok is None else {KILN_RULE_CAST: ~ok},
+                        label=f"kiln.cast {src}->{dst}",
                         inputs_at=elementwise_inputs_at(["x"], [x], x.shape),
                         cond_inputs=[to_f64(x)]))
 
@@ -1494,7 +1568,49 @@ class RunResult:
     seconds: float
 
 
-def run_kiln(kiln, mod, mode, threads, timeout):
+ISA_LEVELS = ("base", "avx2", "avx512", "avx512_bf16", "amx")
+
+
+def kiln_env(isa):
+    """The environment of the kiln runs: KILN_CPU_ISA=isa when --isa is given (kiln then
+    runs that instruction-set level's kernels, capped at the CPU's; base: portable loops),
+    else this process's environment as it is."""
+    env = dict(os.environ)
+    if isa:
+        env["KILN_CPU_ISA"] = isa
+    return env
+
+
+def effective_isa(kiln, env, root):
+    """The level kiln's kernels run at under env, as `kiln bench` names it ("cpu avx2"),
+    or a short reason why it could not be found."""
+    d = os.path.join(root, "isa_probe")
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, "m.mlir")
+    with open(path, "w") as f:
+        f.write('module attributes {kiln.device = "cpu:0", kiln.entry = @main} {\n'
+                '  func.func @main(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n'
+                '    %0 = "kiln.neg"(%arg0) : (tensor<2xf32>) -> tensor<2xf32>\n'
+                '    return %0 : tensor<2xf32>\n  }\n}\n')
+    cmd = [kiln, "bench", path, "--warmup", "0", "-n", "1", "--reference-iterations", "0",
+           "--threads", "1"]
+    for attempt in range(20):
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+            break
+        except subprocess.TimeoutExpired:
+            return "unknown (kiln bench timed out)"
+        except OSError:
+            time.sleep(3)
+    else:
+        return "unknown (kiln did not start)"
+    words = p.stdout.split("\n", 1)[0].split()
+    if p.returncode == 0 and "cpu" in words[:-1]:
+        return words[words.index("cpu") + 1]
+    return f"unknown ({first_lines(p.stderr or p.stdout, 1)})"
+
+
+def run_kiln(kiln, mod, mode, threads, timeout, env=None):
     outdir = os.path.join(mod.path, mode)
     if os.path.isdir(outdir):
         shutil.rmtree(outdir)
@@ -1507,7 +1623,7 @@ def run_kiln(kiln, mod, mode, threads, timeout):
     t0 = time.monotonic()
     for attempt in range(20):  # the binary may be briefly missing while it is rebuilt
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
             break
         except subprocess.TimeoutExpired:
             return RunResult(-999, f"timed out after {timeout} s", None, time.monotonic() - t0)
@@ -1546,17 +1662,17 @@ class CondCtx:
 
 
 def compare_out(case, o, got, mode):
-    """(finding or None, undefined count, expected-difference reasons)."""
+    """(finding or None, undefined count, kiln-defined count, expected-difference reasons)."""
     label = o.label or case.op
     head = f"{label} {case.kdt} [{mode}] {case.desc}"
     exp = o.expected
     if got is None:
-        return Finding(case, mode, "shape", label, f"{head}: output file missing"), 0, []
+        return Finding(case, mode, "shape", label, f"{head}: output file missing"), 0, 0, []
     want_dtype = np.dtype(STORAGE[o.kdt])
     if got.shape != exp.shape or got.dtype != want_dtype:
         return Finding(case, mode, "shape", label,
                        f"{head}: kiln wrote {got.dtype}{list(got.shape)}, expected "
-                       f"{want_dtype}{list(exp.shape)}"), 0, []
+                       f"{want_dtype}{list(exp.shape)}"), 0, 0, []
     skip = np.zeros(exp.shape, bool) if o.skip is None else np.asarray(o.skip, bool)
     if is_float(o.kdt):
         g, e = got.astype(np.float64), exp.astype(np.float64)
@@ -1578,6 +1694,8 @@ def compare_out(case, o, got, mode):
         bad = got != exp
     bad &= ~skip
     undefined = int(skip.sum())
+    rules = {k: np.asarray(m, bool) & ~skip for k, m in (o.kiln_rule or {}).items()}
+    kiln_defined = int(sum(int(m.sum()) for m in rules.values()))
     reasons = []
     if bad.any():
         ctx = CondCtx(o.cond_inputs, to_f64(e), to_f64(g))
@@ -1588,7 +1706,7 @@ def compare_out(case, o, got, mode):
                     reasons.append(f"{reason} ({int(m.sum())} elements)")
                     bad &= ~m
     if not bad.any():
-        return None, undefined, reasons
+        return None, undefined, kiln_defined, reasons
     idx = tuple(int(i) for i in np.argwhere(bad)[0])
     ins = o.inputs_at(idx) if o.inputs_at else ""
     text = (f"{head} -> {tname(o.kdt, exp.shape)}: {int(bad.sum())} of {bad.size} elements "
@@ -1598,7 +1716,14 @@ def compare_out(case, o, got, mode):
         text += "; " + o.detail(idx, got[idx], exp[idx])
     if o.tol is not None:
         text += f" (tolerance {float(np.asarray(o.tol)[idx]):.3g})"
-    return Finding(case, mode, "value", label, text, int(bad.sum())), undefined, reasons
+    ruled = [k for k, m in rules.items() if m[idx]]
+    if ruled:  # PyTorch leaves this element undefined; the expectation is kiln's own rule
+        text += f" [{'; '.join(ruled)}; docs/ops.md, Numerics]"
+    n_ruled = int(sum(int((bad & m).sum()) for m in rules.values()))
+    if n_ruled and not ruled:
+        text += f" [{n_ruled} of the differing elements are under kiln-defined rules]"
+    return (Finding(case, mode, "value", label, text, int(bad.sum())), undefined, kiln_defined,
+            reasons)
 
 
 def error_mentions_op(stderr, short):
@@ -1634,8 +1759,9 @@ def judge(mod, mode, res, findings, stats):
     for c, (first, n) in zip(mod.cases, mod.out_slices):
         ok = True
         for o, got in zip(c.outs, res.outputs[first:first + n]):
-            f, undefined, reasons = compare_out(c, o, got, mode)
+            f, undefined, kiln_defined, reasons = compare_out(c, o, got, mode)
             stats["undefined"] += undefined
+            stats["kiln_defined"] += kiln_defined
             for r in reasons:
                 stats["expected"].append(f"{o.label or c.op} {c.kdt} [{mode}]: {r}")
             if f is not None:
@@ -1691,6 +1817,10 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=120, help="seconds per kiln run")
     ap.add_argument("--max-reports", type=int, default=400,
                     help="print at most this many differences (all are counted)")
+    ap.add_argument("--isa", choices=ISA_LEVELS,
+                    help="run kiln with KILN_CPU_ISA=ISA: that instruction-set level's kernels "
+                    "(base: portable loops; capped at the CPU's level); default: the "
+                    "environment's KILN_CPU_ISA if set, else the CPU's own level")
     args = ap.parse_args(argv)
 
     t0 = time.monotonic()
@@ -1711,6 +1841,7 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     modes = ["compiled", "reference"] if args.mode == "both" else [args.mode]
+    env = kiln_env(args.isa)
     cases = build_cases(args.seed, args.cases_per_op, only)
     groups = {}
     for c in cases:
@@ -1721,20 +1852,29 @@ def main(argv=None):
     for m in modules:
         write_module(m, root)
     t_built = time.monotonic()
+    runs_at = effective_isa(kiln, env, root)
+    if args.isa:
+        isa_text = f"isa {args.isa}" + ("" if runs_at == args.isa else f" (kiln runs {runs_at})")
+    elif "KILN_CPU_ISA" in env:
+        isa_text = f"isa {runs_at} (KILN_CPU_ISA={env['KILN_CPU_ISA']} from the environment)"
+    else:
+        isa_text = f"isa default ({runs_at})"
 
-    findings, stats = [], {"passed": 0, "failed": 0, "undefined": 0, "expected": []}
+    findings, stats = [], {"passed": 0, "failed": 0, "undefined": 0, "kiln_defined": 0,
+                           "expected": []}
     kiln_seconds = [0.0, 0]
     lock = threading.Lock()
 
     def timed(mod, mode):
-        r = run_kiln(kiln, mod, mode, args.kiln_threads, args.timeout)
+        r = run_kiln(kiln, mod, mode, args.kiln_threads, args.timeout, env)
         with lock:
             kiln_seconds[0] += r.seconds
             kiln_seconds[1] += 1
         return r
 
     def run_and_judge(mod):
-        local_f, local_s = [], {"passed": 0, "failed": 0, "undefined": 0, "expected": []}
+        local_f, local_s = [], {"passed": 0, "failed": 0, "undefined": 0, "kiln_defined": 0,
+                                "expected": []}
         for mode in modes:
             res = timed(mod, mode)
             if not judge(mod, mode, res, local_f, local_s):
@@ -1749,7 +1889,7 @@ def main(argv=None):
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         for f, s in pool.map(run_and_judge, modules):
             findings.extend(f)
-            for key in ("passed", "failed", "undefined"):
+            for key in ("passed", "failed", "undefined", "kiln_defined"):
                 stats[key] += s[key]
             stats["expected"].extend(s["expected"])
 
@@ -1774,9 +1914,10 @@ def main(argv=None):
         for line in stats["expected"]:
             print("  " + line)
     t_end = time.monotonic()
-    print(f"\n{len(modules)} modules, {kiln_seconds[1]} kiln runs "
-          f"({kiln_seconds[0]:.1f} s of kiln time), {stats['undefined']} elements undefined "
-          f"(not compared), {t_end - t0:.1f} s in all ({t_built - t0:.1f} s building cases); "
+    print(f"\n{isa_text}: {len(modules)} modules, {kiln_seconds[1]} kiln runs "
+          f"({kiln_seconds[0]:.1f} s of kiln time), {stats['kiln_defined']} elements under "
+          f"kiln-defined rules (docs/ops.md, Numerics), {stats['undefined']} undefined (not "
+          f"compared), {t_end - t0:.1f} s in all ({t_built - t0:.1f} s building cases); "
           f"work dir {root}{'' if args.workdir else ' (removed)'}")
     if not args.workdir:
         shutil.rmtree(root, ignore_errors=True)
