@@ -49,7 +49,7 @@ Tensor RMSNorm::operator()(const Tensor& x) const {
 
 Tensor MLP::operator()(const Tensor& x) const {
   OptionalScope scope(name);
-  const Tensor h = gelu(Linear{dim, hidden, true, "w1", dtype}(x), "tanh");
+  const Tensor h = gelu(Linear{dim, hidden, true, "w1", dtype}(x), approximate);
   return Linear{hidden, dim, true, "w2", dtype}(h);
 }
 
@@ -79,7 +79,7 @@ Tensor TransformerBlock::operator()(const Tensor& x) const {
   OptionalScope scope(name);
   const Tensor h =
       x + MultiHeadAttention{dim, heads, "attn", dtype}(LayerNorm{dim, 1e-5, "norm1", dtype}(x));
-  return h + MLP{dim, hidden, "mlp", dtype}(LayerNorm{dim, 1e-5, "norm2", dtype}(h));
+  return h + MLP{dim, hidden, "mlp", dtype, gelu_approximate}(LayerNorm{dim, 1e-5, "norm2", dtype}(h));
 }
 
 }  // namespace kiln::nn

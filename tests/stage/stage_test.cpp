@@ -388,6 +388,21 @@ TEST(StageSubgraphs, BodiesMustNotCaptureTheCallersTensors) {
                         "belongs to another graph: a subgraph body used a tensor of its caller");
 }
 
+// nn::MLP says and does one thing: exact GELU by default (as documented and as PyTorch's
+// nn.GELU()), the tanh form when asked; the GPT-style block asks for it.
+TEST(StageNn, MlpGeluIsExactUnlessAskedForTheTanhForm) {
+  const auto text = [](nn::MLP mlp) {
+    return stage([&](Tensor x) { return mlp(x); })(f32({2, 8})).str();
+  };
+  EXPECT_THAT(text({.dim = 8, .hidden = 16}), Not(HasSubstr("\"tanh\"")));
+  EXPECT_THAT(text({.dim = 8, .hidden = 16}), HasSubstr("kiln.gelu"));
+  EXPECT_THAT(text({.dim = 8, .hidden = 16, .approximate = "tanh"}),
+              HasSubstr("approximate = \"tanh\""));
+  const nn::TransformerBlock block{.dim = 8, .heads = 2, .hidden = 16};
+  EXPECT_THAT(stage([&](Tensor x) { return block(x); })(f32({1, 3, 8})).str(),
+              HasSubstr("approximate = \"tanh\""));
+}
+
 TEST(StageNn, ATransformerStackStagesWithOneSharedBody) {
   const nn::TransformerBlock block{.dim = 64, .heads = 4, .hidden = 128};
   const auto fn = [&](Tensor ids) {

@@ -58,12 +58,14 @@ struct RMSNorm {
   Tensor operator()(const Tensor& x) const;
 };
 
-/// w2(gelu(w1(x))): dim -> hidden -> dim.
+/// w2(gelu(w1(x))): dim -> hidden -> dim. GELU as `approximate` says: "none" (exact, with
+/// erf: PyTorch's `nn.GELU()` default, BERT's) or "tanh" (GPT-2's approximation).
 struct MLP {
   std::int64_t dim = 0;
   std::int64_t hidden = 0;
   std::string name = "mlp";
   DType dtype = DType::f32;
+  std::string approximate = "none";
   Tensor operator()(const Tensor& x) const;
 };
 
@@ -76,13 +78,15 @@ struct MultiHeadAttention {
   Tensor operator()(const Tensor& x) const;
 };
 
-/// Pre-norm transformer block: h = x + attn(norm1(x)); h + mlp(norm2(h)).
+/// Pre-norm transformer block: h = x + attn(norm1(x)); h + mlp(norm2(h)), GPT-2 style:
+/// the MLP's GELU is the tanh approximation unless `gelu_approximate` is "none".
 struct TransformerBlock {
   std::int64_t dim = 0;
   std::int64_t heads = 1;
   std::int64_t hidden = 0;
   std::string name{};
   DType dtype = DType::f32;
+  std::string gelu_approximate = "tanh";
   Tensor operator()(const Tensor& x) const;
 };
 
