@@ -4,6 +4,7 @@
 #include <deque>
 #include <string_view>
 
+#include "compiler/bf16_emulation.hpp"
 #include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
@@ -41,13 +42,17 @@ Desc dense_desc(Dims dims, DataType type) {
 struct BatchedBf16Matmul::Impl {
   /// Entries [e0, e0 + count) of the split dim: rounded, then multiplied.
   struct Chunk {
-    Step round_a, round_b, widen_a, widen_b, multiply;  // widen: when emulated only
+    Step round_a, round_b, multiply;
+    // Emulated (no bf16 units): the chunk's operands rounded in one pass each into the
+    // tile's dense f32 buffers (A times the scale, read on each call).
+    const float *a_from = nullptr, *b_from = nullptr;
+    std::vector<std::int64_t> a_shape, b_shape;
   };
   struct Tile {
     dnnl::stream stream;
     std::vector<Chunk> chunks;  // one after another, through the tile's bf16 buffers
     dnnl::memory a_bf16, b_bf16;
-    dnnl::memory a_f32, b_f32;  // emulated: the rounded operands widened back to f32
+    dnnl::memory a_f32, b_f32;  // emulated: the rounded operands, as f32
   };
   std::vector<Tile> tiles;
 };
@@ -63,7 +68,7 @@ bool BatchedBf16Matmul::suits(const StridedOperand& a, const StridedOperand& b) 
 
 BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOperand& b, float* c,
                                      std::int64_t tiles, const float* scale)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_unique<Impl>()), scale_(scale), a_strides_(a.strides), b_strides_(b.strides) {
   const onednn::OneOpenMpThread one_thread;  // each tile runs on the worker of its block
 
   const std::size_t r = a.shape.size();
@@ -110,7 +115,8 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
     dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(
             dense_desc(dims_of(a.shape, count), operands),
-            Desc(dims_of(b.shape, count), operands, dnnl::memory::format_tag::any),
+            emulated ? dense_desc(dims_of(b.shape, count), operands)
+                     : Desc(dims_of(b.shape, count), operands, dnnl::memory::format_tag::any),
             dense_desc(dims_of(c_shape, count), DataType::f32)),
         user_scratchpad(), engine);
     const std::string_view impl = pd.impl_info_str();
@@ -131,11 +137,6 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
     if (emulated) {
       tile.a_f32 = dnnl::memory(largest.src_desc(), engine);
       tile.b_f32 = dnnl::memory(largest.weights_desc(), engine);
-      const auto bf16_of = [&](const Desc& d) {
-        return dnnl::memory(dense_desc(d.dims(), DataType::bf16), engine);
-      };
-      tile.a_bf16 = bf16_of(largest.src_desc());
-      tile.b_bf16 = bf16_of(largest.weights_desc());
     } else {
       tile.a_bf16 = dnnl::memory(largest.src_desc(), engine);
       tile.b_bf16 = dnnl::memory(largest.weights_desc(), engine);
@@ -143,28 +144,29 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
     for (std::int64_t c0 = e0; c0 < e1; c0 += per_chunk) {
       const std::int64_t count = std::min(per_chunk, e1 - c0);
       const dnnl::matmul::primitive_desc& pd = kind_for(count);
-      const auto rounded_desc = [&](const Desc& d) {
-        return emulated ? dense_desc(d.dims(), DataType::bf16) : d;
-      };
-      dnnl::memory a16(rounded_desc(pd.src_desc()), engine, tile.a_bf16.get_data_handle()),
-          b16(rounded_desc(pd.weights_desc()), engine, tile.b_bf16.get_data_handle());
       const auto view = [&](const StridedOperand& op) {
         return dnnl::memory(view_desc(op, split_, count), engine,
                             const_cast<float*>(op.data + c0 * op.strides[split_]));
       };
       Impl::Chunk chunk;
-      chunk.round_a = onednn::reorder_step(view(a), a16, round_attr);
-      if (scale != nullptr)
-        chunk.round_a.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
-                          dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a),
-                                       engine, const_cast<float*>(scale)));
-      chunk.round_b = onednn::reorder_step(view(b), b16);
-      dnnl::memory a_in = a16, b_in = b16;
+      dnnl::memory a_in, b_in;
       if (emulated) {
         a_in = dnnl::memory(pd.src_desc(), engine, tile.a_f32.get_data_handle());
         b_in = dnnl::memory(pd.weights_desc(), engine, tile.b_f32.get_data_handle());
-        chunk.widen_a = onednn::reorder_step(a16, a_in);
-        chunk.widen_b = onednn::reorder_step(b16, b_in);
+        chunk.a_from = a.data + c0 * a.strides[split_];
+        chunk.b_from = b.data + c0 * b.strides[split_];
+        chunk.a_shape = a.shape;
+        chunk.b_shape = b.shape;
+        chunk.a_shape[split_] = chunk.b_shape[split_] = count;
+      } else {
+        a_in = dnnl::memory(pd.src_desc(), engine, tile.a_bf16.get_data_handle());
+        b_in = dnnl::memory(pd.weights_desc(), engine, tile.b_bf16.get_data_handle());
+        chunk.round_a = onednn::reorder_step(view(a), a_in, round_attr);
+        if (scale != nullptr)
+          chunk.round_a.add(DNNL_ARG_ATTR_OUTPUT_SCALES,
+                            dnnl::memory(Desc({1}, DataType::f32, dnnl::memory::format_tag::a),
+                                         engine, const_cast<float*>(scale)));
+        chunk.round_b = onednn::reorder_step(view(b), b_in);
       }
       chunk.multiply.primitive = dnnl::matmul(pd);
       chunk.multiply.add(DNNL_ARG_SRC, a_in);
@@ -184,11 +186,18 @@ std::int64_t BatchedBf16Matmul::first_element(std::int64_t t) const noexcept {
 
 void BatchedBf16Matmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
-  for (const Impl::Chunk& chunk : tile.chunks)
+  for (const Impl::Chunk& chunk : tile.chunks) {
+    if (chunk.a_from != nullptr) {  // emulated: round in one pass each, then an f32 GEMM
+      round_dense_bf16(chunk.a_from, chunk.a_shape, a_strides_,
+                       static_cast<float*>(tile.a_f32.get_data_handle()),
+                       scale_ != nullptr ? *scale_ : 1.0f);
+      round_dense_bf16(chunk.b_from, chunk.b_shape, b_strides_,
+                       static_cast<float*>(tile.b_f32.get_data_handle()));
+    }
     if (!chunk.round_a.run(tile.stream) || !chunk.round_b.run(tile.stream) ||
-        !chunk.widen_a.run(tile.stream) || !chunk.widen_b.run(tile.stream) ||
         !chunk.multiply.run(tile.stream))
       throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
+  }
   if (dnnl_stream_wait(tile.stream.get()) != dnnl_success)
     throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));
 }

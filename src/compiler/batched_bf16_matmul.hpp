@@ -8,7 +8,9 @@
 // layout oneDNN's bf16 kernels read (both reorders read the operands as the strided views
 // they are), then runs a batched bf16 matmul (AMX where the CPU has it) writing f32. A
 // scalar epilogue (attention's 1/sqrt(d)) is applied as A is rounded, read from memory on
-// each call. Everything is made when the plan is prepared.
+// each call. Everything is made when the plan is prepared. On a CPU without bf16 units the
+// chunks round their operands into dense f32 buffers instead (one pass each, the scale
+// applied to A as it is rounded) and run an f32 batched GEMM: the same products.
 
 #include <cstdint>
 #include <memory>
@@ -51,6 +53,8 @@ class BatchedBf16Matmul {
   std::unique_ptr<Impl> impl_;
   std::size_t split_ = 0;                                   // the batch dim the tiles split
   std::int64_t tiles_ = 1, split_dim_ = 1, per_entry_ = 0;  // C elements per entry of it
+  const float* scale_ = nullptr;                 // emulated: read on each call
+  std::vector<std::int64_t> a_strides_, b_strides_;  // emulated: the operands' views
 };
 
 }  // namespace kiln::compiler

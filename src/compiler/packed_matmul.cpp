@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compiler/bf16_emulation.hpp"
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
 #include "compiler/onednn_support.hpp"
@@ -182,9 +183,13 @@ struct PackedMatmul::Impl {
   struct Tile {
     dnnl::stream stream;
     std::int64_t c0 = 0, cols = 0;  // the tile's columns (all of them for a row band)
-    // bf16: rounds the tile's rows of A into the chunks' A (empty otherwise); without
-    // bf16 units, into bf16 values that `widen_a` turns into the chunks' f32 A.
-    Step round_a, widen_a;
+    // bf16: rounds the tile's rows of A into the chunks' A (empty otherwise).
+    Step round_a;
+    // Emulated (no bf16 units): the tile's rows of A rounded in one pass into f32 `dense`.
+    const float* rows_from = nullptr;
+    std::int64_t rows = 0;
+    float* dense = nullptr;
+    dnnl::memory kept_a;  // owns `dense`
     std::vector<Chunk> chunks;
     // Column bands: a chunk's dense output, copied into the band's columns of C after it
     // (oneDNN's fast kernels write dense outputs only).
@@ -327,9 +332,10 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
                            const_cast<float*>(a.data + t0 * a.row));
       rounded = dnnl::memory(a_desc(band), engine);
       if (emulated) {
-        dnnl::memory bf16_a(Desc({band, k}, DataType::bf16, Tag::ab), engine);
-        tile.round_a = onednn::reorder_step(given_a, bf16_a);
-        tile.widen_a = onednn::reorder_step(bf16_a, rounded);
+        tile.rows_from = a.data + t0 * a.row;
+        tile.rows = band;
+        tile.dense = static_cast<float*>(rounded.get_data_handle());
+        tile.kept_a = rounded;
       } else {
         tile.round_a = onednn::reorder_step(given_a, rounded);
       }
@@ -381,7 +387,11 @@ void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
 
 bool PackedMatmul::Impl::run(std::int64_t t) const {
   const Tile& tile = tiles[static_cast<std::size_t>(t)];
-  if (!tile.round_a.run(tile.stream) || !tile.widen_a.run(tile.stream)) return false;
+  if (tile.rows_from != nullptr) {
+    const std::int64_t shape[] = {tile.rows, k}, strides[] = {a.row, a.col};
+    round_dense_bf16(tile.rows_from, shape, strides, tile.dense);
+  }
+  if (!tile.round_a.run(tile.stream)) return false;
   for (const Chunk& chunk : tile.chunks) {
     if (!chunk.multiply.run(tile.stream)) return false;
     if (tile.staging.empty()) continue;

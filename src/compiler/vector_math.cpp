@@ -24,13 +24,14 @@ struct Table {
                             const std::uint16_t*, std::size_t, std::size_t, float*, std::size_t,
                             std::size_t);
   void (*round_bf16)(const float*, std::uint16_t*, std::size_t);
+  void (*round_bf16_f32)(const float*, float*, std::size_t, float);
 };
 
 #define KILN_TABLE(target)                                                                 \
   Table {                                                                                  \
 #target, target::unary, target::binary, target::sum, target::sum_squares, target::max, \
         target::softmax_row, target::normalize_row, target::matmul_panel,                  \
-        target::matmul_panel_bf16, target::round_bf16                                      \
+        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32              \
   }
 
 const Table& table() {
@@ -72,6 +73,10 @@ void normalize_row(const float* x, double mean, double scale, const float* gamma
 }
 
 void round_bf16(const float* x, std::uint16_t* y, std::size_t n) { table().round_bf16(x, y, n); }
+
+void round_bf16_f32(const float* x, float* y, std::size_t n, float scale) {
+  table().round_bf16_f32(x, y, n, scale);
+}
 
 void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,
                   const float* b, std::size_t ldb, std::size_t k, float* c, std::size_t ldc,

@@ -84,6 +84,10 @@ void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std
 /// y[i] = to_bf16(x[i]) for i < n (vectorised).
 void round_bf16(const float* x, std::uint16_t* y, std::size_t n);
 
+/// y[i] = x[i] * scale rounded to bfloat16 and widened back to f32 (exact), for i < n:
+/// bf16 operands as f32 for an f32 GEMM on CPUs without bf16 units (vectorised).
+void round_bf16_f32(const float* x, float* y, std::size_t n, float scale);
+
 /// \p x rounded to the nearest bfloat16 (ties to even; NaN stays NaN).
 inline std::uint16_t to_bf16(float x) {
   std::uint32_t bits = 0;

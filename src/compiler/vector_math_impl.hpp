@@ -317,6 +317,11 @@ void round_bf16(const float* x, std::uint16_t* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = to_bf16(x[i]);  // the compiler selects, no branch
 }
 
+void round_bf16_f32(const float* x, float* y, std::size_t n, float scale) {
+  for (std::size_t i = 0; i < n; ++i)
+    y[i] = std::bit_cast<float>(static_cast<std::uint32_t>(to_bf16(x[i] * scale)) << 16);
+}
+
 namespace {
 
 /// matmul_panel for R rows; Full: all kPanel columns (a width the compiler knows, so that

@@ -22,6 +22,7 @@
                          const std::uint16_t* b, std::size_t ldb, std::size_t k, float* c,       \
                          std::size_t ldc, std::size_t cols);                                     \
   void round_bf16(const float* x, std::uint16_t* y, std::size_t n);                              \
+  void round_bf16_f32(const float* x, float* y, std::size_t n, float scale);                     \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)
