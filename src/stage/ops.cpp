@@ -145,19 +145,35 @@ Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, const Sourc
 }
 
 /// A C++ scalar next to tensor \p t: an integral value takes t's dtype (bool becomes
-/// i64), a fractional one keeps floats and makes integer tensors f32.
-Tensor scalar_for(const Tensor& t, double v) {
+/// i64), a fractional one keeps floats and makes integer tensors f32. An integral value
+/// that the integer dtype cannot hold, or above 2^53 (where the double it arrived as may
+/// have lost bits), is refused rather than saturated or rounded.
+Tensor scalar_for(const Tensor& t, double v, std::string_view op, const SourceLocation& where) {
   const bool integral = std::isfinite(v) && v == std::floor(v);
   DType d = t.dtype();
   if (d == DType::bool_) d = integral ? DType::i64 : DType::f32;
   if (!integral && !is_floating(d)) d = DType::f32;
+  if (integral && !is_floating(d)) {
+    alignas(8) std::byte slot[8];
+    store_from_double(d, v, slot);
+    const bool fits = load_as_double(d, slot) == v;
+    const bool exact = std::fabs(v) < 9007199254740992.0;  // below 2^53 every integer is
+    if (!fits || !exact)
+      throw UserError(cat(op.substr(5), " at ", where_string(where), ": the scalar ",
+                          std::fabs(v) < 9.2e18 ? cat(static_cast<std::int64_t>(v)) : exact_text(v),
+                          fits ? " is 2^53 or more, where a C++ double (the scalar's type) may "
+                                 "have lost integer bits"
+                               : cat(" does not fit the ", name(d), " tensor beside it"),
+                          ": make it a tensor of the dtype you mean (Tensor::from_data) or cast "
+                          "the tensor first"));
+  }
   return Tensor::scalar(v, d, t.device());
 }
 
 Tensor binary_scalar(std::string_view op, const Tensor& t, double v, bool scalar_first,
                      const SourceLocation& where) {
   if (t.empty()) return apply(op, {&t}, {}, where);
-  const Tensor s = scalar_for(t, v);
+  const Tensor s = scalar_for(t, v, op, where);
   return scalar_first ? binary(op, s, t, where) : binary(op, t, s, where);
 }
 

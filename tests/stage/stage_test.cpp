@@ -282,6 +282,21 @@ TEST(StageTrees, StaticValuesCompareExactly) {
             stage(ifn)(f32({2}), (std::int64_t{1} << 60) + 1).in_tree());
 }
 
+// A C++ scalar beside an integer tensor must be that integer exactly: one the dtype cannot
+// hold, or above 2^53 (where the double it arrived as may have rounded), is refused rather
+// than saturated or rounded.
+TEST(StageErrors, IntegerScalarsThatDoNotFitAreRefused) {
+  const TensorLayout i32({DType::i32, {2}}), i64({DType::i64, {2}});
+  KILN_EXPECT_THROW_MSG(stage([](Tensor x) { return x + 3000000000.0; })(i32), UserError,
+                        "add at ");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor x) { return x + 3000000000.0; })(i32), UserError,
+                        "the scalar 3000000000 does not fit the i32 tensor beside it");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor x) { return x * 9007199254740993.0; })(i64), UserError,
+                        "is 2^53 or more, where a C++ double");
+  EXPECT_NO_THROW(stage([](Tensor x) { return x + 3000000000.0; })(i64));
+  EXPECT_NO_THROW(stage([](Tensor x) { return x * 0.5; })(i32));  // f32, as documented
+}
+
 TEST(StageWeights, NamesFollowScopesAndRepeatDeclarationsShareOneValue) {
   const std::string text = stage([](Tensor x) {
                              name_scope layers("layers");
