@@ -63,6 +63,7 @@ Session::Session(const StageOptions& options) : impl_(std::make_unique<Impl>()) 
   impl_->state.options = options;
   ir::Graph& graph = impl_->state.module.add_graph(options.name);
   impl_->entry = std::make_shared<Frame>(graph, impl_->state, nullptr);
+  if (!options.prefix.empty()) impl_->entry->prefix.push_back(options.prefix);
   impl_->state.frames.push_back(impl_->entry);
   impl_->saved = t_frame;
   t_frame = impl_->entry.get();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../error_matchers.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/ir/verifier.hpp"
@@ -317,6 +318,32 @@ TEST(StageWeights, NamesFollowScopesAndRepeatDeclarationsShareOneValue) {
 }
 
 // ---- subgraphs -------------------------------------------------------------------------
+
+// The seed's stage-level prefix: given once, it names every weight the function declares,
+// in scopes and in subgraph calls, and the printed module carries the full names.
+TEST(StageWeights, AStageLevelPrefixNamesEveryWeight) {
+  const auto layer = as_subgraph([](Tensor x) { return matmul(x, weight("w", f32({4, 4}))); },
+                                 {.name = "layer"});
+  const auto fn = [&](Tensor x) {
+    const Tensor y = x * weight("scale", f32({4}));
+    name_scope scope("layers.0");
+    return layer(y) + weight("b", f32({4}));
+  };
+  const std::string text = stage(fn, {.prefix = "encoder"})(f32({2, 4})).str();
+  EXPECT_THAT(text, HasSubstr("name = \"encoder.scale\""));
+  EXPECT_THAT(text, HasSubstr("name = \"encoder.layers.0.b\""));
+  EXPECT_THAT(text, HasSubstr("kiln.prefix = \"encoder.layers.0\""));  // + "w" in @layer
+  EXPECT_THAT(text, HasSubstr("name = \"w\""));
+  EXPECT_THAT(stage(fn)(f32({2, 4})).str(), HasSubstr("name = \"scale\""));
+  // The weights by their full names: what a checkpoint of the encoder holds.
+  const StagedGraph staged = stage(fn, {.prefix = "encoder"})(f32({2, 4}));
+  std::vector<float> eye(16, 0.0f);
+  for (int i = 0; i < 4; ++i) eye[static_cast<std::size_t>(i * 5)] = 1.0f;
+  CompiledCallable compiled(staged, {{"encoder.scale", Tensor::full(f32({4}), 2)},
+                                     {"encoder.layers.0.w", Tensor::from_data(eye, Shape{4, 4})},
+                                     {"encoder.layers.0.b", Tensor::full(f32({4}), 1)}});
+  EXPECT_EQ(compiled(Tensor::full(f32({2, 4}), 3))[0].to_doubles(), std::vector<double>(8, 7.0));
+}
 
 TEST(StageSubgraphs, OneBodyForThreeCalls) {
   const auto block = as_subgraph([](Tensor x) { return relu(x) * 2; }, {.name = "block"});

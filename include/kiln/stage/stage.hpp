@@ -34,6 +34,11 @@ struct StageOptions {
   bool subgraphs = true;
   /// Symbol name of the entry graph.
   std::string name = "main";
+  /// The name prefix that weights created inside the function are relative to (the seed's
+  /// `prefix`): `{.prefix = "encoder"}` makes `weight("w")` `encoder.w`, and `layers.0`
+  /// inside `name_scope("layers.0")` `encoder.layers.0.w`. The full names are in the
+  /// printed module, so `kiln run` needs nothing else. Empty: none.
+  std::string prefix{};
 };
 
 /// The result of staging: the module, and the layouts and trees of inputs and outputs.
