@@ -70,6 +70,17 @@ struct LastCall {
   const SubgraphBody* body = nullptr;
 };
 
+/// A body in a SubgraphCache: the graphs to copy into a module that calls it (the body
+/// first, then every body it calls), and what a call needs.
+struct CachedBody {
+  std::vector<ir::Graph> graphs;
+  SubgraphBody body;
+};
+
+struct SubgraphCacheAccess {
+  static std::unordered_map<std::string, CachedBody>& bodies(SubgraphCache& cache);
+};
+
 struct SessionState {
   StageOptions options;
   ir::Module module;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <set>
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -10,6 +12,11 @@
 #include "stage/frame.hpp"
 
 namespace kiln {
+
+struct SubgraphCache::State {
+  std::unordered_map<std::string, detail::CachedBody> bodies;  // by body key
+};
+
 namespace detail {
 
 std::string qualified(const Frame& frame, const std::string& name) {
@@ -119,7 +126,86 @@ std::unique_ptr<SubgraphBody> trace_body(Frame& caller, const SubgraphCall& call
   return body;
 }
 
+/// The graphs a body needs in a module: the body, then every graph it calls, transitively.
+std::vector<ir::Graph> body_and_callees(const ir::Module& module, const std::string& symbol) {
+  std::vector<ir::Graph> out;
+  std::vector<std::string> todo{symbol};
+  std::set<std::string> seen{symbol};
+  while (!todo.empty()) {
+    const ir::Graph* g = module.find(todo.back());
+    todo.pop_back();
+    if (g == nullptr) continue;
+    out.push_back(*g);
+    for (std::size_t i = 0; i < g->num_ops(); ++i)
+      if (const ir::Attribute* callee = g->op(i).find("callee"))
+        if (seen.insert(callee->as_symbol().name).second) todo.push_back(callee->as_symbol().name);
+  }
+  return out;
+}
+
+/// Copies \p from into \p into as @name, with calls to the graphs in \p renamed redirected.
+void copy_graph(const ir::Graph& from, ir::Module& into, const std::string& name,
+                const std::map<std::string, std::string>& renamed) {
+  ir::Graph& g = into.add_graph(name);
+  std::vector<ir::Value> value(from.num_values());
+  for (ir::Value a : from.arguments()) value[a.id] = g.add_argument(from.type(a));
+  for (std::size_t i = 0; i < from.num_ops(); ++i) {
+    const ir::OpView op = from.op(i);
+    std::vector<ir::Value> operands;
+    for (ir::Value v : op.operands()) operands.push_back(value[v.id]);
+    std::vector<ir::NamedAttribute> attributes(op.attributes().begin(), op.attributes().end());
+    for (ir::NamedAttribute& a : attributes)
+      if (a.name == "callee")
+        if (auto r = renamed.find(a.value.as_symbol().name); r != renamed.end())
+          a.value = ir::Attribute(ir::SymbolRef{r->second});
+    std::vector<ir::TensorType> types;
+    for (std::size_t r = 0; r < op.num_results(); ++r) types.push_back(from.type(op.result(r)));
+    const ir::OpView copy =
+        g.add_op_typed(op.def(), operands, std::move(attributes), std::move(types), op.location());
+    for (std::size_t r = 0; r < op.num_results(); ++r) value[op.result(r).id] = copy.result(r);
+  }
+  std::vector<ir::Value> results;
+  for (ir::Value v : from.results()) results.push_back(value[v.id]);
+  g.set_results(std::move(results));
+}
+
+/// A body from the shared cache, its graphs copied into this session's module (renamed
+/// where the module has a graph of that name already).
+std::unique_ptr<SubgraphBody> import_body(SessionState& session, const CachedBody& cached) {
+  std::map<std::string, std::string> renamed;
+  for (const ir::Graph& g : cached.graphs)
+    renamed[g.name()] = session.module.find(g.name()) == nullptr && session.symbol_uses[g.name()] == 0
+                            ? g.name()
+                            : unique_symbol(session, g.name());
+  for (const ir::Graph& g : cached.graphs) {
+    ++session.symbol_uses[renamed[g.name()]];
+    copy_graph(g, session.module, renamed[g.name()], renamed);
+  }
+  auto body = std::make_unique<SubgraphBody>(cached.body);
+  body->symbol = renamed[cached.body.symbol];
+  return body;
+}
+
+/// This call's body: traced here, or, with a shared SubgraphCache, taken from it when an
+/// earlier `stage` call traced it (and stored there when traced here).
+std::unique_ptr<SubgraphBody> body_for(Frame& caller, const SubgraphCall& call,
+                                       const std::vector<ir::Value>& operands,
+                                       const TraceBody& trace, const std::string& key) {
+  SessionState& session = caller.session();
+  SubgraphCache* shared = session.options.subgraph_cache;
+  if (shared == nullptr) return trace_body(caller, call, operands, trace);
+  auto& cached = SubgraphCacheAccess::bodies(*shared);
+  if (auto hit = cached.find(key); hit != cached.end()) return import_body(session, hit->second);
+  std::unique_ptr<SubgraphBody> body = trace_body(caller, call, operands, trace);
+  cached.emplace(key, CachedBody{body_and_callees(session.module, body->symbol), *body});
+  return body;
+}
+
 }  // namespace
+
+std::unordered_map<std::string, CachedBody>& SubgraphCacheAccess::bodies(SubgraphCache& cache) {
+  return cache.state_->bodies;
+}
 
 SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace) {
   Frame& caller = require_frame("as_subgraph", call.where);
@@ -139,7 +225,7 @@ SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace) {
     const std::string key = body_key(call, caller.graph(), operands);
     auto it = session.bodies.find(key);
     if (it == session.bodies.end())
-      it = session.bodies.emplace(key, trace_body(caller, call, operands, trace)).first;
+      it = session.bodies.emplace(key, body_for(caller, call, operands, trace, key)).first;
     last.callable = call.callable;
     last.name = call.options->name;
     last.has_prefix = !call.options->prefix.empty();
@@ -164,6 +250,11 @@ SubgraphResult call_subgraph(SubgraphCall call, const TraceBody& trace) {
 }
 
 }  // namespace detail
+
+SubgraphCache::SubgraphCache() : state_(std::make_unique<State>()) {}
+SubgraphCache::~SubgraphCache() = default;
+std::size_t SubgraphCache::size() const noexcept { return state_->bodies.size(); }
+void SubgraphCache::clear() { state_->bodies.clear(); }
 
 Tensor weight(const std::string& name, TensorLayout layout, Loc where) {
   detail::Frame& frame = detail::require_frame("kiln::weight", where);

@@ -345,6 +345,64 @@ TEST(StageWeights, AStageLevelPrefixNamesEveryWeight) {
   EXPECT_EQ(compiled(Tensor::full(f32({2, 4}), 3))[0].to_doubles(), std::vector<double>(8, 7.0));
 }
 
+// The seed's subgraph_cache: two staged graphs (an encoder and a decoder) sharing one
+// cache trace their shared block once; each module still holds every body it calls, so
+// each prints, parses and compiles alone.
+TEST(StageSubgraphs, StagedGraphsSharingACacheTraceASharedBodyOnce) {
+  int traced = 0;
+  const auto block = as_subgraph(
+      [&](Tensor x) {
+        ++traced;
+        return relu(matmul(x, weight("w", f32({4, 4}))));
+      },
+      {.name = "block"});
+  const auto inner = as_subgraph([](Tensor x) { return x * 2.0; }, {.name = "inner"});
+  const auto encoder = [&](Tensor x) {
+    name_scope scope("layers.0");
+    return block(x);
+  };
+  const auto decoder = [&](Tensor x) {
+    const Tensor h = inner(x);  // the decoder's own @inner first, then the shared @block
+    name_scope scope("layers.0");
+    return block(h) + 1.0;
+  };
+  SubgraphCache cache;
+  const StagedGraph enc = stage(encoder, {.prefix = "encoder", .subgraph_cache = &cache})(f32({2, 4}));
+  const StagedGraph dec = stage(decoder, {.prefix = "decoder", .subgraph_cache = &cache})(f32({2, 4}));
+  EXPECT_EQ(traced, 1);
+  EXPECT_EQ(cache.size(), 2u);  // @block and @inner
+  for (const StagedGraph* s : {&enc, &dec}) {
+    const std::string text = s->str();
+    EXPECT_EQ(count(text, "func.func private @block("), 1u) << text;
+    EXPECT_TRUE(ir::verify(ir::parse_module(text)).empty()) << text;
+  }
+  EXPECT_THAT(dec.str(), HasSubstr("kiln.prefix = \"decoder.layers.0\""));
+  const Tensor x = Tensor::full(f32({2, 4}), 1);
+  std::vector<float> eye(16, 0.0f);
+  for (int i = 0; i < 4; ++i) eye[static_cast<std::size_t>(i * 5)] = 1.0f;
+  CompiledCallable e(enc, {{"encoder.layers.0.w", Tensor::from_data(eye, Shape{4, 4})}});
+  CompiledCallable d(dec, {{"decoder.layers.0.w", Tensor::from_data(eye, Shape{4, 4})}});
+  EXPECT_EQ(e(x)[0].to_doubles(), std::vector<double>(8, 1.0));
+  EXPECT_EQ(d(x)[0].to_doubles(), std::vector<double>(8, 3.0));
+  // Without the cache (the default), each stage call traces its own bodies.
+  stage(encoder)(f32({2, 4}));
+  EXPECT_EQ(traced, 2);
+  // A cached body whose symbol this module already uses (another body of that name, for
+  // other operand types) is copied in under another symbol.
+  const auto clash = [&](Tensor a, Tensor b) {
+    const auto other = as_subgraph([](Tensor y) { return y - 1.0; }, {.name = "block"});
+    return std::make_tuple(other(a), block(b));
+  };
+  const StagedGraph both = stage(clash, {.subgraph_cache = &cache})(f32({3, 4}), f32({2, 4}));
+  EXPECT_EQ(traced, 2);
+  EXPECT_TRUE(ir::verify(ir::parse_module(both.str())).empty()) << both.str();
+  EXPECT_THAT(both.str(), HasSubstr("func.func private @block_1("));
+  CompiledCallable c(both, {{"w", Tensor::from_data(eye, Shape{4, 4})}});
+  const std::vector<Tensor> out = c(Tensor::full(f32({3, 4}), 1), x);
+  EXPECT_EQ(out[0].to_doubles(), std::vector<double>(12, 0.0));  // 1 - 1
+  EXPECT_EQ(out[1].to_doubles(), std::vector<double>(8, 1.0));   // relu(x w)
+}
+
 TEST(StageSubgraphs, OneBodyForThreeCalls) {
   const auto block = as_subgraph([](Tensor x) { return relu(x) * 2; }, {.name = "block"});
   const std::string text =

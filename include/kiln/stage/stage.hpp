@@ -27,10 +27,46 @@
 
 namespace kiln {
 
+namespace detail {
+struct SubgraphCacheAccess;
+}  // namespace detail
+
+/// The table that `as_subgraph` stores traced bodies in (the seed's `subgraph_cache`),
+/// for sharing bodies across `stage` calls: staging an encoder and a decoder, or a
+/// prefill and a decode function, with one cache traces each distinct subgraph once, and
+/// the module of each staged graph still holds every body it calls (copied in). Bodies
+/// are keyed as within one `stage` call (the callable's code or shared name, argument
+/// tree, operand types, prefix presence). Not thread-safe: stage with one cache from one
+/// thread at a time. Must outlive the `stage` calls that use it.
+///
+/// \code
+///   kiln::SubgraphCache cache;
+///   const auto block = kiln::as_subgraph(layer, {.name = "block"});
+///   auto enc = kiln::stage(encoder, {.prefix = "encoder", .subgraph_cache = &cache})(x);
+///   auto dec = kiln::stage(decoder, {.prefix = "decoder", .subgraph_cache = &cache})(y);
+///   // block traced once; enc and dec each print and compile with their own @block
+/// \endcode
+class SubgraphCache {
+ public:
+  SubgraphCache();
+  ~SubgraphCache();
+  SubgraphCache(const SubgraphCache&) = delete;
+  SubgraphCache& operator=(const SubgraphCache&) = delete;
+  /// Distinct bodies traced into the cache.
+  std::size_t size() const noexcept;
+  /// Drops every body (later calls trace again).
+  void clear();
+
+ private:
+  friend struct detail::SubgraphCacheAccess;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 /// How `stage` traces.
 struct StageOptions {
   /// Trace `as_subgraph` callables into shared subgraph bodies (true) or inline every
-  /// call (false, for A/B comparisons).
+  /// call (false, for A/B comparisons; the seed's `subgraph_cache=None`).
   bool subgraphs = true;
   /// Symbol name of the entry graph.
   std::string name = "main";
@@ -39,6 +75,9 @@ struct StageOptions {
   /// inside `name_scope("layers.0")` `encoder.layers.0.w`. The full names are in the
   /// printed module, so `kiln run` needs nothing else. Empty: none.
   std::string prefix{};
+  /// Where `as_subgraph` bodies are looked up and stored across `stage` calls (see
+  /// `SubgraphCache`); null: a table of this call's own.
+  SubgraphCache* subgraph_cache = nullptr;
 };
 
 /// The result of staging: the module, and the layouts and trees of inputs and outputs.
