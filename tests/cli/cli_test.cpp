@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -200,6 +201,33 @@ TEST_F(Cli, BenchReportsOrderStatisticsAsJson) {
   EXPECT_NE(generated.out.find("arg0: f32[7, 4] on cpu:0 (random)"), std::string::npos)
       << generated.out;
   EXPECT_NE(generated.out.find("2 zero-filled"), std::string::npos) << generated.out;
+}
+
+// kiln bench says which instruction-set level ran and, in bf16, which path: bf16 units or
+// f32 GEMMs over rounded operands (forced here with KILN_CPU_ISA=avx512, capped at the
+// CPU's level); a KILN_CPU_ISA that names no level is an error naming the choices.
+TEST_F(Cli, BenchSaysWhichInstructionSetAndBf16PathRan) {
+  write_inputs(8);
+  ::setenv("KILN_CPU_ISA", "avx512", 1);
+  const Result r = kiln(
+      "bench m.mlir -w w.safetensors -i x.npy -i s.npy -n 2 --reference-iterations 0 "
+      "--matmul-precision bf16 --json b.json");
+  ::setenv("KILN_CPU_ISA", "avx512bf16", 1);
+  const Result bad = kiln("bench m.mlir -n 1 --reference-iterations 0");
+  ::unsetenv("KILN_CPU_ISA");
+  EXPECT_EXIT_CODE(r, 0);
+  const CpuIsa level = std::min(CpuIsa::avx512, detected_cpu_isa());
+  EXPECT_NE(r.out.find(std::string("cpu ") + std::string(name(level)) +
+                       ", bf16 matmuls emulated by f32 GEMMs"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(dir / "b.json"));
+  EXPECT_EQ(j.at("cpu_isa"), std::string(name(level)));
+  EXPECT_EQ(j.at("bf16_matmuls"), "emulated by f32 GEMMs");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("KILN_CPU_ISA='avx512bf16' is not an instruction-set level"),
+            std::string::npos)
+      << bad.err;
 }
 
 TEST_F(Cli, BenchServeTimesCallsOnRequest) {

@@ -86,7 +86,11 @@ TEST(ShardedLayout, IntegersShardAndSumExactly) {
     const auto f = [&](std::vector<Tensor> xs) {
       return redistribute(ShardedTensor(xs, in), {Replicated{}}).shards();
     };
-    CompiledCallable c(stage(f)(in.shards()), {});
+    const StagedGraph staged = stage(f)(in.shards());
+    // Collectives on four devices, whose signal buffers the callable owns: no graph inputs.
+    EXPECT_EQ(staged.signal_device_ids(), (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_FALSE(staged.signal_buffer_index().has_value());
+    CompiledCallable c(staged, {});
     std::vector<Tensor> pieces;
     for (int i = 0; i < 4; ++i)
       pieces.push_back(dtype == DType::i64

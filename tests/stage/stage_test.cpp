@@ -48,6 +48,8 @@ TEST(Stage, TheIssueExampleStagesAndPrintsMlir) {
   EXPECT_EQ(staged.out_tree().str(), "Tensor");
   EXPECT_TRUE(ir::verify(staged.graph()).empty());
   EXPECT_EQ(ir::print(ir::parse_module(text)), text);
+  EXPECT_TRUE(staged.signal_device_ids().empty());
+  EXPECT_FALSE(staged.signal_buffer_index().has_value());  // inputs are the layouts' shards
 }
 
 TEST(Stage, SymbolicDimsFlowThroughOps) {

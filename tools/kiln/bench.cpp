@@ -138,7 +138,10 @@ int bench_command(const BenchOptions& options) {
   if (!options.json.empty()) {
     nlohmann::json j = {{"model", options.model.model}, {"device", options.model.device},
                         {"threads", threads},           {"compile_ms", compile_ms},
-                        {"first_call_ms", first_ms},    {"calls", to_json(call)}};
+                        {"first_call_ms", first_ms},    {"calls", to_json(call)},
+                        {"cpu_isa", name(cpu_isa())}};
+    if (compile.matmul_precision == MatmulPrecision::bf16)
+      j["bf16_matmuls"] = has_native_bf16() ? "bf16 units" : "emulated by f32 GEMMs";
     if (ref.samples > 0 && call.samples > 0) {
       j["reference"] = to_json(ref);
       j["speedup_over_reference"] = ref.median / call.median;

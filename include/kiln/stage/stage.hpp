@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -111,6 +112,11 @@ class StagedGraph {
   /// ascending: the devices that need signal buffers. On the CPU, a compiled callable
   /// owns them (one cache line per device and communicator), so they are not inputs.
   std::vector<int> signal_device_ids() const;
+  /// Where the signal buffers start among the graph's inputs (the seed's
+  /// `signal_buffer_index`): always none in kiln. On the CPU the compiled callable owns
+  /// the signal buffers; on CUDA kiln's collectives go through NCCL, which needs none (and
+  /// a compiled graph on CUDA runs one device). The inputs are the layouts' shards only.
+  std::optional<std::size_t> signal_buffer_index() const noexcept { return std::nullopt; }
 
  private:
   ir::Module module_;
