@@ -53,8 +53,8 @@ class BatchedBf16Matmul {
   std::unique_ptr<Impl> impl_;
   std::size_t split_ = 0;                                   // the batch dim the tiles split
   std::int64_t tiles_ = 1, split_dim_ = 1, per_entry_ = 0;  // C elements per entry of it
-  const float* scale_ = nullptr;                 // emulated: read on each call
-  std::vector<std::int64_t> a_strides_, b_strides_;  // emulated: the operands' views
+  const float* scale_ = nullptr;                            // emulated: read on each call
+  std::vector<std::int64_t> a_strides_, b_strides_;         // emulated: the operands' views
 };
 
 }  // namespace kiln::compiler

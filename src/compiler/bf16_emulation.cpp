@@ -31,8 +31,8 @@ void round_dense_bf16(const float* data, std::span<const std::int64_t> shape,
       vmath::round_bf16_f32(src, out, static_cast<std::size_t>(n), scale);
     } else {
       for (std::int64_t j = 0; j < n; ++j)
-        out[j] = std::bit_cast<float>(static_cast<std::uint32_t>(vmath::to_bf16(src[j * step] * scale))
-                                      << 16);
+        out[j] = std::bit_cast<float>(
+            static_cast<std::uint32_t>(vmath::to_bf16(src[j * step] * scale)) << 16);
     }
   }
 }

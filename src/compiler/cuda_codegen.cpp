@@ -234,7 +234,7 @@ std::string scalar_expression(const Scalar& s, const std::vector<bool>& is_int) 
   for (const auto& [op, c] : kCompare)
     if (n == op) return cat("(", a, " ", c, " ", b, " ? 1 : 0)");
   if (n == "kiln.cast") return a;  // the conversion is the caller's (conversion())
-  if (is_int[s.a]) {  // integers and bool: exact
+  if (is_int[s.a]) {               // integers and bool: exact
     const std::string ua = cat("(unsigned long long)", a), ub = cat("(unsigned long long)", b);
     if (n == "kiln.add") return cat("kiln_wrap(", ua, " + ", ub, ")");
     if (n == "kiln.sub") return cat("kiln_wrap(", ua, " - ", ub, ")");
@@ -397,9 +397,9 @@ std::string cuda_scalar_source(const FusedProgram& p, const CudaKernelShape& sha
     const bool int_result = is_int[op.result];
     const bool int_operands = op.select ? int_result : is_int[op.a];
     const char* round = !int_operands && int_result && op.cast ? "kiln_float_to_int"
-                        : int_result                            ? "kiln_round_int"
-                        : int_operands                          ? "kiln_int_to_float"
-                                                                : "kiln_round";
+                        : int_result                           ? "kiln_round_int"
+                        : int_operands                         ? "kiln_int_to_float"
+                                                               : "kiln_round";
     s << "    const " << (int_result ? "long long " : "double ") << value(op.result) << " = "
       << round << "(" << code(op.dtype) << ", " << scalar_expression(op, is_int) << ");\n";
   }

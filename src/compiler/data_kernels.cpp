@@ -172,7 +172,8 @@ void gather(const Launch& l) {
   const auto [first, last] = block_range(outer * n);
   for (std::int64_t item = first; item < last; ++item) {
     const std::int64_t a = item / n, k = item % n;
-    const std::int64_t id = load_as_int(ids.dtype, ids.data + static_cast<std::size_t>(k) * size_of(ids.dtype));
+    const std::int64_t id =
+        load_as_int(ids.dtype, ids.data + static_cast<std::size_t>(k) * size_of(ids.dtype));
     if (id < 0 || id >= rows)
       throw UserError(
           cat("gather (", l.view().describe(), "): index ", id, " is outside [0, ", rows, ")"));

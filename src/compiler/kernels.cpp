@@ -399,23 +399,21 @@ struct UnaryScalar {
 
 const std::unordered_map<std::string_view, BinaryScalar>& binary_scalars() {
   static const std::unordered_map<std::string_view, BinaryScalar> t = {
-      {"kiln.add", {add, iadd}},      {"kiln.sub", {sub, isub}},
-      {"kiln.mul", {mul, imul}},      {"kiln.div", {div, idiv}},
-      {"kiln.pow", {pow_, ipow}},     {"kiln.maximum", {max_, imax}},
-      {"kiln.minimum", {min_, imin}}, {"kiln.eq", {eq, ieq}},
-      {"kiln.ne", {ne, ine}},         {"kiln.lt", {lt, ilt}},
-      {"kiln.le", {le, ile}},         {"kiln.gt", {gt, igt}},
+      {"kiln.add", {add, iadd}},      {"kiln.sub", {sub, isub}},  {"kiln.mul", {mul, imul}},
+      {"kiln.div", {div, idiv}},      {"kiln.pow", {pow_, ipow}}, {"kiln.maximum", {max_, imax}},
+      {"kiln.minimum", {min_, imin}}, {"kiln.eq", {eq, ieq}},     {"kiln.ne", {ne, ine}},
+      {"kiln.lt", {lt, ilt}},         {"kiln.le", {le, ile}},     {"kiln.gt", {gt, igt}},
       {"kiln.ge", {ge, ige}}};
   return t;
 }
 
 const std::unordered_map<std::string_view, UnaryScalar>& unary_scalars() {
   static const std::unordered_map<std::string_view, UnaryScalar> t = {
-      {"kiln.neg", {neg, ineg}},          {"kiln.abs", {abs_, iabs}},
-      {"kiln.exp", {exp_, nullptr}},      {"kiln.log", {log_, nullptr}},
-      {"kiln.sqrt", {sqrt_, nullptr}},    {"kiln.rsqrt", {rsqrt, nullptr}},
-      {"kiln.tanh", {tanh_, nullptr}},    {"kiln.sigmoid", {sigmoid, nullptr}},
-      {"kiln.relu", {relu, irelu}},       {"kiln.silu", {silu, nullptr}},
+      {"kiln.neg", {neg, ineg}},        {"kiln.abs", {abs_, iabs}},
+      {"kiln.exp", {exp_, nullptr}},    {"kiln.log", {log_, nullptr}},
+      {"kiln.sqrt", {sqrt_, nullptr}},  {"kiln.rsqrt", {rsqrt, nullptr}},
+      {"kiln.tanh", {tanh_, nullptr}},  {"kiln.sigmoid", {sigmoid, nullptr}},
+      {"kiln.relu", {relu, irelu}},     {"kiln.silu", {silu, nullptr}},
       {"kiln.cast", {nullptr, nullptr}}};
   return t;
 }
@@ -633,7 +631,8 @@ void run_fused(const Launch& l) {
   for (const View& v : l.in) strides.push_back(broadcast_strides(v.shape, o.shape));
   std::vector<Number> values(p.num_values);
   for_each_element(o.shape, strides, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    for (std::size_t k = 0; k < p.args.size(); ++k) values[p.args[k]] = load_number(l.in[k], off[k]);
+    for (std::size_t k = 0; k < p.args.size(); ++k)
+      values[p.args[k]] = load_number(l.in[k], off[k]);
     for (const Scalar& s : p.ops) {
       const Number& a = values[s.a];
       Number& x = values[s.result];
@@ -644,7 +643,8 @@ void run_fused(const Launch& l) {
       } else if (s.is_float) {  // computed in double, rounded as if stored between ops
         x = round_to(s.dtype, {s.binary ? s.binary(a.f, values[s.b].f) : s.unary(a.f), 0}, true);
       } else {
-        x = round_to(s.dtype, {0, s.int_binary ? s.int_binary(a.i, values[s.b].i) : s.int_unary(a.i)},
+        x = round_to(s.dtype,
+                     {0, s.int_binary ? s.int_binary(a.i, values[s.b].i) : s.int_unary(a.i)},
                      false);
       }
     }

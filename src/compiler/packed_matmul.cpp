@@ -242,9 +242,9 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
   // at batch 16; cutting the columns too gained nothing over the copies it needs). f32
   // GEMMs run one chunk per tile.
   const std::int64_t chunk_rows =
-      bf16 && !emulated ? std::max<std::int64_t>(
-                 16, (std::int64_t{256} << 10) / std::max<std::int64_t>(1, 2 * k) / 16 * 16)
-           : m;
+      bf16 && !emulated ? std::max<std::int64_t>(16, (std::int64_t{256} << 10) /
+                                                         std::max<std::int64_t>(1, 2 * k) / 16 * 16)
+                        : m;
   // The primitive's A: as given, or the tile's dense bf16 copy (its rounded f32 copy when
   // emulated).
   const auto a_desc = [&](std::int64_t rows) {
@@ -346,10 +346,9 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
       Step& mm = chunk.multiply;
       mm.primitive = kind.primitive;
       if (bf16) {
-        mm.add(DNNL_ARG_SRC,
-               dnnl::memory(a_desc(chunk.rows), engine,
-                            static_cast<std::byte*>(rounded.get_data_handle()) +
-                                r * k * (emulated ? 4 : 2)));
+        mm.add(DNNL_ARG_SRC, dnnl::memory(a_desc(chunk.rows), engine,
+                                          static_cast<std::byte*>(rounded.get_data_handle()) +
+                                              r * k * (emulated ? 4 : 2)));
       } else {
         mm.add(DNNL_ARG_SRC, dnnl::memory(a_desc(chunk.rows), engine,
                                           const_cast<float*>(a.data + chunk.r0 * a.row)));

@@ -68,7 +68,8 @@ Num fit(DType dtype, Num v, bool from_float) {
   } else {
     store_from_int(dtype, v.i, slot);
   }
-  return is_floating(dtype) ? Num{load_as_double(dtype, slot), 0} : Num{0, load_as_int(dtype, slot)};
+  return is_floating(dtype) ? Num{load_as_double(dtype, slot), 0}
+                            : Num{0, load_as_int(dtype, slot)};
 }
 
 Array rounded(Array a) {
@@ -626,16 +627,15 @@ const std::unordered_map<std::string, Evaluator>& table() {
     const auto softmax = [](bool log) {
       return [log](const OpArgs& a) {
         const Array& x = *a.in[0];
-        return std::vector<Array>{
-            rounded(along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
-                               [log](std::vector<Num*>& v) {
-                                 double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-                                 for (Num* p : v) mx = larger(mx, p->f);
-                                 for (Num* p : v) sum += std::exp(p->f - mx);
-                                 for (Num* p : v)
-                                   p->f = log ? p->f - mx - std::log(sum)
-                                              : std::exp(p->f - mx) / sum;
-                               }))};
+        return std::vector<Array>{rounded(
+            along_axis(x, axis_of(a.attr("axis").as_int(), x.shape.size()), a.out_dtype(),
+                       [log](std::vector<Num*>& v) {
+                         double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+                         for (Num* p : v) mx = larger(mx, p->f);
+                         for (Num* p : v) sum += std::exp(p->f - mx);
+                         for (Num* p : v)
+                           p->f = log ? p->f - mx - std::log(sum) : std::exp(p->f - mx) / sum;
+                       }))};
       };
     };
     m["kiln.softmax"] = softmax(false);

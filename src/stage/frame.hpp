@@ -84,10 +84,10 @@ struct SubgraphCacheAccess {
 struct SessionState {
   StageOptions options;
   ir::Module module;
-  std::unordered_map<std::string, std::unique_ptr<SubgraphBody>> bodies;  // by key
-  std::map<std::string, int> symbol_uses;                                 // for unique symbols
+  std::unordered_map<std::string, std::unique_ptr<SubgraphBody>> bodies;     // by key
+  std::map<std::string, int> symbol_uses;                                    // for unique symbols
   std::map<std::pair<std::type_index, std::uint64_t>, LastCall> last_calls;  // by callable
-  std::vector<std::shared_ptr<Frame>> frames;                             // closed at the end
+  std::vector<std::shared_ptr<Frame>> frames;                                // closed at the end
 };
 
 /// The frame ops go to on this thread, or nullptr outside staging.

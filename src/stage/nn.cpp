@@ -79,7 +79,8 @@ Tensor TransformerBlock::operator()(const Tensor& x) const {
   OptionalScope scope(name);
   const Tensor h =
       x + MultiHeadAttention{dim, heads, "attn", dtype}(LayerNorm{dim, 1e-5, "norm1", dtype}(x));
-  return h + MLP{dim, hidden, "mlp", dtype, gelu_approximate}(LayerNorm{dim, 1e-5, "norm2", dtype}(h));
+  return h +
+         MLP{dim, hidden, "mlp", dtype, gelu_approximate}(LayerNorm{dim, 1e-5, "norm2", dtype}(h));
 }
 
 }  // namespace kiln::nn

@@ -130,7 +130,7 @@ std::vector<Tensor> apply_to_shards(std::string_view op, const std::vector<Tenso
 Tensor to_dtype(const Tensor& x, DType dtype, const SourceLocation& where) {
   if (x.dtype() == dtype) return x;
   if (x.is_constant() && x.rank() == 0) {  // a scalar: re-make it rather than add a cast
-    alignas(8) std::byte converted[8];       // as kiln.cast converts: one rounding
+    alignas(8) std::byte converted[8];     // as kiln.cast converts: one rounding
     convert_element(x.dtype(), x.bytes().data(), dtype, converted);
     return Tensor::from_bytes(dtype, Shape{}, x.device(), converted, size_of(dtype));
   }

@@ -475,8 +475,8 @@ std::vector<Tensor> shard_tensor(const Tensor& global, const ShardedLayout& layo
                           part.insert(part.end(), at, at + es);
                         }
                       });
-    out.push_back(Tensor::from_bytes(piece.dtype, piece.shape, piece.device, part.data(),
-                                     part.size()));
+    out.push_back(
+        Tensor::from_bytes(piece.dtype, piece.shape, piece.device, part.data(), part.size()));
   }
   return out;
 }

@@ -174,9 +174,10 @@ void copy_graph(const ir::Graph& from, ir::Module& into, const std::string& name
 std::unique_ptr<SubgraphBody> import_body(SessionState& session, const CachedBody& cached) {
   std::map<std::string, std::string> renamed;
   for (const ir::Graph& g : cached.graphs)
-    renamed[g.name()] = session.module.find(g.name()) == nullptr && session.symbol_uses[g.name()] == 0
-                            ? g.name()
-                            : unique_symbol(session, g.name());
+    renamed[g.name()] =
+        session.module.find(g.name()) == nullptr && session.symbol_uses[g.name()] == 0
+            ? g.name()
+            : unique_symbol(session, g.name());
   for (const ir::Graph& g : cached.graphs) {
     ++session.symbol_uses[renamed[g.name()]];
     copy_graph(g, session.module, renamed[g.name()], renamed);

@@ -319,13 +319,11 @@ TEST(CompiledCallable, APlanTooBigForMemoryNamesItsLargestValue) {
 // A callable staged with one static value refuses another that prints alike: it would
 // compute with the staged one.
 TEST(CompiledCallable, StaticValuesAreCheckedExactly) {
-  const StagedGraph staged =
-      stage([](Tensor x, double s) { return x * s; })(f32({2}), 1234567.0);
+  const StagedGraph staged = stage([](Tensor x, double s) { return x * s; })(f32({2}), 1234567.0);
   CompiledCallable compiled(staged, {});
   const Tensor x = Tensor::full(f32({2}), 1);
   EXPECT_EQ(compiled(x, 1234567.0)[0].to_doubles(), (std::vector<double>{1234567, 1234567}));
-  KILN_EXPECT_THROW_MSG(compiled(x, 1234568.0), UserError,
-                        "at 1: static value 1234567 vs 1234568");
+  KILN_EXPECT_THROW_MSG(compiled(x, 1234568.0), UserError, "at 1: static value 1234567 vs 1234568");
 }
 
 // Integers are exact (i64 above 2^53 included), casts round once, NaN propagates as in
@@ -345,10 +343,10 @@ TEST(CompiledCallable, IntegersAreExactAndNanPropagatesAsInPyTorch) {
                                   i64({1, 1, big - 1, 0}, Shape{2, 2})};
   for (const bool compiled_side : {true, false}) {
     const std::string what = compiled_side ? "compiled" : "reference";
-    const std::vector<Tensor> out =
-        compiled_side ? CompiledCallable(ints, {})(in[0], in[1]) : reference_run(ints.graph(), in, {});
+    const std::vector<Tensor> out = compiled_side ? CompiledCallable(ints, {})(in[0], in[1])
+                                                  : reference_run(ints.graph(), in, {});
     const auto v = out[0].to_vector<std::int64_t>();
-    EXPECT_EQ(v[0], big + big - 1) << what;  // [2^53+1, 1] . [1, 2^53] exactly
+    EXPECT_EQ(v[0], big + big - 1) << what;          // [2^53+1, 1] . [1, 2^53] exactly
     EXPECT_EQ(out[1].to_doubles()[0], 0.0) << what;  // 2^53+1 != 1
     EXPECT_EQ(out[2].to_vector<std::int64_t>()[0], big) << what;
     EXPECT_EQ(out[3].to_vector<std::int64_t>()[2], e60 + big - 1) << what;

@@ -97,8 +97,8 @@ TEST(CudaCodegen, ScalarKernelsOfEveryKindAndTheLibraryCompileUnderNvrtc) {
     const StagedGraph staged = stage(f)(TensorLayout(d, {8}), TensorLayout(d, {8}));
     const ir::Module fused = passes::run_passes(staged.graph(), {"fuse"});
     const ir::Graph& g = fused.entry();
-    const auto program = compiler::compile_fused(*fused.find(
-        g.op(g.num_ops() - 1).find("callee")->as_symbol().name));
+    const auto program = compiler::compile_fused(
+        *fused.find(g.op(g.num_ops() - 1).find("callee")->as_symbol().name));
     CudaKernelShape shape{1, {}};
     shape.inputs.assign(program->args.size(), InputAccess::same_shape);
     const std::string source = compiler::cuda_scalar_source(

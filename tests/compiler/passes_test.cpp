@@ -106,12 +106,11 @@ TEST(Passes, CanonicalizationRemovesIdentities) {
 // x + 0.0 is +0.0 for x = -0.0: only folds exact for every input are made.
 TEST(Passes, CanonicalizationKeepsFoldsThatChangeTheSignOfZero) {
   const auto folded = [](double c, bool add) {
-    const StagedGraph s =
-        stage([&](Tensor x) { return add ? x + Tensor::scalar(c) : x - Tensor::scalar(c); })(
-            f32({2}));
+    const StagedGraph s = stage(
+        [&](Tensor x) { return add ? x + Tensor::scalar(c) : x - Tensor::scalar(c); })(f32({2}));
     return ir::print(passes::dead_code_elimination(passes::canonicalize(s.graph())));
   };
-  EXPECT_THAT(folded(0.0, true), HasSubstr("kiln.add"));       // -0.0 + 0.0 = +0.0
+  EXPECT_THAT(folded(0.0, true), HasSubstr("kiln.add"));        // -0.0 + 0.0 = +0.0
   EXPECT_THAT(folded(-0.0, true), Not(HasSubstr("kiln.add")));  // x + -0.0 = x, always
   EXPECT_THAT(folded(0.0, false), Not(HasSubstr("kiln.sub")));  // x - 0.0 = x, always
   EXPECT_THAT(folded(-0.0, false), HasSubstr("kiln.sub"));      // -0.0 - -0.0 = +0.0

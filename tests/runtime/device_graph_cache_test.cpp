@@ -171,7 +171,7 @@ TEST_F(DeviceGraphCacheTest, DifferentFunctionsOfOneTypeNeverShareAGraph) {
   EXPECT_EQ(a.size(), 1u);
   EXPECT_EQ(b.size(), 2u);
   EXPECT_THAT(cache.last_miss(), HasSubstr(" at 0x"));  // which function
-  DeviceGraph::create(ctx, &build_a, cache, 7);           // the same function: a hit
+  DeviceGraph::create(ctx, &build_a, cache, 7);         // the same function: a hit
   EXPECT_EQ(g_builds_a, 1);
   EXPECT_EQ(cache.hits(), 1u);
 
@@ -189,7 +189,7 @@ TEST_F(DeviceGraphCacheTest, DifferentFunctionsOfOneTypeNeverShareAGraph) {
   EXPECT_EQ(DeviceGraph::create(ctx, fn_a, cache, 8).size(), 1u);
   EXPECT_EQ(DeviceGraph::create(ctx, fn_b, cache, 8).size(), 2u);
   EXPECT_EQ(DeviceGraph::create(ctx, fn_a, cache, 7).size(), 1u);  // build_a's graph for 7
-  EXPECT_EQ(g_builds_a, 2);  // once more, for 8
+  EXPECT_EQ(g_builds_a, 2);                                        // once more, for 8
 
   struct Build {
     virtual ~Build() = default;

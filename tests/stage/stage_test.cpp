@@ -324,8 +324,11 @@ TEST(StageWeights, NamesFollowScopesAndRepeatDeclarationsShareOneValue) {
 // The seed's stage-level prefix: given once, it names every weight the function declares,
 // in scopes and in subgraph calls, and the printed module carries the full names.
 TEST(StageWeights, AStageLevelPrefixNamesEveryWeight) {
-  const auto layer = as_subgraph([](Tensor x) { return matmul(x, weight("w", f32({4, 4}))); },
-                                 {.name = "layer"});
+  const auto layer = as_subgraph(
+      [](Tensor x) {
+        return matmul(x, weight("w", f32({4, 4})));
+      },
+      {.name = "layer"});
   const auto fn = [&](Tensor x) {
     const Tensor y = x * weight("scale", f32({4}));
     name_scope scope("layers.0");
@@ -369,8 +372,10 @@ TEST(StageSubgraphs, StagedGraphsSharingACacheTraceASharedBodyOnce) {
     return block(h) + 1.0;
   };
   SubgraphCache cache;
-  const StagedGraph enc = stage(encoder, {.prefix = "encoder", .subgraph_cache = &cache})(f32({2, 4}));
-  const StagedGraph dec = stage(decoder, {.prefix = "decoder", .subgraph_cache = &cache})(f32({2, 4}));
+  const StagedGraph enc =
+      stage(encoder, {.prefix = "encoder", .subgraph_cache = &cache})(f32({2, 4}));
+  const StagedGraph dec =
+      stage(decoder, {.prefix = "decoder", .subgraph_cache = &cache})(f32({2, 4}));
   EXPECT_EQ(traced, 1);
   EXPECT_EQ(cache.size(), 2u);  // @block and @inner
   for (const StagedGraph* s : {&enc, &dec}) {
@@ -434,10 +439,9 @@ TEST(StageSubgraphs, DifferentFunctionsAndStatesNeverShareABody) {
   EXPECT_EQ(count(text, "func.func private"), 2u) << text;
   EXPECT_EQ(count(text, "\"kiln.relu\""), 1u) << text;
   EXPECT_EQ(count(text, "\"kiln.tanh\""), 1u) << text;
-  const std::string same = stage([](Tensor x) {
-                             return as_subgraph(&relu_fn)(as_subgraph(&relu_fn)(x));
-                           })(f32({4}))
-                               .str();
+  const std::string same =
+      stage([](Tensor x) { return as_subgraph(&relu_fn)(as_subgraph(&relu_fn)(x)); })(f32({4}))
+          .str();
   EXPECT_EQ(count(same, "func.func private"), 1u) << same;  // one function, one body
 
   const std::string scaled = stage([](Tensor x) {
@@ -447,8 +451,7 @@ TEST(StageSubgraphs, DifferentFunctionsAndStatesNeverShareABody) {
                                  .str();
   EXPECT_EQ(count(scaled, "func.func private"), 2u) << scaled;
   const auto twice = as_subgraph(Scale{2.0});  // one wrapper: one body
-  const std::string shared =
-      stage([&](Tensor x) { return twice(twice(x)); })(f32({4})).str();
+  const std::string shared = stage([&](Tensor x) { return twice(twice(x)); })(f32({4})).str();
   EXPECT_EQ(count(shared, "func.func private"), 1u) << shared;
   EXPECT_THAT(shared, HasSubstr("func.func private @subgraph("));
 }

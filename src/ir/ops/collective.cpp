@@ -101,7 +101,8 @@ std::vector<TensorType> infer_transfer(const InferContext& ctx) {
   const TensorType& x = ctx.operand(0);
   const Device to = Device::parse(ctx.attr("device").as_string());
   if (to == x.device)
-    throw UserError(cat("the operand is on ", to.str(), " already: a transfer goes to another "
+    throw UserError(cat("the operand is on ", to.str(),
+                        " already: a transfer goes to another "
                         "device (remove it; kiln::transfer_to returns such a tensor as it is)"));
   return {{x.dtype, x.shape, to}};
 }
