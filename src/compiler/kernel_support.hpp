@@ -44,16 +44,24 @@ inline void store_number(const View& v, std::int64_t i, Number x) {
   }
 }
 
+/// \p x, computed as a float (in `f`, when \p from_float) or as an integer (in `i`), as a
+/// value of \p d: what storing it and loading it back gives (an op's result, rounded).
+inline Number fit_number(DType d, Number x, bool from_float) {
+  alignas(8) std::byte slot[8];
+  if (from_float) {
+    store_from_double(d, x.f, slot);
+  } else {
+    store_from_int(d, x.i, slot);
+  }
+  return load_number(View{slot, d, {}, {}}, 0);
+}
+
 /// \p x (of dtype \p from) converted to \p to as kiln.cast does (one rounding).
 inline Number cast_number(DType from, Number x, DType to) {
   alignas(8) std::byte in[8], out[8];
-  if (is_floating(from)) {
-    store_from_double(from, x.f, in);
-  } else {
-    store_from_int(from, x.i, in);
-  }
+  store_number(View{in, from, {}, {}}, 0, x);
   convert_element(from, in, to, out);
-  return is_floating(to) ? Number{load_as_double(to, out), 0} : Number{0, load_as_int(to, out)};
+  return load_number(View{out, to, {}, {}}, 0);
 }
 
 /// Copies element \p j of \p from into element \p i of \p to: bit for bit for one dtype,

@@ -377,17 +377,6 @@ bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t
 
 namespace {
 
-/// \p x as a value of \p d: what storing it and loading it back gives.
-Number round_to(DType d, Number x, bool from_float) {
-  alignas(8) std::byte buffer[8];
-  if (from_float) {
-    store_from_double(d, x.f, buffer);
-  } else {
-    store_from_int(d, x.i, buffer);
-  }
-  return is_floating(d) ? Number{load_as_double(d, buffer), 0} : Number{0, load_as_int(d, buffer)};
-}
-
 struct BinaryScalar {
   double (*f)(double, double);
   std::int64_t (*i)(std::int64_t, std::int64_t);
@@ -641,11 +630,11 @@ void run_fused(const Launch& l) {
       } else if (s.cast) {
         x = cast_number(s.operand_dtype, a, s.dtype);
       } else if (s.is_float) {  // computed in double, rounded as if stored between ops
-        x = round_to(s.dtype, {s.binary ? s.binary(a.f, values[s.b].f) : s.unary(a.f), 0}, true);
+        x = fit_number(s.dtype, {s.binary ? s.binary(a.f, values[s.b].f) : s.unary(a.f), 0}, true);
       } else {
-        x = round_to(s.dtype,
-                     {0, s.int_binary ? s.int_binary(a.i, values[s.b].i) : s.int_unary(a.i)},
-                     false);
+        x = fit_number(s.dtype,
+                       {0, s.int_binary ? s.int_binary(a.i, values[s.b].i) : s.int_unary(a.i)},
+                       false);
       }
     }
     store_number(o, i, values[p.result]);

@@ -146,8 +146,8 @@ Tensor binary(std::string_view op, const Tensor& a, const Tensor& b, const Sourc
 
 /// A C++ scalar next to tensor \p t: an integral value takes t's dtype (bool becomes
 /// i64), a fractional one keeps floats and makes integer tensors f32. An integral value
-/// that the integer dtype cannot hold, or above 2^53 (where the double it arrived as may
-/// have lost bits), is refused rather than saturated or rounded.
+/// that the integer dtype cannot hold, or of 2^53 or more (where the double it arrived as
+/// may have lost bits), is refused rather than saturated or rounded.
 Tensor scalar_for(const Tensor& t, double v, std::string_view op, const SourceLocation& where) {
   const bool integral = std::isfinite(v) && v == std::floor(v);
   DType d = t.dtype();
