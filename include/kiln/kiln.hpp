@@ -11,6 +11,7 @@
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/file.hpp"
 #include "kiln/core/shape.hpp"
 #include "kiln/ir/attribute.hpp"
 #include "kiln/ir/graph.hpp"

@@ -5,18 +5,16 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <mutex>
 #include <numeric>
 #include <optional>
 
-#if defined(__linux__)
-#include <sys/sysinfo.h>
-#endif
-
 #include "compiler/cuda_launches.hpp"
 #include "compiler/kernels.hpp"
+#include "compiler/machine_memory.hpp"
 #include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/passes.hpp"
@@ -86,7 +84,6 @@ struct Plan {
   std::vector<Storage> storage;
   std::vector<Launch> launches;
   std::vector<LaunchIo> io;                    // per launch
-  std::vector<std::vector<std::size_t>> deps;  // per launch
   std::vector<std::size_t> inputs;             // storage of the entry arguments
   std::vector<std::size_t> outputs;            // storage of the entry results
   std::vector<std::string> labels;             // per launch: op, weight prefix, location
@@ -133,7 +130,8 @@ class ArenaAllocator {
         return at;
       }
     const std::size_t at = end_;
-    end_ += bytes;
+    // Saturates: an arena past 2^64 bytes is refused by the size check that follows.
+    end_ = bytes > SIZE_MAX - end_ ? SIZE_MAX : end_ + bytes;
     return at;
   }
   void release(std::size_t at, std::size_t bytes) {
@@ -236,6 +234,24 @@ std::map<std::string, ir::TensorType> module_weights(const ir::Module& module) {
   return out;
 }
 
+namespace {
+
+/// Counts a public call into an Impl for as long as it runs (see Impl::calls_inside).
+class CallInside {
+ public:
+  explicit CallInside(std::atomic<int>& count) : count_(count) { count_.fetch_add(1); }
+  ~CallInside() {
+    if (count_.fetch_sub(1) == 1) count_.notify_all();
+  }
+  CallInside(const CallInside&) = delete;
+  CallInside& operator=(const CallInside&) = delete;
+
+ private:
+  std::atomic<int>& count_;
+};
+
+}  // namespace
+
 struct CompiledCallable::Impl {
   StagedGraph staged;
   std::vector<std::string> input_paths;  // leaf paths of the inputs, for call-time messages
@@ -268,6 +284,13 @@ struct CompiledCallable::Impl {
   MatmulPrecision matmul_precision;
   Stats stats;
   std::mutex mutex;
+  // Public calls inside this Impl now: its destructor waits for them (a callable destroyed
+  // or assigned over while another thread is in a call stays alive until that call returns).
+  std::atomic<int> calls_inside{0};
+
+  ~Impl() {
+    for (int n = calls_inside.load(); n != 0; n = calls_inside.load()) calls_inside.wait(n);
+  }
 
   Impl(const StagedGraph& s, std::map<std::string, Tensor> w, CompileOptions options)
       : staged(s),
@@ -473,9 +496,13 @@ struct CompiledCallable::Impl {
       s.device = device_slot(t.device);
       s.dtype = t.dtype;
       s.shape = concrete(t);
-      std::int64_t n = 1;
-      for (std::int64_t d : s.shape) n *= d;
-      s.bytes = static_cast<std::size_t>(n) * size_of(t.dtype);
+      try {
+        s.bytes = static_cast<std::size_t>(checked_tensor_bytes(s.shape, size_of(t.dtype)));
+      } catch (const UserError& e) {
+        throw UserError(cat("CompiledCallable: these input shapes make a value of ",
+                            ir::to_string(t), " too big (", e.what(),
+                            "); call it with smaller inputs"));
+      }
       plan->storage.push_back(std::move(s));
       return plan->storage.size() - 1;
     };
@@ -646,7 +673,6 @@ struct CompiledCallable::Impl {
     l.fused = step.fused;
     plan.launches.push_back(std::move(l));
     plan.labels.push_back(launch_label(op, prefix));
-    plan.deps.emplace_back();
     std::vector<std::size_t> out;
     for (std::size_t r : results) {
       const std::size_t s = new_storage(g.type(op.result(r)));
@@ -699,17 +725,6 @@ struct CompiledCallable::Impl {
     }
   }
 
-  // This machine's memory and swap, in bytes (0 where unknown): an arena beyond them would
-  // be allocated (Linux overcommits) and end the process when touched.
-  static std::size_t memory_and_swap() {
-#if defined(__linux__)
-    struct sysinfo info {};
-    if (sysinfo(&info) == 0)
-      return (static_cast<std::size_t>(info.totalram) + info.totalswap) * info.mem_unit;
-#endif
-    return 0;
-  }
-
   // The error for an arena of \p bytes that cannot be allocated: how much, and the largest
   // value in it, by the launch that makes it (attention's scores, say, at a long sequence).
   static std::string arena_too_big(const Plan& plan, std::size_t bytes, std::size_t machine) {
@@ -733,7 +748,7 @@ struct CompiledCallable::Impl {
         "; call it with smaller inputs");
   }
 
-  // Liveness-based placement in one arena, then dependencies (data and reuse hazards).
+  // Liveness-based placement in one arena per device, linear in the number of launches.
   void assign_memory(Plan& plan) {
     std::vector<ArenaAllocator> arenas(devices.size());  // one per device
     const auto release = [&](std::size_t s) {
@@ -748,15 +763,9 @@ struct CompiledCallable::Impl {
       for (std::size_t r : plan.storage[s].readers) last_use[s] = std::max(last_use[s], r);
     std::vector<std::vector<std::size_t>> free_after(n);
     // Inputs live from the start to their last use (or the end when they are outputs).
-    struct Block {
-      std::size_t device, offset, bytes, storage;
-    };
-    std::vector<Block> history;  // every placement, for reuse hazards
     const auto place = [&](std::size_t s) {
       Storage& st = plan.storage[s];
       st.arena_offset = static_cast<std::int64_t>(arenas[st.device].allocate(st.bytes));
-      history.push_back({st.device, static_cast<std::size_t>(st.arena_offset),
-                         std::max<std::size_t>(st.bytes, 1), s});
     };
     for (std::size_t s : plan.inputs) place(s);
     for (std::size_t s : plan.inputs)
@@ -768,20 +777,7 @@ struct CompiledCallable::Impl {
         continue;
       }
       for (std::size_t s : io.out) {
-        const std::size_t first_new = history.size();
         place(s);
-        // The new occupant must wait for everything that touched the bytes before it.
-        const Block& b = history[first_new];
-        for (std::size_t h = 0; h < first_new; ++h) {
-          const Block& old = history[h];
-          if (old.device == b.device && old.offset < b.offset + b.bytes &&
-              b.offset < old.offset + old.bytes) {
-            const Storage& prev = plan.storage[old.storage];
-            if (prev.producer >= 0) plan.deps[i].push_back(static_cast<std::size_t>(prev.producer));
-            for (std::size_t r : prev.readers)
-              if (r < i) plan.deps[i].push_back(r);
-          }
-        }
         if (!keep[s]) {
           if (plan.storage[s].readers.empty()) {
             free_after[i].push_back(s);
@@ -790,11 +786,6 @@ struct CompiledCallable::Impl {
           }
         }
       }
-      for (std::size_t s : io.in)
-        if (plan.storage[s].producer >= 0)
-          plan.deps[i].push_back(static_cast<std::size_t>(plan.storage[s].producer));
-      std::sort(plan.deps[i].begin(), plan.deps[i].end());
-      plan.deps[i].erase(std::unique(plan.deps[i].begin(), plan.deps[i].end()), plan.deps[i].end());
       for (std::size_t s : free_after[i]) release(s);
     }
     for (const ArenaAllocator& a : arenas) {
@@ -806,7 +797,7 @@ struct CompiledCallable::Impl {
         arena.memory =
             std::shared_ptr<std::byte>(buffer, reinterpret_cast<std::byte*>(buffer->data()));
       } else {
-        const std::size_t machine = memory_and_swap();
+        const std::size_t machine = compiler::memory_and_swap();  // Linux overcommits
         auto* bytes = machine != 0 && arena.bytes > machine
                           ? nullptr
                           : static_cast<std::byte*>(::operator new (
@@ -880,8 +871,8 @@ struct CompiledCallable::Impl {
 
   // Records the launches as a chain in program order: each kernel spreads its blocks over
   // every worker, which on a few cores beats running independent small kernels side by
-  // side (plan.deps, the data and reuse dependencies, all point backwards, so a chain
-  // honours them).
+  // side. Every data and arena-reuse dependency points backwards in program order, so the
+  // chain honours them all without listing them.
   // One graph per device, of that device's launches. Devices meet only in collectives,
   // whose launches block until every rank has reached them.
   void record(Plan& plan) {
@@ -1120,6 +1111,7 @@ const StagedGraph& CompiledCallable::staged() const { return impl_->staged; }
 const std::shared_ptr<DeviceContext>& CompiledCallable::context() const { return impl_->ctx; }
 
 std::string CompiledCallable::plan_dot(const std::vector<Tensor>& inputs) {
+  const CallInside inside(impl_->calls_inside);
   check_inputs(inputs);
   std::scoped_lock lock(impl_->mutex);
   std::string dot;  // one digraph per device
@@ -1129,11 +1121,13 @@ std::string CompiledCallable::plan_dot(const std::vector<Tensor>& inputs) {
 }
 const ir::Module& CompiledCallable::optimized() const { return impl_->module; }
 CompiledCallable::Stats CompiledCallable::stats() const {
+  const CallInside inside(impl_->calls_inside);
   std::scoped_lock lock(impl_->mutex);
   return impl_->stats;
 }
 
 void CompiledCallable::check_tree(const TreeDef& tree) const {
+  const CallInside inside(impl_->calls_inside);
   // The call's tree is a tuple of the arguments, like the staged one.
   if (std::string difference = impl_->staged.in_tree().difference(tree); !difference.empty())
     throw UserError(cat("CompiledCallable: the arguments differ from the staged ones ", difference,
@@ -1141,6 +1135,7 @@ void CompiledCallable::check_tree(const TreeDef& tree) const {
 }
 
 std::vector<Tensor> CompiledCallable::run(const std::vector<Tensor>& inputs) {
+  const CallInside inside(impl_->calls_inside);
   check_inputs(inputs);
   return impl_->execute(inputs);
 }
@@ -1179,15 +1174,18 @@ void CompiledCallable::check_inputs(const std::vector<Tensor>& inputs) const {
 }
 
 std::vector<Tensor> CompiledCallable::execute_raw(const std::vector<Tensor>& inputs) {
+  const CallInside inside(impl_->calls_inside);
   return impl_->execute(inputs);
 }
 
 void CompiledCallable::execute_into(const std::vector<Tensor>& inputs,
                                     std::span<const std::span<std::byte>> outputs) {
+  const CallInside inside(impl_->calls_inside);
   impl_->execute_into(inputs, outputs);
 }
 
 std::vector<std::size_t> CompiledCallable::output_bytes(const std::vector<Tensor>& inputs) {
+  const CallInside inside(impl_->calls_inside);
   check_inputs(inputs);
   return impl_->output_bytes(inputs);
 }

@@ -431,7 +431,9 @@ DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx,
     std::int64_t offset = 0;
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
       offset += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * st[d];
-      strides.push_back(steps[d] * st[d]);
+      // An axis the slice takes one element of needs no stride (and a huge step times
+      // the input's stride could overflow).
+      strides.push_back(l.out[0].shape[d] > 1 ? steps[d] * st[d] : 0);
     }
     return add_strided_read(b, ctx, l, strides, offset, after, kernels);
   }

@@ -113,7 +113,7 @@ void slice(const Launch& l) {
   std::int64_t base = 0;
   for (std::size_t d = 0; d < x.shape.size(); ++d) {
     base += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * own[d];
-    st[d] = own[d] * steps[d];
+    st[d] = o.shape[d] > 1 ? own[d] * steps[d] : 0;  // one element: no stride to overflow
   }
   strided_read(x, o, st, base);
 }

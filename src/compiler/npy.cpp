@@ -11,6 +11,7 @@
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/file.hpp"
 
 namespace kiln {
 namespace {
@@ -258,10 +259,9 @@ Tensor parse_npy(std::string_view bytes, std::string_view file) {
 }
 
 Tensor load_npy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(cat(path, ": cannot open for reading (", std::strerror(errno), ")"));
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw UserError(cat(path, ": read failed"));
+  // A header (at most 4 GiB in format 2) and one tensor.
+  const std::string bytes =
+      read_regular_file(path, "a .npy file", std::uint64_t{kMaxTensorBytes} + (1ull << 32));
   return parse_npy(bytes, path);
 }
 

@@ -3,6 +3,7 @@
 // in int64; one table maps op names to their evaluators.
 
 #include "kiln/compiler/reference.hpp"
+#include "kiln/ir/verifier.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "compiler/machine_memory.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -504,14 +506,15 @@ const std::unordered_map<std::string, Evaluator>& table() {
         const std::int64_t start = std::clamp<std::int64_t>(starts[d], 0, n);
         const std::int64_t stop = std::clamp<std::int64_t>(stops[d], start, n);
         first[d] = start;
-        out_shape.push_back((stop - start + steps[d] - 1) / steps[d]);
+        out_shape.push_back(slice_length(start, stop, steps[d]));
       }
       Array out{a.out_dtype(), out_shape,
                 std::vector<Num>(static_cast<std::size_t>(count(out_shape)))};
       const Index st = strides(x.shape);
       for_each_index(out_shape, [&](const Index& idx, std::int64_t flat) {
         std::int64_t src = 0;
-        for (std::size_t d = 0; d < idx.size(); ++d) src += (first[d] + idx[d] * steps[d]) * st[d];
+        for (std::size_t d = 0; d < idx.size(); ++d)
+          src += (first[d] + (idx[d] == 0 ? 0 : idx[d] * steps[d])) * st[d];
         out.data[static_cast<std::size_t>(flat)] = x.data[static_cast<std::size_t>(src)];
       });
       return std::vector<Array>{out};
@@ -704,6 +707,33 @@ const std::unordered_map<std::string, Evaluator>& table() {
   return evaluators;
 }
 
+/// Refuses, before it runs, an op whose results would pass kiln's size limit at the
+/// interpreter's 16 bytes per element (symbols bound by the entry's inputs).
+void check_result_sizes(const Context& ctx, const ir::Graph& graph, const ir::OpView& op) {
+  for (std::size_t r = 0; r < op.num_results(); ++r) {
+    Index shape;
+    for (const Dim& d : graph.type(op.result(r)).shape.dims()) {
+      if (!d.is_static() && ctx.symbols.count(d.symbol()) == 0) return;  // bound by a call
+      shape.push_back(d.is_static() ? d.size() : ctx.symbols.at(d.symbol()));
+    }
+    const auto refuse = [&](const std::string& why) {
+      throw UserError(cat("reference: result ", r, " of ", op.describe(), " in @", graph.name(),
+                          ": ", why, "; run it on smaller inputs"));
+    };
+    std::size_t bytes = 0;
+    try {
+      bytes = static_cast<std::size_t>(checked_tensor_bytes(shape, sizeof(Num)));
+    } catch (const UserError& e) {
+      refuse(e.what());
+    }
+    const std::size_t machine = compiler::memory_and_swap();
+    if (machine != 0 && bytes > machine)
+      refuse(cat("[", detail::join(shape, ", "), "] needs ", static_cast<double>(bytes) / (1u << 30),
+                 " GiB (16 bytes per element), more than this machine's memory and swap (",
+                 static_cast<double>(machine) / (1u << 30), " GiB)"));
+  }
+}
+
 std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
                              std::vector<Array> arguments, const std::string& prefix) {
   std::vector<Array> values(graph.num_values());
@@ -716,7 +746,15 @@ std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
       throw UserError(cat("reference: no evaluator for ", op.describe(), " in @", graph.name()));
     OpArgs args{ctx, graph, op, {}, prefix};
     for (ir::Value v : op.operands()) args.in.push_back(&values[v.id]);
-    std::vector<Array> results = it->second(args);
+    check_result_sizes(ctx, graph, op);
+    std::vector<Array> results;
+    try {
+      results = it->second(args);
+    } catch (const std::bad_alloc&) {
+      throw UserError(cat("reference: out of memory in ", op.describe(), " of @", graph.name(),
+                          " (the interpreter holds 16 bytes per element); run it on smaller "
+                          "inputs"));
+    }
     for (std::size_t r = 0; r < results.size(); ++r)
       values[op.result(r).id] = std::move(results[r]);
   }
@@ -729,6 +767,7 @@ std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
 
 std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Tensor>& inputs,
                                   const std::map<std::string, Tensor>& weights) {
+  ir::verify_or_throw(module);  // its walks assume a valid module (bounded call depth)
   const ir::Graph& entry = module.entry();
   if (inputs.size() != entry.arguments().size())
     throw UserError(cat("reference_run: @", entry.name(), " takes ", entry.arguments().size(),

@@ -14,6 +14,7 @@
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/file.hpp"
 
 namespace kiln {
 namespace {
@@ -75,14 +76,11 @@ SafetensorsFile::~SafetensorsFile() = default;
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   auto impl = std::make_unique<Impl>();
   impl->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) impl->fail(cat("cannot be opened: ", std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    impl->fail("is not a regular file");
-  }
-  impl->size = static_cast<std::size_t>(st.st_size);
+  std::uint64_t size = 0;
+  std::string problem;
+  const int fd = open_regular_file(path, size, problem);  // never waits on a FIFO
+  if (fd < 0) impl->fail(problem);
+  impl->size = static_cast<std::size_t>(size);
   if (impl->size < 8) {
     ::close(fd);
     impl->fail(cat("is ", impl->size,

@@ -1,5 +1,6 @@
 #include "kiln/core/shape.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <limits>
@@ -61,16 +62,60 @@ bool Shape::is_static() const noexcept {
 }
 
 std::int64_t Shape::num_elements() const {
-  std::int64_t n = 1;
+  std::vector<std::int64_t> sizes;
   for (const Dim& d : dims_) {
     if (!d.is_static())
       throw UserError(detail::cat("shape ", str(), " has symbolic dimension '", d.symbol(),
                                   "', so its element count is unknown until data is bound"));
-    if (d.size() != 0 && n > std::numeric_limits<std::int64_t>::max() / d.size())
-      throw UserError(detail::cat("shape ", str(), " has more than 2^63 elements"));
-    n *= d.size();
+    sizes.push_back(d.size());
   }
+  return checked_volume(sizes);
+}
+
+std::int64_t Shape::num_bytes(std::size_t element_size) const {
+  num_elements();  // the symbolic-dim error
+  std::vector<std::int64_t> sizes;
+  for (const Dim& d : dims_) sizes.push_back(d.size());
+  return checked_tensor_bytes(sizes, element_size);
+}
+
+std::int64_t checked_volume(std::span<const std::int64_t> dims) {
+  for (std::int64_t d : dims)
+    if (d == 0) return 0;
+  std::int64_t n = 1;
+  for (std::int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw UserError(detail::cat("shape [", detail::join(dims, ", "),
+                                  "] has 2^63 elements or more: too big for one tensor"));
   return n;
+}
+
+std::int64_t checked_tensor_bytes(std::span<const std::int64_t> dims, std::size_t element_size) {
+  // Zero dims count as one here, so that a tensor's strides (products of its trailing
+  // dims) fit as well: `[0, 2^40, 2^40]` holds nothing but has a stride of 2^80.
+  std::int64_t bytes = static_cast<std::int64_t>(element_size);
+  bool over = false;
+  for (std::int64_t d : dims)
+    over = over || __builtin_mul_overflow(bytes, std::max<std::int64_t>(d, 1), &bytes);
+  if (over || bytes > kMaxTensorBytes)
+    throw UserError(detail::cat("a tensor of shape [", detail::join(dims, ", "), "] and ",
+                                element_size, "-byte elements is more than 2^62 bytes, kiln's "
+                                "limit for one tensor: too big"));
+  return checked_volume(dims) * static_cast<std::int64_t>(element_size);
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view what) {
+  std::int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out))
+    throw UserError(detail::cat(what, ": ", a, " + ", b, " overflows 64-bit integers"));
+  return out;
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view what) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw UserError(detail::cat(what, ": ", a, " * ", b, " overflows 64-bit integers"));
+  return out;
 }
 
 std::string Shape::str() const { return detail::cat('[', detail::join(dims_, ", "), ']'); }

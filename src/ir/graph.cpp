@@ -160,7 +160,10 @@ std::uint32_t Graph::position(Value value) const {
 
 Module::Module(const Module& other) : device_(other.device_), entry_(other.entry_) {
   graphs_.reserve(other.graphs_.size());
-  for (const auto& g : other.graphs_) graphs_.push_back(std::make_unique<Graph>(*g));
+  for (const auto& g : other.graphs_) {
+    graphs_.push_back(std::make_unique<Graph>(*g));
+    by_name_.emplace(graphs_.back()->name(), graphs_.size() - 1);
+  }
 }
 
 Module& Module::operator=(const Module& other) {
@@ -174,15 +177,15 @@ Graph& Module::add_graph(std::string name) {
     throw UserError(detail::cat("Module::add_graph: the module has a graph named @", name,
                                 " already; symbol names must be unique"));
   graphs_.push_back(std::make_unique<Graph>(std::move(name)));
+  by_name_.emplace(graphs_.back()->name(), graphs_.size() - 1);
   return *graphs_.back();
 }
 
 void Module::set_entry(std::string_view name) {
-  for (std::size_t i = 0; i < graphs_.size(); ++i)
-    if (graphs_[i]->name() == name) {
-      entry_ = i;
-      return;
-    }
+  if (const auto it = by_name_.find(name); it != by_name_.end()) {
+    entry_ = it->second;
+    return;
+  }
   throw UserError(detail::cat("Module::set_entry: no graph named @", name));
 }
 
@@ -195,9 +198,8 @@ Graph& Module::entry() {
 }
 
 const Graph* Module::find(std::string_view name) const {
-  for (const auto& g : graphs_)
-    if (g->name() == name) return g.get();
-  return nullptr;
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : graphs_[it->second].get();
 }
 Graph* Module::find(std::string_view name) {
   return const_cast<Graph*>(static_cast<const Module&>(*this).find(name));  // NOLINT

@@ -33,9 +33,7 @@ bool is_id_char(char c) {
 
 class Parser {
  public:
-  Parser(std::string_view text, std::string_view file) : text_(text), file_(file) {
-    values_.reserve(std::min<std::size_t>(text.size() / 128, std::size_t{1} << 22));
-  }
+  Parser(std::string_view text, std::string_view file) : text_(text), file_(file) {}
 
   Module run() {
     skip_space();
@@ -595,7 +593,9 @@ class Parser {
     if (module_.find(name) != nullptr)
       fail_at(name_at, cat("@", name, " is defined twice; graph names must be unique"));
     Graph& g = module_.add_graph(std::move(name));
-    values_.clear();
+    // A fresh table per graph: clear() would cost the buckets of the largest graph so far
+    // for every graph, quadratic in a module of many graphs.
+    values_ = {};
     expect('(');
     if (!try_char(')')) {
       do {

@@ -28,7 +28,25 @@ class Verifier {
   }
 
   void graph(const Graph& g) {
-    for (std::size_t i = 0; i < g.num_ops(); ++i) op(g, g.op(i));
+    for (std::size_t a = 0; a < g.arguments().size(); ++a)
+      size(g, nullptr, g.arguments()[a], cat("argument ", a));
+    for (std::size_t i = 0; i < g.num_ops(); ++i) {
+      const OpView o = g.op(i);
+      op(g, o);
+      for (std::size_t r = 0; r < o.num_results(); ++r)
+        size(g, &o, o.result(r), cat("result ", r));
+    }
+  }
+
+  // Every static value fits kiln's limit, so that no size computed from it overflows.
+  void size(const Graph& g, const OpView* op, Value v, const std::string& what) {
+    const TensorType& t = g.type(v);
+    if (!t.shape.is_static()) return;
+    try {
+      t.shape.num_bytes(size_of(t.dtype));
+    } catch (const UserError& e) {
+      report(g, op, cat(what, " (", t, "): ", e.what()));
+    }
   }
 
   void op(const Graph& g, const OpView& op) {
@@ -111,31 +129,61 @@ class Verifier {
     }
   }
 
-  // A graph must not call itself, directly or through others: it would never finish.
+  // A graph must not call itself, directly or through others: it would never finish. And
+  // calls nest at most kMaxCallDepth deep. Depth-first over the call graph with an
+  // explicit stack, so that a long chain of calls cannot overflow this thread's stack.
   void call_cycles() {
-    std::map<const Graph*, int> state;  // 0 new, 1 on the path, 2 done
-    std::vector<const Graph*> path;
-    for (std::size_t i = 0; i < module_.num_graphs(); ++i) visit(&module_.graph(i), state, path);
-  }
-
-  void visit(const Graph* g, std::map<const Graph*, int>& state, std::vector<const Graph*>& path) {
-    int& s = state[g];
-    if (s == 2) return;
-    if (s == 1) {
-      std::vector<std::string> cycle;
-      for (auto it = std::find(path.begin(), path.end(), g); it != path.end(); ++it)
-        cycle.push_back("@" + (*it)->name());
-      cycle.push_back("@" + g->name());
-      report(*g, nullptr,
-             cat("calls itself through ", kiln::detail::join(cycle, " -> "),
-                 "; subgraph calls must not form a cycle"));
-      return;
+    std::map<const Graph*, std::size_t> depth;  // finished graphs: their deepest call chain
+    std::map<const Graph*, bool> on_path;
+    struct Frame {
+      const Graph* graph;
+      std::size_t next = 0;  // the next callee to visit
+    };
+    for (std::size_t i = 0; i < module_.num_graphs(); ++i) {
+      const Graph* root = &module_.graph(i);
+      if (depth.count(root) != 0) continue;
+      std::vector<Frame> path{{root}};
+      on_path[root] = true;
+      bool stop = false;
+      while (!path.empty() && !stop) {
+        Frame& top = path.back();
+        const std::vector<const Graph*>& callees = calls_[top.graph];
+        if (top.next == callees.size()) {  // all callees done: this graph's depth
+          std::size_t d = 0;
+          for (const Graph* c : callees) d = std::max(d, depth[c] + 1);
+          depth[top.graph] = d;
+          on_path[top.graph] = false;
+          path.pop_back();
+          continue;
+        }
+        const Graph* callee = callees[top.next++];
+        if (depth.count(callee) != 0) continue;
+        if (on_path[callee]) {
+          std::vector<std::string> cycle;
+          auto it = std::find_if(path.begin(), path.end(),
+                                 [&](const Frame& f) { return f.graph == callee; });
+          for (; it != path.end(); ++it) cycle.push_back("@" + it->graph->name());
+          cycle.push_back("@" + callee->name());
+          report(*callee, nullptr,
+                 cat("calls itself through ", kiln::detail::join(cycle, " -> "),
+                     "; subgraph calls must not form a cycle"));
+          stop = true;  // depths mean nothing past a cycle
+        } else {
+          on_path[callee] = true;
+          path.push_back({callee});
+        }
+      }
+      if (stop) return;
     }
-    s = 1;
-    path.push_back(g);
-    for (const Graph* callee : calls_[g]) visit(callee, state, path);
-    path.pop_back();
-    state[g] = 2;
+    for (std::size_t i = 0; i < module_.num_graphs(); ++i) {
+      const Graph& g = module_.graph(i);
+      if (depth[&g] > kMaxCallDepth) {
+        report(g, nullptr,
+               cat("its calls nest ", depth[&g], " deep, more than kiln's limit of ",
+                   kMaxCallDepth, " (ir::kMaxCallDepth): inline some of the calls"));
+        return;
+      }
+    }
   }
 
   const Module& module_;

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <ostream>
 
 #include "core/str.hpp"
@@ -29,25 +31,58 @@ Tensor Tensor::traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
   return t;
 }
 
-Tensor Tensor::constant(std::span<const double> values, Shape shape, DType dtype, Device device) {
+namespace {
+
+/// A constant of \p shape whose element i is \p value(i), written straight into its bytes.
+/// \throws UserError naming \p who if the shape is symbolic or too big for memory.
+template <class Value>
+Tensor dense(const char* who, DType dtype, Shape shape, Device device, Value&& value) {
   if (!shape.is_static())
-    throw UserError(detail::cat("Tensor::constant: shape ", shape,
+    throw UserError(detail::cat(who, ": shape ", shape,
                                 " has symbolic dims; a constant needs a static shape"));
-  const std::int64_t n = shape.num_elements();
-  if (static_cast<std::int64_t>(values.size()) != n)
-    throw UserError(detail::cat("Tensor::constant: ", values.size(), " values for shape ", shape,
-                                ", which holds ", n));
+  std::int64_t bytes = 0;
+  try {
+    bytes = shape.num_bytes(size_of(dtype));
+  } catch (const UserError& e) {
+    throw UserError(detail::cat(who, ": ", e.what()));
+  }
   auto data = std::make_shared<detail::TensorData>();
   data->dense.dtype = dtype;
   data->dense.shape = shape;
-  data->dense.bytes.resize(values.size() * size_of(dtype));
-  for (std::size_t i = 0; i < values.size(); ++i)
-    store_from_double(dtype, values[i], data->dense.bytes.data() + i * size_of(dtype));
+  try {
+    data->dense.bytes.resize(static_cast<std::size_t>(bytes));
+  } catch (const std::bad_alloc&) {
+    throw UserError(detail::cat(who, ": out of memory for ", name(dtype), shape, " (", bytes,
+                                " bytes)"));
+  } catch (const std::length_error&) {
+    throw UserError(detail::cat(who, ": ", name(dtype), shape, " (", bytes,
+                                " bytes) is too big for memory"));
+  }
+  const std::size_t es = size_of(dtype);
+  const std::size_t n = static_cast<std::size_t>(bytes) / es;
+  for (std::size_t i = 0; i < n; ++i)
+    store_from_double(dtype, value(i), data->dense.bytes.data() + i * es);
+  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device),
+                                        std::move(data));
+}
+
+}  // namespace
+
+Tensor Tensor::constant_data(TensorLayout layout,
+                             std::shared_ptr<const detail::TensorData> data) {
   Tensor t;
   t.kind_ = Kind::constant;
-  t.layout_ = TensorLayout(dtype, std::move(shape), device);
+  t.layout_ = std::move(layout);
   t.data_ = std::move(data);
   return t;
+}
+
+Tensor Tensor::constant(std::span<const double> values, Shape shape, DType dtype, Device device) {
+  if (shape.is_static() && static_cast<std::int64_t>(values.size()) != shape.num_elements())
+    throw UserError(detail::cat("Tensor::constant: ", values.size(), " values for shape ", shape,
+                                ", which holds ", shape.num_elements()));
+  return dense("Tensor::constant", dtype, std::move(shape), device,
+               [&](std::size_t i) { return values[i]; });
 }
 
 Tensor Tensor::scalar(double value, DType dtype, Device device) {
@@ -59,38 +94,33 @@ Tensor Tensor::from_bytes(DType dtype, Shape shape, Device device, const void* b
   if (!shape.is_static())
     throw UserError(detail::cat("Tensor::from_data: shape ", shape,
                                 " has symbolic dims; data needs a static shape"));
-  const auto n = static_cast<std::size_t>(shape.num_elements());
-  if (size != n * size_of(dtype))
+  const auto need = static_cast<std::size_t>(shape.num_bytes(size_of(dtype)));
+  if (size != need)
     throw UserError(detail::cat("Tensor::from_data: ", size / size_of(dtype), " ", name(dtype),
-                                " values for shape ", shape, ", which holds ", n));
+                                " values for shape ", shape, ", which holds ",
+                                need / size_of(dtype)));
   auto data = std::make_shared<detail::TensorData>();
   data->dense = {dtype, shape, std::string(static_cast<const char*>(bytes), size)};
-  Tensor t;
-  t.kind_ = Kind::constant;
-  t.layout_ = TensorLayout(dtype, std::move(shape), device);
-  t.data_ = std::move(data);
-  return t;
+  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device),
+                                        std::move(data));
 }
 
 Tensor Tensor::full(const TensorLayout& layout, double value) {
-  const auto n = static_cast<std::size_t>(layout.shape.num_elements());
-  return constant(std::vector<double>(n, value), layout.shape, layout.dtype, layout.device);
+  return dense("Tensor::full", layout.dtype, layout.shape, layout.device,
+               [&](std::size_t) { return value; });
 }
 
 Tensor Tensor::zeros(const TensorLayout& layout) { return full(layout, 0); }
 
 Tensor Tensor::random(const TensorLayout& layout, std::uint64_t seed, double low, double high) {
-  const auto n = static_cast<std::size_t>(layout.shape.num_elements());
-  std::vector<double> values(n);
   std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;  // splitmix64: same on every platform
-  for (double& v : values) {
+  return dense("Tensor::random", layout.dtype, layout.shape, layout.device, [&](std::size_t) {
     std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
-    v = low + (high - low) * static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
-  return constant(values, layout.shape, layout.dtype, layout.device);
+    return low + (high - low) * static_cast<double>(z >> 11) * 0x1.0p-53;
+  });
 }
 
 std::span<const std::byte> Tensor::bytes() const noexcept {

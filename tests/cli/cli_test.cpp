@@ -3,6 +3,7 @@
 // for bad input.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,12 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/str.hpp"
 #include "kiln/kiln.hpp"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using detail::cat;
 
 struct Result {
   int code = -1;
@@ -64,8 +67,9 @@ class Cli : public ::testing::Test {
 
   /// Runs `kiln ARGS` in the test's directory.
   Result kiln(const std::string& args) const {
-    const std::string command =
-        "cd '" + dir.string() + "' && '" KILN_CLI "' " + args + " > stdout.txt 2> stderr.txt";
+    // Under `timeout`: a command that blocks (on a FIFO, say) fails the test with 124.
+    const std::string command = "cd '" + dir.string() + "' && timeout 300 '" KILN_CLI "' " + args +
+                                " > stdout.txt 2> stderr.txt";
     const int status = std::system(command.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -311,7 +315,7 @@ TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
       {"", "", "run m.mlir -w w.safetensors -i x.npy",
        "missing input arg1 (f32[] on cpu:0); pass --input argN=FILE.npy"},
       {"", "", "run m.mlir -i x.npy -i s.npy", "the model reads 2 weights"},
-      {"", "", "run nothere.mlir -i x.npy", "nothere.mlir: cannot open the model"},
+      {"", "", "run nothere.mlir -i x.npy", "nothere.mlir: cannot be opened: No such file"},
       {"", "", "run m.mlir -w nothere.safetensors -i x.npy -i s.npy", "nothere.safetensors"},
       {"syntax.mlir", "module {\n  func.func @main() {\n    %0 = \"kiln.add\"(%9) : oops\n",
        "run syntax.mlir", "syntax.mlir:3:"},
@@ -329,6 +333,51 @@ TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
 
 // A kernel that fails on the values it is given (an index out of range) is an error that
 // names the op, said once.
+// What an attacker or a very large model brings: files that are not files (a FIFO blocked
+// in open forever, /dev/zero was read until memory ran out, a directory was an internal
+// error), sizes that wrap, a tensor too big to make, and calls nested 3000 deep (which
+// overflowed the stack). Each is exit 2 naming the file, and none blocks: the command
+// runs under `timeout`.
+TEST_F(Cli, HostileFilesEndInExitTwoNamingTheFileWithoutBlocking) {
+  write_inputs(2);
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  fs::create_directories(dir / "folder.mlir");
+  const std::string one = "module {\n  func.func @main(%arg0: tensor<1xf32>) -> ";
+  write("wrap.mlir",
+        one + "tensor<4611686018427387904xf32> {\n    %0 = \"kiln.broadcast_to\"(%arg0) {shape = "
+              "#kiln.shape<[4611686018427387904]>} : (tensor<1xf32>) -> "
+              "tensor<4611686018427387904xf32>\n    return %0 : tensor<4611686018427387904xf32>\n"
+              "  }\n}\n");
+  write("max.mlir",
+        "module {\n  func.func @main(%arg0: tensor<9223372036854775807xf32>) -> "
+        "tensor<9223372036854775807xf32> {\n    return %arg0 : tensor<9223372036854775807xf32>\n"
+        "  }\n}\n");
+  std::string deep = "module {\n";
+  for (int i = 0; i < 3000; ++i)
+    deep += cat("  func.func @g", i, "(%arg0: tensor<2xf32>) -> tensor<2xf32> {\n    %0 = ",
+                i + 1 < 3000 ? cat("\"func.call\"(%arg0) {callee = @g", i + 1, "}")
+                             : std::string("\"kiln.tanh\"(%arg0)"),
+                " : (tensor<2xf32>) -> tensor<2xf32>\n    return %0 : tensor<2xf32>\n  }\n");
+  write("deep.mlir", deep + "}\n");
+  save_npy(path("one.npy"), Tensor::zeros(TensorLayout(DType::f32, {1})));
+  const std::string m = "m.mlir -w w.safetensors ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run fifo -i x.npy -i s.npy", "fifo: is a FIFO or socket, not a file"},
+      {"run " + m + "-i fifo -i s.npy", "fifo: is a FIFO or socket, not a file"},
+      {"run m.mlir -w fifo -i x.npy -i s.npy", "fifo': is a FIFO or socket, not a file"},
+      {"run /dev/zero", "/dev/zero: is a device, not a file"},
+      {"run " + m + "-i /dev/zero -i s.npy", "/dev/zero: is a device, not a file"},
+      {"run folder.mlir", "folder.mlir: is a directory, not a file"},
+      {"run " + m + "-i . -i s.npy", ".: is a directory, not a file"},
+      {"run wrap.mlir -i one.npy", "more than 2^62 bytes, kiln's limit for one tensor"},
+      {"run wrap.mlir -i one.npy --reference", "more than 2^62 bytes"},
+      {"bench max.mlir -n 1", "max.mlir: the module does not verify"},
+      {"print deep.mlir", "calls nest 2999 deep, more than kiln's limit of 256"},
+      {"run deep.mlir -i one.npy", "deep.mlir: the module does not verify"},
+  };
+  for (const auto& [args, message] : cases) expect_failure(args, 2, message);
+}
+
 TEST_F(Cli, AKernelFailureIsNamedOnce) {
   const StagedGraph lookup = stage([](Tensor ids) {
     return embedding(weight("table", TensorLayout(DType::f32, {2, 3})), ids);
@@ -385,7 +434,8 @@ TEST_F(Cli, OutputPathsAndDimNamesAreCheckedBeforeAnyWork) {
   // throwing, whatever allocator_may_return_null says.)
   expect_failure("bench m.mlir -w w.safetensors --dim batch=100000000000 -n 1", 2,
                  "kiln: error: arg0 of @main: a random f32[100000000000, 4] on cpu:0 does not "
-                 "fit in memory; give smaller sizes with --dim");
+                 "fit in memory (Tensor::random: out of memory for f32[100000000000, 4] "
+                 "(1600000000000 bytes)); give smaller sizes with --dim");
 #endif
   for (const Case& c : cases)
     EXPECT_EQ(expect_failure(c.args, 1, c.message).out, "") << c.args;  // nothing ran

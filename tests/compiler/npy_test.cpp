@@ -135,7 +135,7 @@ TEST(Npy, FilesRoundTripAndMissingFilesAreNamed) {
   save_npy(path, t);
   EXPECT_THAT(load_npy(path).to_vector<std::int32_t>(), ElementsAre(-1, 0, 7));
   std::filesystem::remove(path);
-  KILN_EXPECT_THROW_MSG(load_npy(path), UserError, path.c_str(), "cannot open for reading");
+  KILN_EXPECT_THROW_MSG(load_npy(path), UserError, path.c_str(), "cannot be opened");
   KILN_EXPECT_THROW_MSG(save_npy("/nonexistent-dir/x.npy", t), UserError, "/nonexistent-dir/x.npy",
                         "cannot open for writing");
   KILN_EXPECT_THROW_MSG(to_npy(Tensor(TensorLayout(DType::f32, {2}))), UserError, "no data");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../error_matchers.hpp"
+#include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"
 #include "sample_modules.hpp"
@@ -13,6 +14,7 @@ namespace {
 
 using testing::f32;
 using ::testing::HasSubstr;
+using kiln::detail::cat;
 
 std::string all(const std::vector<Diagnostic>& ds) {
   std::string out;
@@ -111,6 +113,88 @@ TEST(IrVerifier, RejectsCallCyclesAndBadConstants) {
   EXPECT_THAT(ds[1].message, HasSubstr("calls itself through @a -> @b -> @a"));
   KILN_EXPECT_THROW_MSG(verify_or_throw(m), UserError, "the module has 2 problems",
                         "@a -> @b -> @a");
+}
+
+// Sizes that wrap: every shape rule adds and multiplies with overflow checks, and every
+// static value is at most kMaxTensorBytes, so that no byte count downstream wraps.
+TEST(IrVerifier, RefusesSizesThatWouldWrapWithTheValueAndTheLimit) {
+  const auto problems = [](const std::string& body, const std::string& args) {
+    return all(verify(parse_module(
+        "module {\n  func.func @main(" + args + ") -> tensor<1xf32> {\n" + body +
+            "\n    %r = \"kiln.constant\"() {value = dense<\"0x0000803F\"> : tensor<1xf32>} : "
+            "() -> tensor<1xf32>\n    return %r : tensor<1xf32>\n  }\n}",
+        "big.mlir")));
+  };
+  // 2^62 f32 elements are 2^64 bytes (wrapped to 0 before); 2^61 are 2^63.
+  for (const char* n : {"4611686018427387904", "2305843009213693952"})
+    EXPECT_THAT(problems(cat("    %0 = \"kiln.broadcast_to\"(%x) {shape = #kiln.shape<[", n,
+                             "]>} : (tensor<1xf32>) -> tensor<", n, "xf32>"),
+                         "%x: tensor<1xf32>"),
+                HasSubstr("more than 2^62 bytes, kiln's limit for one tensor: too big"))
+        << n;
+  // Split sizes summing to 3 modulo 2^64.
+  EXPECT_THAT(problems("    %0:3 = \"kiln.split\"(%x) {axis = 1, sizes = [9223372036854775807, "
+                       "9223372036854775807, 5]} : (tensor<2x3xf32>) -> "
+                       "(tensor<2x9223372036854775807xf32>, tensor<2x9223372036854775807xf32>, "
+                       "tensor<2x5xf32>)",
+                       "%x: tensor<2x3xf32>"),
+              HasSubstr("the sum of sizes [9223372036854775807, 9223372036854775807, 5]: "
+                        "9223372036854775807 + 9223372036854775807 overflows"));
+  // A reshape whose volume wraps.
+  EXPECT_THAT(problems("    %0 = \"kiln.reshape\"(%x) {shape = #kiln.shape<[3037000500, "
+                       "3037000500]>} : (tensor<2x3xf32>) -> tensor<3037000500x3037000500xf32>",
+                       "%x: tensor<2x3xf32>"),
+              HasSubstr("3037000500 * 3037000500 overflows 64-bit integers"));
+  // Four 2^62 pieces concatenated into "0" elements.
+  const std::string piece = "tensor<4611686018427387904xi8>";
+  EXPECT_THAT(problems("    %0 = \"kiln.concat\"(%a, %a, %a, %a) {axis = 0} : (" + piece + ", " +
+                           piece + ", " + piece + ", " + piece + ") -> tensor<0xi8>",
+                       "%a: " + piece),
+              HasSubstr("the concat axis's total size: 4611686018427387904 + "
+                        "4611686018427387904 overflows"));
+  // Zero elements, but strides of 2^80.
+  EXPECT_THAT(problems("", "%x: tensor<0x1099511627776x1099511627776xf32>"),
+              HasSubstr("argument 0 (f32[0, 1099511627776, 1099511627776] on cpu:0)"));
+}
+
+TEST(IrVerifier, AcceptsTheWholeSliceWithTheLargestStep) {
+  // [0:MAX:MAX] takes element 0: stop - start + step - 1 overflowed before.
+  const Module m = parse_module(R"(module {
+  func.func @main(%x: tensor<2x3xf32>) -> tensor<1x3xf32> {
+    %0 = "kiln.slice"(%x) {starts = [0, 0], stops = [9223372036854775807, 9223372036854775807], steps = [9223372036854775807, 1]} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+    return %0 : tensor<1x3xf32>
+  }
+})",
+                                "slice.mlir");
+  EXPECT_EQ(all(verify(m)), "");
+}
+
+// A chain of calls: verified with an explicit stack (20 000 levels crashed it before),
+// and refused past kMaxCallDepth, so that the planner's and the interpreter's walks over
+// calls cannot exhaust any thread's stack.
+TEST(IrVerifier, BoundsHowDeepCallsNestWithoutRecursing) {
+  const auto chain = [](std::size_t depth) {
+    Module m;
+    std::vector<Graph*> graphs;
+    for (std::size_t i = 0; i <= depth; ++i)
+      graphs.push_back(&m.add_graph(i == 0 ? "main" : cat("g", i)));
+    for (std::size_t i = 0; i <= depth; ++i) {
+      const Value x = graphs[i]->add_argument(f32({2}));
+      Value y = x;
+      if (i < depth) {
+        const std::vector<Value> operands{x};
+        y = graphs[i]->add_op_typed(lookup_op("func.call"), operands,
+                                    {{"callee", SymbolRef{graphs[i + 1]->name()}}}, {f32({2})})
+                .result(0);
+      }
+      graphs[i]->set_results({y});
+    }
+    return m;
+  };
+  EXPECT_EQ(all(verify(chain(kMaxCallDepth))), "");
+  EXPECT_THAT(all(verify(chain(kMaxCallDepth + 1))),
+              HasSubstr("@main: its calls nest 257 deep, more than kiln's limit of 256"));
+  EXPECT_THAT(all(verify(chain(20000))), HasSubstr("its calls nest 20000 deep"));
 }
 
 }  // namespace

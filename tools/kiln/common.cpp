@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "kiln/compiler/npy.hpp"
+#include "kiln/core/file.hpp"
 #include "kiln/compiler/safetensors.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/ir/verifier.hpp"
@@ -58,9 +59,7 @@ std::string argument_list(const ir::Graph& entry) {
 }  // namespace
 
 ir::Module load_module(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(str(path, ": cannot open the model for reading"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = read_regular_file(path, "a model", kMaxTensorBytes);
   ir::Module module = ir::parse_module(text, path);  // ParseError: path:line:col: ...
   try {
     ir::verify_or_throw(module);
@@ -171,9 +170,10 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
     try {
       inputs[i] = is_floating(want.dtype) ? Tensor::random(layout, i + 1, -1, 1)
                                           : Tensor::random(layout, i + 1, 0, 2);
-    } catch (const std::bad_alloc&) {
+    } catch (const UserError& e) {  // too big for kiln or for memory
       throw UserError(str("arg", i, " of @", entry.name(), ": a random ", layout,
-                          " does not fit in memory; give smaller sizes with --dim"));
+                          " does not fit in memory (", e.what(),
+                          "); give smaller sizes with --dim"));
     }
   }
   if (generated != nullptr) {

@@ -100,7 +100,11 @@ class CompiledCallable {
   CompiledCallable(const StagedGraph& staged, const SafetensorsFile& weights,
                    CompileOptions options = {});
   CompiledCallable(CompiledCallable&&) noexcept;
+  /// Assigning over a callable, like destroying it, first waits for the calls other
+  /// threads are inside to return.
   CompiledCallable& operator=(CompiledCallable&&) noexcept;
+  /// Waits for the calls other threads are inside to return, then frees the plans. (A call
+  /// that starts after the destructor did is a use after free, as for any object.)
   ~CompiledCallable();
 
   /// Calls with the staged function's arguments (same tree; concrete tensors at the

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,9 +54,12 @@ class Shape {
   const std::vector<Dim>& dims() const noexcept { return dims_; }
   /// True when every dimension is static.
   bool is_static() const noexcept;
-  /// Product of the dimensions (1 for a scalar).
+  /// Product of the dimensions (1 for a scalar; 0 when any dim is 0).
   /// \throws UserError if a dim is symbolic or the product overflows int64.
   std::int64_t num_elements() const;
+  /// Bytes of a tensor of this shape with \p element_size-byte elements.
+  /// \throws UserError if a dim is symbolic or that is more than kMaxTensorBytes.
+  std::int64_t num_bytes(std::size_t element_size) const;
   /// `[2, batch, 4]`.
   std::string str() const;
 
@@ -65,12 +69,35 @@ class Shape {
   std::vector<Dim> dims_;
 };
 
+/// The largest tensor kiln makes, reads or plans, in bytes: 2^62. Every tensor's size is
+/// checked against it where the size first becomes known (the verifier for static shapes,
+/// the planner and the reference interpreter for bound ones, `Tensor` and the file readers),
+/// so that an offset into a tensor plus a tensor's size never overflows int64 downstream.
+inline constexpr std::int64_t kMaxTensorBytes = std::int64_t{1} << 62;
+
+/// Product of \p dims (1 for none; 0 when any is 0).
+/// \throws UserError ("too big") if the product overflows int64.
+std::int64_t checked_volume(std::span<const std::int64_t> dims);
+/// Bytes of a tensor of \p dims with \p element_size-byte elements.
+/// \throws UserError naming the dims if that is more than kMaxTensorBytes.
+std::int64_t checked_tensor_bytes(std::span<const std::int64_t> dims, std::size_t element_size);
+/// \p a + \p b. \throws UserError "<what> ... overflows" if the sum leaves int64.
+std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view what);
+/// \p a * \p b. \throws UserError "<what> ... overflows" if the product leaves int64.
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view what);
+
 /// Parses `[2, batch, 4]` (brackets optional, `[]` is a scalar).
 /// \throws UserError naming the bad piece (a negative or non-numeric dim, a bad name).
 Shape parse_shape(std::string_view text);
 
 std::ostream& operator<<(std::ostream& os, const Dim& dim);
 std::ostream& operator<<(std::ostream& os, const Shape& shape);
+
+/// Elements of `start:stop:step` (\p step >= 1, 0 <= start): no overflow for any stop.
+constexpr std::int64_t slice_length(std::int64_t start, std::int64_t stop,
+                                    std::int64_t step) noexcept {
+  return stop <= start ? 0 : (stop - start - 1) / step + 1;
+}
 
 /// Elements of shard \p index when \p size elements are split over \p shards as evenly as
 /// possible: the first `size % shards` shards get one more (sizes differ by at most one).

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/ir/attribute.hpp"
@@ -178,6 +179,9 @@ class Module {
  private:
   Device device_;
   std::vector<std::unique_ptr<Graph>> graphs_;
+  // Graph index by name (views of the graphs' own names, which never change): lookups in
+  // constant time, so that a module of many graphs is built and checked in linear time.
+  std::unordered_map<std::string_view, std::size_t> by_name_;
   std::size_t entry_ = 0;
 };
 

@@ -141,6 +141,7 @@ class Tensor {
   const std::shared_ptr<const detail::TensorData>& data() const noexcept { return data_; }
   static Tensor traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
                        TensorLayout layout);
+  static Tensor constant_data(TensorLayout layout, std::shared_ptr<const detail::TensorData> data);
 
  private:
   void check_element(DType requested) const;

@@ -45,7 +45,7 @@ std::pair<std::int64_t, std::vector<std::string>> volume(const Shape& s) {
   std::vector<std::string> symbols;
   for (const Dim& d : s.dims()) {
     if (d.is_static()) {
-      n *= d.size();
+      n = checked_mul(n, d.size(), cat("the element count of ", s));
     } else {
       symbols.push_back(d.symbol());
     }
@@ -111,7 +111,7 @@ std::vector<TensorType> infer_concat(const InferContext& ctx) {
     const Shape& s = ctx.operand(i).shape;
     if (!s.dims()[axis].is_static())
       throw UserError(cat("concat along axis ", axis, " of ", s, " needs a static size there"));
-    total += s.dims()[axis].size();
+    total = checked_add(total, s.dims()[axis].size(), cat("the concat axis's total size"));
   }
   std::vector<Dim> dims = first.dims();
   dims[axis] = Dim(total);
@@ -123,9 +123,10 @@ std::vector<TensorType> infer_split(const InferContext& ctx) {
   const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
   const std::vector<std::int64_t> sizes = ctx.attr("sizes").as_int_array();
   const Dim& along = x.shape.dims()[axis];
-  const std::int64_t sum = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
   if (sizes.empty() || std::any_of(sizes.begin(), sizes.end(), [](auto s) { return s < 0; }))
     throw UserError(cat("sizes [", join(sizes, ", "), "] must be non-empty and >= 0"));
+  std::int64_t sum = 0;
+  for (std::int64_t s : sizes) sum = checked_add(sum, s, cat("the sum of sizes [", join(sizes, ", "), "]"));
   if (!along.is_static() || along.size() != sum)
     throw UserError(cat("sizes [", join(sizes, ", "), "] sum to ", sum, " but axis ", axis, " of ",
                         x.shape, " is ", along));
@@ -225,7 +226,7 @@ std::vector<TensorType> infer_slice(const InferContext& ctx) {
     const std::int64_t stop = std::clamp(stops[d], start, n);
     if (starts[d] < 0 || starts[d] > n)
       throw UserError(cat("start ", starts[d], " at axis ", d, " is outside [0, ", n, "]"));
-    dims.emplace_back((stop - start + steps[d] - 1) / steps[d]);
+    dims.emplace_back(slice_length(start, stop, steps[d]));
   }
   out.shape = Shape(std::move(dims));
   return {out};

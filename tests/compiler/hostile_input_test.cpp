@@ -1,0 +1,91 @@
+// What an attacker's module or a very large model brings to the compiler: sizes that
+// would wrap once symbolic dims are bound, tensors too big to exist, and a callable
+// destroyed while another thread is inside a call. Each ends in a clear error (or waits),
+// never in a crash or a wrong result.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "../error_matchers.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/stage/stage.hpp"
+
+namespace kiln {
+namespace {
+
+TensorLayout f32(Shape s) { return TensorLayout(DType::f32, std::move(s)); }
+
+// Four symbolic dims of 2^21 each broadcast into one value of 2^84 elements: its byte
+// count wrapped in the planner before; now the planner and the interpreter refuse it.
+TEST(HostileInput, BoundDimsWhoseProductWrapsAreTooBigForThePlannerAndTheInterpreter) {
+  const auto outer = [](Tensor a, Tensor b, Tensor c, Tensor d) { return a + b + c + d; };
+  const StagedGraph staged =
+      stage(outer)(f32({"a", 1, 1, 1}), f32({"b", 1, 1}), f32({"c", 1}), f32({"d"}));
+  const std::int64_t n = std::int64_t{1} << 21;
+  const std::vector<Tensor> inputs = {Tensor::zeros(f32({n, 1, 1, 1})),
+                                      Tensor::zeros(f32({n, 1, 1})), Tensor::zeros(f32({n, 1})),
+                                      Tensor::zeros(f32({n}))};
+  CompiledCallable callable(staged, std::map<std::string, Tensor>{});
+  KILN_EXPECT_THROW_MSG(callable.run(inputs), UserError, "[2097152, 2097152, 2097152",
+                        "too big");
+  // The interpreter refuses its first op already: 2^42 elements are more than any memory.
+  KILN_EXPECT_THROW_MSG(reference_run(staged.graph(), inputs, {}), UserError, "reference: result 0",
+                        "[2097152, 2097152, 1, 1]", "run it on smaller inputs");
+  // The same module at a size that fits still runs.
+  const std::vector<Tensor> small = {Tensor::full(f32({2, 1, 1, 1}), 1), Tensor::zeros(f32({3, 1, 1})),
+                                     Tensor::zeros(f32({1, 1})), Tensor::zeros(f32({2}))};
+  EXPECT_EQ(callable.run(small)[0].shape(), (Shape{2, 3, 1, 2}));
+}
+
+TEST(HostileInput, TensorsTooBigToExistAreUserErrors) {
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  KILN_EXPECT_THROW_MSG(Tensor::random(f32({max}), 1), UserError, "Tensor::random", "too big");
+  KILN_EXPECT_THROW_MSG(Tensor::zeros(f32({std::int64_t{1} << 61})), UserError, "Tensor::full",
+                        "too big");
+  KILN_EXPECT_THROW_MSG(Shape({max, 2}).num_elements(), UserError, "2^63 elements or more");
+  EXPECT_EQ(Shape({0, max, max}).num_elements(), 0);
+  KILN_EXPECT_THROW_MSG(Shape({0, max, max}).num_bytes(1), UserError, "too big");
+  KILN_EXPECT_THROW_MSG(checked_add(max, 1, "the offset"), UserError,
+                        "the offset: 9223372036854775807 + 1 overflows");
+  EXPECT_EQ(slice_length(0, max, max), 1);
+  EXPECT_EQ(slice_length(3, 2, 1), 0);
+  EXPECT_EQ(slice_length(1, 7, 3), 2);
+}
+
+// Destroying a callable while another thread is inside a call used to free the plans
+// under that call (a use after free in oneDNN). The destructor now waits for the call.
+TEST(HostileInput, DestroyingACallableWaitsForTheCallAnotherThreadIsInside) {
+  const auto model = [](Tensor x) {
+    for (int i = 0; i < 16; ++i) x = tanh(matmul(x, x));
+    return x;
+  };
+  const StagedGraph staged = stage(model)(f32({512, 512}));
+  const Tensor x = Tensor::random(f32({512, 512}), 3, -0.05, 0.05);
+  const std::vector<float> want =
+      CompiledCallable(staged, std::map<std::string, Tensor>{}).run({x})[0].to_vector<float>();
+  for (int round = 0; round < 3; ++round) {
+    auto callable = std::make_unique<CompiledCallable>(staged, std::map<std::string, Tensor>{});
+    std::atomic<bool> started{false};
+    std::vector<Tensor> got;
+    std::thread caller([&] {
+      started = true;
+      got = callable->run({x});  // the first call plans and records: tens of milliseconds
+    });
+    while (!started) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    callable.reset();  // waits for the call
+    caller.join();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].to_vector<float>(), want) << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace kiln
