@@ -255,7 +255,9 @@ class CallInside {
 struct CompiledCallable::Impl {
   StagedGraph staged;
   std::vector<std::string> input_paths;  // leaf paths of the inputs, for call-time messages
-  ir::Module module;                     // after the passes
+  // After the passes: shared with `staged` when there are none.
+  std::shared_ptr<const ir::Module> optimized_module;
+  const ir::Module& module;
   std::map<std::string, Tensor> weights;
   std::shared_ptr<DeviceContext> ctx;  // the first device's
   // The devices the module computes on (cpu:0 and up; one: whatever `ctx` is), a context
@@ -295,7 +297,10 @@ struct CompiledCallable::Impl {
   Impl(const StagedGraph& s, std::map<std::string, Tensor> w, CompileOptions options)
       : staged(s),
         input_paths(s.in_tree().leaf_paths()),
-        module(passes::run_passes(s.graph(), options.passes)),
+        optimized_module(options.passes.empty() ? s.shared_graph()
+                                                : std::make_shared<const ir::Module>(
+                                                      passes::run_passes(s.graph(), options.passes))),
+        module(*optimized_module),
         weights(std::move(w)),
         cluster(options.cluster ? options.cluster : Cluster::local()),
         replay_graph(options.replay_graph),
@@ -893,7 +898,10 @@ struct CompiledCallable::Impl {
       bool any = false;
       for (std::size_t i = 0; i < plan.launches.size() && !any; ++i) any = runs_here(i);
       if (!any && contexts[d] != ctx) continue;  // the first device has a graph (maybe empty)
+      std::size_t nodes = 0;
+      for (std::size_t i = 0; i < plan.launches.size(); ++i) nodes += runs_here(i) ? 1 : 0;
       plan.graphs[d] = DeviceGraph::create(*contexts[d], [&](DeviceGraphBuilder& b) {
+        b.reserve(nodes);
         bool first = true;
         for (std::size_t i = 0; i < plan.launches.size(); ++i) {
           if (!runs_here(i)) continue;
@@ -923,6 +931,7 @@ struct CompiledCallable::Impl {
         plan.cuda_error ? reinterpret_cast<long long*>(plan.cuda_error->data()) : nullptr;
     plan.graphs.resize(1);
     plan.graphs[0] = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
+      b.reserve(plan.launches.size());
       bool first = true;
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
         const DeviceGraphDependencies after =

@@ -299,12 +299,7 @@ std::string to_npy(const Tensor& tensor) {
 }
 
 void save_npy(const std::string& path, const Tensor& tensor) {
-  const std::string bytes = to_npy(tensor);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw UserError(cat(path, ": cannot open for writing (", std::strerror(errno), ")"));
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw UserError(cat(path, ": write failed (", std::strerror(errno), ")"));
+  write_file_atomically(path, to_npy(tensor));
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -207,8 +208,11 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // align the data to 8 bytes
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw UserError(cat("save_safetensors: cannot write '", path, "'"));
+  // Streamed into a temporary file beside it (weights may be gigabytes: no second copy in
+  // memory), renamed over \p path once complete, as write_file_atomically does.
+  const std::string tmp = cat(path, ".kiln-tmp-", ::getpid());
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) throw UserError(cat("save_safetensors: cannot write '", path, "' (", std::strerror(errno), ")"));
   unsigned char len[8];
   std::uint64_t n = text.size();
   for (unsigned char& b : len) {
@@ -220,7 +224,12 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   for (const auto& [name, t] : tensors)
     out.write(reinterpret_cast<const char*>(t.bytes().data()),
               static_cast<std::streamsize>(t.bytes().size()));
-  if (!out) throw UserError(cat("save_safetensors: writing '", path, "' failed"));
+  out.close();
+  if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    std::remove(tmp.c_str());
+    throw UserError(cat("save_safetensors: writing '", path, "' failed (", std::strerror(error), ")"));
+  }
 }
 
 }  // namespace kiln

@@ -74,4 +74,27 @@ std::string read_regular_file(const std::string& path, std::string_view what,
   return out;
 }
 
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  const std::string tmp = detail::cat(path, ".kiln-tmp-", ::getpid());
+  const auto fail = [&](const char* what, int error) {
+    ::unlink(tmp.c_str());
+    throw UserError(detail::cat(path, ": cannot write (", what, std::strerror(error), ")"));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw UserError(detail::cat(path, ": cannot write (", std::strerror(errno), ")"));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      fail("", error);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) fail("", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming the finished file: ", errno);
+}
+
 }  // namespace kiln

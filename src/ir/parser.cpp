@@ -595,7 +595,7 @@ class Parser {
     Graph& g = module_.add_graph(std::move(name));
     // A fresh table per graph: clear() would cost the buckets of the largest graph so far
     // for every graph, quadratic in a module of many graphs.
-    values_ = {};
+    decltype(values_)().swap(values_);  // (`= {}` would be clear(): every bucket again)
     expect('(');
     if (!try_char(')')) {
       do {

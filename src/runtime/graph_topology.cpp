@@ -1,5 +1,7 @@
 #include "runtime/graph_topology.hpp"
 
+#include <array>
+
 #include "core/str.hpp"
 
 namespace kiln::detail {
@@ -46,11 +48,19 @@ GraphTopology::GraphTopology(std::vector<GraphNodeDesc>& descs) {
     node.child = d.child;
     node.config = d.kernel.config;
     node.label = std::move(d.label);
-    node.name = !node.label.empty() ? node.label
-                : node.kernel       ? node.kernel->name
-                                    : std::string(kind_name(node.kind));
     nodes_.push_back(std::move(node));
   }
+}
+
+const std::string& GraphTopology::Node::name() const {
+  static const std::array<std::string, 7> kinds = {
+      kind_name(GraphNodeKind::kernel),    kind_name(GraphNodeKind::copy),
+      kind_name(GraphNodeKind::memset),    kind_name(GraphNodeKind::host),
+      kind_name(GraphNodeKind::empty),     kind_name(GraphNodeKind::child),
+      kind_name(GraphNodeKind::cuda_work)};
+  if (!label.empty()) return label;
+  if (kernel) return kernel->name;
+  return kinds.at(static_cast<std::size_t>(kind));
 }
 
 std::string GraphTopology::difference(const std::vector<GraphNodeDesc>& descs) const {

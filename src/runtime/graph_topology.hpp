@@ -23,7 +23,9 @@ class GraphTopology {
     std::shared_ptr<const GraphExec> child;      // child nodes: kept alive with the graph
     LaunchConfig config;                         // kernel nodes; changes with updates
     std::string label;                           // from the builder; may be empty
-    std::string name;                            // label, else kernel name, else kind
+    /// The label, else the kernel's name, else the kind's: what traces show. (Computed,
+    /// not stored: a graph of 10^6 nodes would hold every label twice.)
+    const std::string& name() const;
   };
 
   /// Takes the identity of \p descs (their dependencies are moved out).

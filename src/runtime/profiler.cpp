@@ -13,6 +13,7 @@
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/file.hpp"
 
 namespace kiln {
 namespace {
@@ -144,12 +145,7 @@ std::string Profiler::chrome_trace() const {
 }
 
 void Profiler::write_chrome_trace(const std::string& path) const {
-  const std::string text = chrome_trace();
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) throw UserError(cat(path, ": cannot open for writing (", std::strerror(errno), ")"));
-  out << text;
-  out.close();
-  if (!out) throw UserError(cat(path, ": write failed"));
+  write_file_atomically(path, chrome_trace());
 }
 
 }  // namespace kiln

@@ -78,13 +78,13 @@ class RecordingStream final : public StreamBackend {
   void host_function(HostCallback fn) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::host;
-    node.host = std::move(fn);
+    node.callback = std::move(fn);
     record(std::move(node));
   }
   void cuda_work(CudaWork fn) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::cuda_work;
-    node.cuda_work = std::move(fn);
+    node.callback = std::move(fn);
     record(std::move(node));
   }
 

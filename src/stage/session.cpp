@@ -129,8 +129,8 @@ std::vector<int> StagedGraph::signal_device_ids() const {
                                                       "kiln.reduce_scatter_sum", "kiln.all_to_all",
                                                       "kiln.transfer"};
   std::set<int> ids;
-  for (std::size_t g = 0; g < module_.num_graphs(); ++g) {
-    const ir::Graph& graph = module_.graph(g);
+  for (std::size_t g = 0; g < module_->num_graphs(); ++g) {
+    const ir::Graph& graph = module_->graph(g);
     for (std::size_t i = 0; i < graph.num_ops(); ++i) {
       const ir::OpView op = graph.op(i);
       if (std::find(std::begin(kCollectives), std::end(kCollectives), op.name()) ==

@@ -378,6 +378,36 @@ TEST_F(Cli, HostileFilesEndInExitTwoNamingTheFileWithoutBlocking) {
   for (const auto& [args, message] : cases) expect_failure(args, 2, message);
 }
 
+// Every output path is checked against every input and every other output before any
+// work (exit 1), through links; a model overwritten by its own trace, or one output by
+// another, was silent before.
+TEST_F(Cli, OutputsNeverOverwriteInputsOrEachOther) {
+  write_inputs(2);
+  const std::string model = slurp(dir / "m.mlir");
+  fs::create_directory_symlink(dir, dir / "again");
+  fs::create_directories(dir / "out" / "output1.npy");  // a directory where an output goes
+  fs::create_directories(dir / "o2");
+  const std::string run = "run m.mlir -w w.safetensors -i x.npy -i s.npy ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {run + "--profile m.mlir", "--profile writes m.mlir, which is read as the model"},
+      {run + "--profile again/x.npy", "which is read as --input x.npy (x.npy)"},
+      {run + "-o o2 --profile o2/output0.npy",
+       "--profile writes o2/output0.npy, which is also written by --output (its output0.npy)"},
+      {run + "-o out", "out/output1.npy is a directory; kiln writes a file there"},
+      {"bench m.mlir -w w.safetensors --json X --profile X -n 1",
+       "--json writes X, which is also written by --profile"},
+      {"bench m.mlir -w w.safetensors --json w.safetensors -n 1", "read as --weights"},
+      {"print m.mlir -o again/m.mlir", "--output writes again/m.mlir, which is read as the model"},
+      {"demo --layers 1 --dim 8 --heads 2 --seq 2 --emit-mlir d.mlir --json d.safetensors",
+       "--emit-mlir (its .safetensors) writes d.safetensors, which is also written by --json"},
+  };
+  for (const auto& [args, message] : cases) EXPECT_EQ(expect_failure(args, 1, message).out, "");
+  EXPECT_EQ(slurp(dir / "m.mlir"), model);  // nothing was written
+  EXPECT_FALSE(fs::exists(dir / "out" / "output0.npy"));
+  EXPECT_FALSE(fs::exists(dir / "X"));
+  EXPECT_FALSE(fs::exists(dir / "d.mlir"));
+}
+
 TEST_F(Cli, AKernelFailureIsNamedOnce) {
   const StagedGraph lookup = stage([](Tensor ids) {
     return embedding(weight("table", TensorLayout(DType::f32, {2, 3})), ids);

@@ -52,6 +52,10 @@ int bench_command(const BenchOptions& options) {
     throw UsageError(
         "--iterations must be at least 1; --warmup and --reference-iterations at "
         "least 0");
+  std::vector<CommandFile> files = read_files(options.model);
+  if (!options.json.empty()) files.push_back({"--json", options.json, true});
+  if (!options.profile.empty()) files.push_back({"--profile", options.profile, true});
+  check_files_distinct(files);
   ir::Module module = load_module(options.model.model);
   std::vector<bool> generated;
   const std::vector<Tensor> inputs =
@@ -146,9 +150,7 @@ int bench_command(const BenchOptions& options) {
       j["reference"] = to_json(ref);
       j["speedup_over_reference"] = ref.median / call.median;
     }
-    std::ofstream out(options.json);
-    out << j.dump(2) << "\n";
-    if (!out) throw UserError(options.json + ": cannot write the JSON results");
+    write_file_atomically(options.json, j.dump(2) + "\n");
     std::printf("wrote %s\n", options.json.c_str());
   }
   return 0;

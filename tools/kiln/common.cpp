@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <new>
@@ -57,6 +58,40 @@ std::string argument_list(const ir::Graph& entry) {
 }
 
 }  // namespace
+
+std::vector<CommandFile> read_files(const ModelOptions& options) {
+  std::vector<CommandFile> out = {{"the model", options.model}};
+  if (!options.weights.empty()) out.push_back({"--weights", options.weights});
+  for (const std::string& spec : options.inputs)
+    out.push_back({"--input " + spec, split_assignment(spec).second});
+  return out;
+}
+
+void check_files_distinct(const std::vector<CommandFile>& files) {
+  namespace fs = std::filesystem;
+  const auto identity = [](const std::string& path) {
+    std::error_code error;
+    fs::path p = fs::weakly_canonical(path, error);  // resolves the links of what exists
+    return error ? fs::absolute(path).lexically_normal() : p;
+  };
+  const auto same = [&](const std::string& a, const std::string& b) {
+    std::error_code error;
+    return identity(a) == identity(b) || fs::equivalent(a, b, error);  // hard links too
+  };
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (!files[i].written) continue;
+    std::error_code error;
+    if (fs::is_directory(files[i].path, error))
+      throw UsageError(str(files[i].what, ": ", files[i].path,
+                           " is a directory; kiln writes a file there"));
+    for (std::size_t j = 0; j < files.size(); ++j)
+      if (j != i && (j > i || !files[j].written) && same(files[i].path, files[j].path))
+        throw UsageError(str(files[i].what, " writes ", files[i].path, ", which is ",
+                             files[j].written ? "also written by " : "read as ", files[j].what,
+                             files[j].path != files[i].path ? " (" + files[j].path + ")" : "",
+                             ": one would destroy the other; give another path"));
+  }
+}
 
 ir::Module load_module(const std::string& path) {
   const std::string text = read_regular_file(path, "a model", kMaxTensorBytes);

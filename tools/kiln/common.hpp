@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "kiln/core/file.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/stage/tensor.hpp"
@@ -26,6 +27,19 @@ std::string join(const Range& items) {
   for (const auto& item : items) out += (out.empty() ? "" : ", ") + std::string(item);
   return out;
 }
+
+/// A file a command reads or writes, and what names it ("the model", "--profile").
+struct CommandFile {
+  std::string what;
+  std::string path;
+  bool written = false;
+};
+/// The files \p options reads: the model, the weights, each `--input`.
+std::vector<CommandFile> read_files(const ModelOptions& options);
+/// Checked before any work: every written file differs from every other file listed, read
+/// or written (by path, through symbolic and hard links), and is not a directory.
+/// \throws UsageError naming both, so that no output overwrites an input or another output.
+void check_files_distinct(const std::vector<CommandFile>& files);
 
 /// Reads, parses and verifies \p path. \throws UserError naming the file (and, for syntax
 /// errors, `file:line:col`).

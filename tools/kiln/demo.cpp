@@ -98,6 +98,16 @@ std::string sibling(const std::string& mlir, const std::string& suffix) {
 
 int demo_command(const DemoOptions& o) {
   check_options(o);
+  std::vector<CommandFile> files;
+  if (!o.weights.empty()) files.push_back({"--weights", o.weights});
+  if (!o.emit_mlir.empty()) {
+    files.push_back({"--emit-mlir", o.emit_mlir, true});
+    for (const char* suffix : {".safetensors", ".input.npy", ".output.npy"})
+      files.push_back({std::string("--emit-mlir (its ") + suffix + ")",
+                       sibling(o.emit_mlir, suffix), true});
+  }
+  if (!o.json.empty()) files.push_back({"--json", o.json, true});
+  check_files_distinct(files);
   const std::int64_t hidden = o.hidden != 0 ? o.hidden : 4 * o.dim;
   const auto context = std::make_shared<DeviceContext>(
       Device::cpu(), DeviceContextOptions{.num_threads = o.threads});
@@ -213,10 +223,7 @@ int demo_command(const DemoOptions& o) {
     const std::string weights_path = sibling(o.emit_mlir, ".safetensors");
     const std::string input_path = sibling(o.emit_mlir, ".input.npy");
     const std::string output_path = sibling(o.emit_mlir, ".output.npy");
-    std::ofstream out(o.emit_mlir, std::ios::trunc);
-    out << staged->str();
-    out.close();
-    if (!out) throw UserError(o.emit_mlir + ": cannot write the module");
+    write_file_atomically(o.emit_mlir, staged->str());
     save_safetensors(weights_path, weights);
     save_npy(input_path, ids);
     save_npy(output_path, output[0]);
@@ -244,9 +251,7 @@ int demo_command(const DemoOptions& o) {
                               {"reference_ms", reference_ms},
                               {"max_abs_error", error},
                               {"ok", ok}};
-    std::ofstream out(o.json, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    if (!out) throw UserError(o.json + ": cannot write the JSON results");
+    write_file_atomically(o.json, j.dump(2) + "\n");
   }
   if (!ok) {
     std::fprintf(stderr,

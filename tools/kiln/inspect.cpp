@@ -25,10 +25,7 @@ void write_text(const std::string& path, const std::string& text) {
     std::cout << text << std::flush;
     return;
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) throw UserError(path + ": cannot write (" + std::strerror(errno) + ")");
+  write_file_atomically(path, text);
 }
 
 /// Renders DOT text to SVG with Graphviz's `dot` (to \p path, or stdout when empty).
@@ -65,6 +62,8 @@ int print_command(const PrintOptions& options) {
   for (const std::string& p : options.passes)
     if (std::find(known.begin(), known.end(), p) == known.end())
       throw UsageError("--passes: unknown pass '" + p + "'; the passes are " + join(known));
+  if (!options.output.empty())
+    check_files_distinct({{"the model", options.model}, {"--output", options.output, true}});
   ir::Module module = load_module(options.model);
   if (!options.passes.empty()) module = passes::run_passes(module, options.passes);
   write_text(options.output, module.str());
@@ -72,6 +71,9 @@ int print_command(const PrintOptions& options) {
 }
 
 int dot_command(const DotOptions& options) {
+  std::vector<CommandFile> files = read_files(options.model);
+  if (!options.output.empty()) files.push_back({"--output", options.output, true});
+  check_files_distinct(files);
   ir::Module module = load_module(options.model.model);
   std::string text;
   if (options.plan) {

@@ -14,7 +14,19 @@ namespace kiln::cli {
 int run_command(const RunOptions& options) {
   if (options.reference && !options.profile.empty())
     throw UsageError("--profile traces compiled calls; drop it or drop --reference");
+  std::vector<CommandFile> files = read_files(options.model);
+  if (!options.profile.empty()) files.push_back({"--profile", options.profile, true});
+  check_files_distinct(files);  // the model's path too, before it is read
   ir::Module module = load_module(options.model.model);
+  const auto output_path = [&](std::size_t i) {
+    return (std::filesystem::path(options.output_dir) / ("output" + std::to_string(i) + ".npy"))
+        .string();
+  };
+  if (!options.output_dir.empty()) {
+    for (std::size_t i = 0; i < module.entry().results().size(); ++i)
+      files.push_back({"--output (its output" + std::to_string(i) + ".npy)", output_path(i), true});
+    check_files_distinct(files);
+  }
   const std::vector<Tensor> inputs = bind_inputs(module, options.model, /*generate=*/false);
   const std::map<std::string, Tensor> weights =
       load_weights(module, options.model, /*fill_missing=*/false);
@@ -58,16 +70,17 @@ int run_command(const RunOptions& options) {
   if (error)
     throw UserError(options.output_dir + ": cannot create the output directory (" +
                     error.message() + ")");
+  // Every file's bytes first, then each written whole (a temporary file renamed over it).
+  std::vector<std::string> bytes(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].is_constant()) bytes[i] = to_npy(outputs[i]);
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].is_constant()) {  // on a device another MPI process drives: it writes it
       std::cout << "output" << i << ": " << outputs[i].layout() << " (written by its process)\n";
       continue;
     }
-    const std::string path =
-        (std::filesystem::path(options.output_dir) / ("output" + std::to_string(i) + ".npy"))
-            .string();
-    save_npy(path, outputs[i]);
-    std::cout << "wrote " << path << ": " << outputs[i].layout() << "\n";
+    write_file_atomically(output_path(i), bytes[i]);
+    std::cout << "wrote " << output_path(i) << ": " << outputs[i].layout() << "\n";
   }
   return 0;
 }

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Reading files a user names (models, inputs, weights) without blocking or running out
-/// of memory on what is not a file: a FIFO, a directory, `/dev/zero`.
+/// of memory on what is not a file: a FIFO, a directory, `/dev/zero`; and writing them
+/// whole or not at all.
 
 #include <cstdint>
 #include <string>
@@ -22,5 +23,11 @@ int open_regular_file(const std::string& path, std::uint64_t& size, std::string&
 /// a failed read.
 std::string read_regular_file(const std::string& path, std::string_view what,
                               std::uint64_t max_bytes);
+
+/// Writes \p bytes as the file \p path, whole or not at all: into a temporary file beside
+/// it (`<path>.kiln-tmp-<pid>`), renamed over \p path once complete, so that a failed
+/// write (a full disk, a directory in the way) leaves what was there, and a reader never
+/// sees half a file. \throws UserError "<path>: cannot write (<reason>)".
+void write_file_atomically(const std::string& path, std::string_view bytes);
 
 }  // namespace kiln

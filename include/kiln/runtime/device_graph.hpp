@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "kiln/runtime/device_context.hpp"
@@ -45,10 +46,15 @@ struct GraphNodeDesc {
   std::size_t count = 0;                    // memset: elements
   std::array<unsigned char, 16> pattern{};  // memset: one element
   std::size_t pattern_size = 0;             // memset
-  HostCallback host;                        // host
   std::shared_ptr<const GraphExec> child;   // child
-  CudaWork cuda_work;                       // cuda_work: called when the graph is built
-  std::string label;                        // any kind: shown in DOT, traces, errors
+  // host: the callback; cuda_work: called when the graph is built. One or the other (a
+  // variant, so that a node is not two callbacks' size: graphs reach 10^6 nodes).
+  std::variant<std::monostate, HostCallback, CudaWork> callback;
+  std::string label;  // any kind: shown in DOT, traces, errors
+
+  HostCallback& host() { return std::get<HostCallback>(callback); }
+  CudaWork& cuda_work() { return std::get<CudaWork>(callback); }
+  const CudaWork& cuda_work() const { return std::get<CudaWork>(callback); }
 };
 }  // namespace detail
 
@@ -140,7 +146,7 @@ class DeviceGraphBuilder {
   & > DeviceGraphNode add_host_function(F&& fn, const DeviceGraphDependencies& dependencies) {
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::host;
-    node.host = detail::HostCallback(std::forward<F>(fn));
+    node.callback.emplace<detail::HostCallback>(std::forward<F>(fn));
     return add(std::move(node), dependencies);
   }
 
@@ -156,7 +162,7 @@ class DeviceGraphBuilder {
   &, void* > DeviceGraphNode add_cuda_work(F&& fn, const DeviceGraphDependencies& dependencies) {
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::cuda_work;
-    node.cuda_work = detail::CudaWork(std::forward<F>(fn));
+    node.callback.emplace<detail::CudaWork>(std::forward<F>(fn));
     return add(std::move(node), dependencies);
   }
 
@@ -196,6 +202,9 @@ class DeviceGraphBuilder {
 
   /// Nodes added so far.
   std::size_t size() const noexcept { return nodes_.size(); }
+  /// Makes room for \p nodes nodes in all: a builder told its size up front never holds
+  /// two copies of its nodes while it grows (what a graph of 10^6 nodes needs).
+  void reserve(std::size_t nodes) { nodes_.reserve(nodes); }
 
  private:
   friend class DeviceGraph;

@@ -86,7 +86,7 @@ class StagedGraph {
  public:
   StagedGraph(ir::Module module, std::vector<TensorLayout> in_layouts, TreeDef in_tree,
               std::vector<TensorLayout> out_layouts, TreeDef out_tree)
-      : module_(std::move(module)),
+      : module_(std::make_shared<const ir::Module>(std::move(module))),
         in_layouts_(std::move(in_layouts)),
         in_tree_(std::move(in_tree)),
         out_layouts_(std::move(out_layouts)),
@@ -99,7 +99,10 @@ class StagedGraph {
   static StagedGraph from_module(ir::Module module);
 
   /// The module: the entry graph and every subgraph.
-  const ir::Module& graph() const noexcept { return module_; }
+  const ir::Module& graph() const noexcept { return *module_; }
+  /// The same module, shared: copies of a staged graph share one (it never changes), so
+  /// that copying a staged graph of 10^6 ops costs no second module.
+  const std::shared_ptr<const ir::Module>& shared_graph() const noexcept { return module_; }
   /// Layouts of the tensor leaves of the inputs, in leaf order.
   const std::vector<TensorLayout>& in_layouts() const noexcept { return in_layouts_; }
   /// Structure of the arguments (a tuple, one child per parameter), static values included.
@@ -107,7 +110,7 @@ class StagedGraph {
   const std::vector<TensorLayout>& out_layouts() const noexcept { return out_layouts_; }
   const TreeDef& out_tree() const noexcept { return out_tree_; }
   /// The MLIR text of the module.
-  std::string str() const { return module_.str(); }
+  std::string str() const { return module_->str(); }
   /// The devices (indices of `cpu:N`) whose values take part in a collective or transfer,
   /// ascending: the devices that need signal buffers. On the CPU, a compiled callable
   /// owns them (one cache line per device and communicator), so they are not inputs.
@@ -119,7 +122,7 @@ class StagedGraph {
   std::optional<std::size_t> signal_buffer_index() const noexcept { return std::nullopt; }
 
  private:
-  ir::Module module_;
+  std::shared_ptr<const ir::Module> module_;
   std::vector<TensorLayout> in_layouts_;
   TreeDef in_tree_;
   std::vector<TensorLayout> out_layouts_;

@@ -116,7 +116,7 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
       node.work = fill_work(d.dst, d.count, d.pattern.data(), d.pattern_size);
       break;
     case GraphNodeKind::host:
-      node.work.body = [f = std::move(d.host)](std::uint64_t, std::uint64_t) { f(); };
+      node.work.body = [f = std::move(d.host())](std::uint64_t, std::uint64_t) { f(); };
       break;
     case GraphNodeKind::empty:
       node.work.body = [](std::uint64_t, std::uint64_t) {};
@@ -171,7 +171,7 @@ GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
       } else {
         const std::int64_t begin = profiler_->now_ns();
         pool.parallel_for(node.work.blocks, node.work.body);
-        profiler_->record(topology_[i].name, i, replay_, begin, profiler_->now_ns());
+        profiler_->record(topology_[i].name(), i, replay_, begin, profiler_->now_ns());
       }
     } catch (...) {
       return {std::current_exception(), topology_.describe(i)};
@@ -240,7 +240,7 @@ void CpuGraphExec::run_node_here(std::uint32_t i) const {
   }
   const std::int64_t begin = profiler_->now_ns();
   node.work.body(0, node.work.blocks);  // a failing node is not recorded
-  profiler_->record(topology_[i].name, i, replay_, begin, profiler_->now_ns());
+  profiler_->record(topology_[i].name(), i, replay_, begin, profiler_->now_ns());
 }
 
 void CpuGraphExec::wait_for(std::uint32_t* seen, const Wait& wait) const {

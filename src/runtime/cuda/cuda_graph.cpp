@@ -121,7 +121,7 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
           break;
         case GraphNodeKind::host: {
           HostSlot& slot = host_slots_.emplace_back(
-              HostSlot{std::move(d.host), state_.get(), topology_.describe(i)});
+              HostSlot{std::move(d.host()), state_.get(), topology_.describe(i)});
           std::memset(&p.host, 0, sizeof p.host);
           p.host.fn = &run_host_slot;
           p.host.userData = &slot;
@@ -138,7 +138,7 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
           break;
         }
         case GraphNodeKind::cuda_work:
-          p.graph = capture(d.cuda_work, what);
+          p.graph = capture(d.cuda_work(), what);
           break;
       }
     }
@@ -349,7 +349,7 @@ void CudaGraphExec::launch_profiled(Profiler& profiler) const {
     float begin_ms = 0, end_ms = 0;
     state_->check(cu.cuEventElapsedTime(&begin_ms, origin, events_[2 * i]), "cuEventElapsedTime");
     state_->check(cu.cuEventElapsedTime(&end_ms, origin, events_[2 * i + 1]), "cuEventElapsedTime");
-    profiler.record(topology_[i].name, i, replay,
+    profiler.record(topology_[i].name(), i, replay,
                     origin_ns + static_cast<std::int64_t>(static_cast<double>(begin_ms) * 1e6),
                     origin_ns + static_cast<std::int64_t>(static_cast<double>(end_ms) * 1e6));
   }
