@@ -11,6 +11,8 @@
 #   compile    modules that parse and verify, compiled and called against the reference
 #              interpreter (seeds: the sample modules and fuzz/regressions/compile)
 #   loaders    .npy and safetensors readers (seeds: fuzz/seeds/loaders)
+#   shapes     shape rules, verifier and planner on graphs built through the IR API with
+#              extreme dims and attributes (seeds: fuzz/seeds/shapes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,9 +22,9 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(ir_parser)
 for target in "${targets[@]}"; do
   case "$target" in
-    ir_parser | compile | loaders) ;;
+    ir_parser | compile | loaders | shapes) ;;
     *)
-      echo "fuzz.sh: no target '$target'; the targets are ir_parser, compile, loaders" >&2
+      echo "fuzz.sh: no target '$target'; the targets are ir_parser, compile, loaders, shapes" >&2
       exit 2
       ;;
   esac
@@ -43,9 +45,10 @@ for target in "${targets[@]}"; do
     ir_parser) found="$corpus/found" seeds=("$corpus/seeds") ;;  # found: kept as it was
     compile) found="$corpus/compile" seeds=("$corpus/seeds" fuzz/regressions/compile) ;;
     loaders) found="$corpus/loaders" seeds=(fuzz/seeds/loaders) ;;
+    shapes) found="$corpus/shapes" seeds=(fuzz/seeds/shapes) ;;
   esac
   dict=()  # MLIR's tokens help the text targets
-  [ "$target" = loaders ] || dict=(-dict=../../fuzz/mlir.dict)
+  [ "$target" = loaders ] || [ "$target" = shapes ] || dict=(-dict=../../fuzz/mlir.dict)
   mkdir -p "$found"
   echo "=== fuzzing ${target} for ${seconds} s ==="
   (cd build/fuzz && "./fuzz/fuzz_${target}" -max_total_time="$seconds" -timeout=10 \

@@ -192,11 +192,11 @@ std::string weight_problems(const std::vector<std::string>& problems,
   if (problems.size() > kProblems)
     items.push_back(cat("and ", problems.size() - kProblems, " more"));
   if (unused.size() == 1) {
-    items.push_back(cat("weight '", unused[0], "' is not used by the module"));
+    items.push_back(cat("weight ", quote_name(unused[0]), " is not used by the module"));
   } else if (!unused.empty()) {
     std::string names;
     for (std::size_t i = 0; i < std::min(unused.size(), kUnused); ++i)
-      names += cat(i == 0 ? "" : ", ", "'", unused[i], "'");
+      names += cat(i == 0 ? "" : ", ", quote_name(unused[i]));
     if (unused.size() > kUnused) names += cat(" and ", unused.size() - kUnused, " more");
     items.push_back(cat(unused.size(), " weights are not used by the module: ", names));
   }
@@ -344,6 +344,13 @@ struct CompiledCallable::Impl {
       throw UserError(cat("CompiledCallable: the module computes on ", devices.size(),
                           " devices, one of them CUDA; compiled graphs on CUDA run on one GPU "
                           "so far (sharding across GPUs needs NCCL, not built yet)"));
+    for (const Device& d : devices)  // (a context would refuse it; a given one is elsewhere)
+      if (!d.is_cuda() && d.index() >= cpu_device_count() && cluster->owns(d))
+        throw UserError(cat("CompiledCallable: the module computes on ", d, ", but this process has ",
+                            cpu_device_count(), " CPU device", cpu_device_count() == 1 ? "" : "s",
+                            " (cpu:0 to cpu:", cpu_device_count() - 1, "); set KILN_CPU_DEVICES=",
+                            d.index() + 1, " or call kiln::set_cpu_device_count(", d.index() + 1,
+                            ") first, or place the module on a device this process has"));
     if (any_cuda && !given) given = std::make_shared<DeviceContext>(devices[0]);
     if (devices.size() <= 1 && cluster->owns(devices.empty() ? Device::cpu() : devices[0])) {
       ctx = given ? given : std::make_shared<DeviceContext>();
@@ -441,14 +448,14 @@ struct CompiledCallable::Impl {
                       auto it = weights.find(name);
                       const ir::TensorType& want = g.type(op.result(0));
                       if (it == weights.end()) {
-                        problems.push_back(cat("weight '", name, "' is missing (@", g.name(), ", ",
+                        problems.push_back(cat("weight ", quote_name(name), " is missing (@", g.name(), ", ",
                                                op.describe(), ")"));
                       } else if (!it->second.is_constant()) {
-                        problems.push_back(cat("weight '", name, "' holds no data"));
+                        problems.push_back(cat("weight ", quote_name(name), " holds no data"));
                       } else if (it->second.dtype() != want.dtype ||
                                  it->second.shape() != want.shape ||
                                  it->second.device() != want.device) {
-                        problems.push_back(cat("weight '", name, "' is ", it->second.layout(),
+                        problems.push_back(cat("weight ", quote_name(name), " is ", it->second.layout(),
                                                " but the module needs ", ir::to_string(want)));
                       }
                     });
@@ -527,6 +534,17 @@ struct CompiledCallable::Impl {
         check_epilogue_placement(*plan, i - 1, i);
         plan->launches[i - 1].epilogue = &plan->launches[i];
       }
+    // A launch that writes nothing (every output empty) does not run: a kernel looping over
+    // the 3 * 10^9 rows of an f32[3037000500, 0] would take minutes to write no bytes.
+    // Collectives still run: their ranks meet.
+    for (std::size_t i = 0; i < plan->launches.size(); ++i) {
+      const LaunchIo& io = plan->io[i];
+      const bool writes_nothing =
+          !io.out.empty() && std::all_of(io.out.begin(), io.out.end(), [&](std::size_t s) {
+            return plan->storage[s].bytes == 0;
+          });
+      if (writes_nothing && !plan->launches[i].collective) plan->absorbed[i] = true;
+    }
     return plan;
   }
 
@@ -934,6 +952,7 @@ struct CompiledCallable::Impl {
       b.reserve(plan.launches.size());
       bool first = true;
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+        if (plan.absorbed[i]) continue;  // writes nothing (CUDA plans absorb nothing else)
         const DeviceGraphDependencies after =
             first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
         first = false;
@@ -1109,8 +1128,12 @@ CompiledCallable::CompiledCallable(const StagedGraph& staged, std::map<std::stri
 }
 
 CompiledCallable::CompiledCallable(const StagedGraph& staged, const SafetensorsFile& weights,
-                                   CompileOptions options)
-    : CompiledCallable(staged, weights.tensors(), std::move(options)) {}
+                                   CompileOptions options) try
+    : CompiledCallable(staged, weights.tensors(), std::move(options)) {
+} catch (const UserError& e) {  // the weights' problems, named by their file
+  if (std::string_view(e.what()).find("weight problem") == std::string_view::npos) throw;
+  throw UserError(cat(weights.path(), ": ", e.what()));
+}
 
 CompiledCallable::CompiledCallable(CompiledCallable&&) noexcept = default;
 CompiledCallable& CompiledCallable::operator=(CompiledCallable&&) noexcept = default;

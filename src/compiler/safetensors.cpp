@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -64,7 +65,7 @@ struct SafetensorsFile::Impl {
   const Entry& entry(const std::string& name) const {
     auto it = entries.find(name);
     if (it == entries.end())
-      fail(cat("has no tensor named '", name, "' (it has ", entries.size(), " tensors)"));
+      fail(cat("has no tensor named ", quote_name(name), " (it has ", entries.size(), " tensors)"));
     return it->second;
   }
 };
@@ -102,7 +103,21 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 
   Json header;
   try {
-    header = Json::parse(impl->map + 8, impl->map + 8 + header_len);
+    // Names must be unique: readers disagree on which of two entries wins (nlohmann keeps
+    // one, Python's json the last), so a file with a repeated name is refused.
+    std::string duplicate;
+    std::set<std::string> seen;
+    const Json::parser_callback_t unique_names = [&](int depth, Json::parse_event_t event,
+                                                     Json& parsed) {
+      if (depth == 1 && event == Json::parse_event_t::key &&
+          !seen.insert(parsed.get<std::string>()).second && duplicate.empty())
+        duplicate = parsed.get<std::string>();
+      return true;
+    };
+    header = Json::parse(impl->map + 8, impl->map + 8 + header_len, unique_names);
+    if (!duplicate.empty())
+      impl->fail(cat("its header names tensor ", quote_name(duplicate),
+                     " twice (readers disagree on which entry wins)"));
   } catch (const Json::exception& e) {
     impl->fail(cat("its header is not valid JSON: ", e.what()));
   }
@@ -115,19 +130,19 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (name == "__metadata__") {
       if (!value.is_object()) impl->fail("__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) impl->fail(cat("__metadata__ entry '", k, "' is not a string"));
+        if (!v.is_string()) impl->fail(cat("__metadata__ entry ", quote_name(k), " is not a string"));
         impl->metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const auto bad = [&](const std::string& why) { impl->fail(cat("tensor '", name, "': ", why)); };
+    const auto bad = [&](const std::string& why) { impl->fail(cat("tensor ", quote_name(name), ": ", why)); };
     if (!value.is_object()) bad("its entry is not an object");
     const auto dtype_it = value.find("dtype");
     if (dtype_it == value.end() || !dtype_it->is_string()) bad("has no dtype string");
     const std::string dtype_name = dtype_it->get<std::string>();
     const DTypeName* dtype = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                           [&](const DTypeName& d) { return dtype_name == d.name; });
-    if (dtype == std::end(kDTypes)) bad(cat("dtype '", dtype_name, "' is not supported"));
+    if (dtype == std::end(kDTypes)) bad(cat("dtype ", quote_name(dtype_name), " is not supported"));
     const auto shape_it = value.find("shape");
     if (shape_it == value.end() || !shape_it->is_array()) bad("has no shape array");
     std::vector<Dim> dims;
@@ -198,7 +213,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (!t.is_constant())
-      throw UserError(cat("save_safetensors: tensor '", name, "' holds no data (", t, ")"));
+      throw UserError(cat("save_safetensors: tensor ", quote_name(name), " holds no data (", t, ")"));
     std::vector<std::int64_t> shape;
     for (const Dim& d : t.shape().dims()) shape.push_back(d.size());
     header[name] = {{"dtype", safetensors_name(t.dtype())},

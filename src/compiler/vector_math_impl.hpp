@@ -260,7 +260,7 @@ float max(const float* x, std::size_t n) {
   for (; i + 8 <= n; i += 8) {
     Lanes v;
     std::memcpy(&v, x + i, sizeof v);
-    m = (m < v) | (v != v) ? v : m;  // a NaN, once in a lane, stays: the maximum is NaN
+    m = ((m < v) | (v != v)) ? v : m;  // a NaN, once in a lane, stays: the maximum is NaN
   }
   for (std::size_t j = 0; i < n; ++i, ++j) m[j] = m[j] < x[i] || x[i] != x[i] ? x[i] : m[j];
   float best = m[0];

@@ -437,6 +437,38 @@ TEST_F(Cli, WeightsTheModelDoesNotReadAreAnErrorUnlessSkipped) {
   const std::vector<Tensor> want = reference_run(staged.graph(), inputs(2), weights);
   expect_close(load_npy(path("skipped/output0.npy")), want[0], 1e-5,
                "output0, extra weight left out");
+  // A missing weight, one of the wrong dtype and an extra tensor: all three reported (only
+  // the extra one was before), naming the file.
+  std::map<std::string, Tensor> wrong = {
+      {"proj.weight", Tensor::zeros(TensorLayout(DType::f16, {4, 3}))},
+      {"other.weight", Tensor::zeros(TensorLayout(DType::f32, {5}))}};
+  save_safetensors(path("wrong.safetensors"), wrong);
+  const Result r = expect_failure("run m.mlir -w wrong.safetensors -i x.npy -i s.npy", 2,
+                                  "wrong.safetensors: the model reads 'proj.bias' (f32[3] on "
+                                  "cpu:0), which the file lacks");
+  EXPECT_NE(r.err.find("'proj.weight' is f16[4, 3] in the file but the model reads f32[4, 3]"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("1 tensor the model does not read (first: 'other.weight')"),
+            std::string::npos)
+      << r.err;
+}
+
+// A module placed on cpu:3 ran on a one-device process, where the docs promise an error.
+TEST_F(Cli, AModuleOnADeviceThisProcessLacksIsAnError) {
+  write_inputs(2);
+  std::string text = slurp(dir / "m.mlir");
+  const std::string device = "kiln.device = \"cpu:0\"";
+  const std::size_t at = text.find(device);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, device.size(), "kiln.device = \"cpu:3\"");
+  write("m3.mlir", text);
+  expect_failure("run m3.mlir -w w.safetensors -i x.npy -i s.npy", 2,
+                 "the module computes on cpu:3, but this process has 1 CPU device");
+  EXPECT_EQ(::setenv("KILN_CPU_DEVICES", "4", 1), 0);
+  const Result four = kiln("run m3.mlir -w w.safetensors -i x.npy -i s.npy");
+  ::unsetenv("KILN_CPU_DEVICES");
+  EXPECT_EXIT_CODE(four, 0);
 }
 
 TEST_F(Cli, OutputPathsAndDimNamesAreCheckedBeforeAnyWork) {

@@ -113,7 +113,7 @@ TEST(Profiler, CountsWhatDoesNotFitAndClears) {
   EXPECT_TRUE(profiler->events().empty());
   EXPECT_EQ(profiler->dropped(), 0u);
   KILN_EXPECT_THROW_MSG(profiler->write_chrome_trace("/nonexistent-dir/t.json"), UserError,
-                        "/nonexistent-dir/t.json", "cannot open for writing");
+                        "/nonexistent-dir/t.json", "cannot write");
 }
 
 TEST(Profiler, LabelsNameNodesInDotAndFailures) {

@@ -226,14 +226,37 @@ std::map<std::string, Tensor> load_weights(const ir::Module& module, const Model
   std::map<std::string, Tensor> weights;
   if (!options.weights.empty()) weights = SafetensorsFile::open(options.weights).tensors();
   const std::map<std::string, ir::TensorType> needed = module_weights(module);
-  std::vector<std::string> unused;
+  std::vector<std::string> unused, problems;  // every problem at once, naming the file
   for (const auto& [name, t] : weights)
     if (needed.count(name) == 0) unused.push_back(name);
+  for (const auto& [name, type] : needed) {
+    const auto it = weights.find(name);
+    if (it == weights.end()) {
+      if (!options.weights.empty() && !fill_missing)
+        problems.push_back(str("the model reads ", quote_name(name), " (",
+                               ir::to_string(type), "), which the file lacks"));
+    } else if (it->second.dtype() != type.dtype || it->second.shape() != type.shape) {
+      problems.push_back(str(quote_name(name), " is ", kiln::name(it->second.dtype()),
+                             it->second.shape(), " in the file but the model reads ",
+                             ir::to_string(type)));
+    }
+  }
   if (!unused.empty() && !options.skip_unused_weights)
-    throw UserError(str(options.weights, ": ", unused.size(), " tensor",
-                        unused.size() == 1 ? "" : "s", " the model does not read (first: '",
-                        unused[0], "'); pass --skip-unused-weights to leave ",
-                        unused.size() == 1 ? "it" : "them", " out, if the file is for this model"));
+    problems.push_back(str(unused.size(), " tensor", unused.size() == 1 ? "" : "s",
+                           " the model does not read (first: ", quote_name(unused[0]),
+                           "); pass --skip-unused-weights to leave ",
+                           unused.size() == 1 ? "it" : "them", " out, if the file is for this "
+                           "model"));
+  if (!problems.empty()) {
+    if (problems.size() > 10) {
+      const std::size_t more = problems.size() - 9;
+      problems.resize(9);
+      problems.push_back(str("and ", more, " more"));
+    }
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "; ") + p;
+    throw UserError(str(options.weights, ": ", all));
+  }
   for (const std::string& name : unused) weights.erase(name);
   if (!unused.empty())
     std::fprintf(stderr, "kiln: skipped %zu weight%s of %s that the model does not read\n",

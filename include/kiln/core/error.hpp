@@ -13,6 +13,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
@@ -47,5 +48,23 @@ class InternalError : public Error {
   explicit InternalError(const std::string& message)
       : Error("kiln internal error (a bug in kiln, please report it): " + message) {}
 };
+
+/// \p name in single quotes, control bytes and backslashes escaped (`\x00`): for names
+/// read from files in messages, which a NUL would otherwise cut short.
+inline std::string quote_name(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (const char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f || c == '\\') {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
 
 }  // namespace kiln
