@@ -82,7 +82,8 @@ Phases measure(const std::string& text) {
   const auto rss = [](const char* at) {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
-    if (std::getenv("KILN_SCALE_TRACE")) std::fprintf(stderr, "%s: peak %ld MiB\n", at, u.ru_maxrss / 1024);
+    if (std::getenv("KILN_SCALE_TRACE"))
+      std::fprintf(stderr, "%s: peak %ld MiB\n", at, u.ru_maxrss / 1024);
   };
   rss("parsed");
   t = Clock::now();
@@ -92,8 +93,8 @@ Phases measure(const std::string& text) {
   t = Clock::now();
   kiln::CompileOptions options;
   options.passes = {};
-  options.context = std::make_shared<kiln::DeviceContext>(kiln::Device::cpu(),
-                                                          kiln::DeviceContextOptions{1});
+  options.context =
+      std::make_shared<kiln::DeviceContext>(kiln::Device::cpu(), kiln::DeviceContextOptions{1});
   kiln::CompiledCallable callable(staged, std::map<std::string, kiln::Tensor>{}, options);
   p.compile_s = since(t);
   rss("compiled");
@@ -148,8 +149,7 @@ void table(const char* what, const std::vector<std::size_t>& sizes,
     const double total = p.parse_s + p.verify_s + p.compile_s + p.plan_s;
     const double bytes = static_cast<double>(p.peak_kib) * 1024;
     std::printf("%-10s %10zu %9.3f %9.3f %9.3f %9.3f %11.1f %12.2f %9.0f\n", what, n, p.parse_s,
-                p.verify_s, p.compile_s, p.plan_s, bytes / (1 << 20), total * 1e6 / n,
-                bytes / n);
+                p.verify_s, p.compile_s, p.plan_s, bytes / (1 << 20), total * 1e6 / n, bytes / n);
     if (prev_n != 0)
       std::printf("%-10s growth exponent from %zu: time %.2f, peak memory %.2f\n", "", prev_n,
                   std::log(total / prev_total) / std::log(double(n) / prev_n),

@@ -97,7 +97,8 @@ std::int64_t elements(const kiln::ir::TensorType& type) {
   std::int64_t n = 1;
   for (const kiln::Dim& d : type.shape.dims()) {
     const std::int64_t s = d.is_static() ? d.size() : 2;
-    if (s > (std::int64_t{1} << 40) || n > (std::int64_t{1} << 40) / s) return std::int64_t{1} << 40;
+    if (s > (std::int64_t{1} << 40) || n > (std::int64_t{1} << 40) / s)
+      return std::int64_t{1} << 40;
     n *= s;
   }
   return n;
@@ -209,12 +210,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<kiln::Tensor> inputs;
   for (Value v : g.arguments()) {
     std::vector<kiln::Dim> dims;
-    for (const kiln::Dim& d : g.type(v).shape.dims()) dims.emplace_back(d.is_static() ? d.size() : 2);
+    for (const kiln::Dim& d : g.type(v).shape.dims())
+      dims.emplace_back(d.is_static() ? d.size() : 2);
     inputs.push_back(kiln::Tensor::random(
         kiln::TensorLayout(kiln::DType::f32, kiln::Shape(std::move(dims))), 1, -1, 1));
   }
-  static const auto context = std::make_shared<kiln::DeviceContext>(
-      kiln::Device::cpu(), kiln::DeviceContextOptions{2});
+  static const auto context =
+      std::make_shared<kiln::DeviceContext>(kiln::Device::cpu(), kiln::DeviceContextOptions{2});
   std::vector<kiln::Tensor> got;
   try {
     kiln::CompileOptions options;

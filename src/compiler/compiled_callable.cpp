@@ -83,10 +83,10 @@ struct Arena {
 struct Plan {
   std::vector<Storage> storage;
   std::vector<Launch> launches;
-  std::vector<LaunchIo> io;                    // per launch
-  std::vector<std::size_t> inputs;             // storage of the entry arguments
-  std::vector<std::size_t> outputs;            // storage of the entry results
-  std::vector<std::string> labels;             // per launch: op, weight prefix, location
+  std::vector<LaunchIo> io;          // per launch
+  std::vector<std::size_t> inputs;   // storage of the entry arguments
+  std::vector<std::size_t> outputs;  // storage of the entry results
+  std::vector<std::string> labels;   // per launch: op, weight prefix, location
   // Per launch: not launched, because it runs as the epilogue of the launch before it or
   // because its result is a view of its input.
   std::vector<bool> absorbed;
@@ -297,9 +297,10 @@ struct CompiledCallable::Impl {
   Impl(const StagedGraph& s, std::map<std::string, Tensor> w, CompileOptions options)
       : staged(s),
         input_paths(s.in_tree().leaf_paths()),
-        optimized_module(options.passes.empty() ? s.shared_graph()
-                                                : std::make_shared<const ir::Module>(
-                                                      passes::run_passes(s.graph(), options.passes))),
+        optimized_module(options.passes.empty()
+                             ? s.shared_graph()
+                             : std::make_shared<const ir::Module>(
+                                   passes::run_passes(s.graph(), options.passes))),
         module(*optimized_module),
         weights(std::move(w)),
         cluster(options.cluster ? options.cluster : Cluster::local()),
@@ -346,11 +347,12 @@ struct CompiledCallable::Impl {
                           "so far (sharding across GPUs needs NCCL, not built yet)"));
     for (const Device& d : devices)  // (a context would refuse it; a given one is elsewhere)
       if (!d.is_cuda() && d.index() >= cpu_device_count() && cluster->owns(d))
-        throw UserError(cat("CompiledCallable: the module computes on ", d, ", but this process has ",
-                            cpu_device_count(), " CPU device", cpu_device_count() == 1 ? "" : "s",
-                            " (cpu:0 to cpu:", cpu_device_count() - 1, "); set KILN_CPU_DEVICES=",
-                            d.index() + 1, " or call kiln::set_cpu_device_count(", d.index() + 1,
-                            ") first, or place the module on a device this process has"));
+        throw UserError(
+            cat("CompiledCallable: the module computes on ", d, ", but this process has ",
+                cpu_device_count(), " CPU device", cpu_device_count() == 1 ? "" : "s",
+                " (cpu:0 to cpu:", cpu_device_count() - 1,
+                "); set KILN_CPU_DEVICES=", d.index() + 1, " or call kiln::set_cpu_device_count(",
+                d.index() + 1, ") first, or place the module on a device this process has"));
     if (any_cuda && !given) given = std::make_shared<DeviceContext>(devices[0]);
     if (devices.size() <= 1 && cluster->owns(devices.empty() ? Device::cpu() : devices[0])) {
       ctx = given ? given : std::make_shared<DeviceContext>();
@@ -442,23 +444,23 @@ struct CompiledCallable::Impl {
     // Weights are checked against the staged module (passes may drop unused ones).
     std::vector<std::string> problems;
     std::map<std::string, bool> needed;
-    for_each_weight(staged.graph(), staged.graph().entry(), "",
-                    [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
-                      needed[name] = true;
-                      auto it = weights.find(name);
-                      const ir::TensorType& want = g.type(op.result(0));
-                      if (it == weights.end()) {
-                        problems.push_back(cat("weight ", quote_name(name), " is missing (@", g.name(), ", ",
-                                               op.describe(), ")"));
-                      } else if (!it->second.is_constant()) {
-                        problems.push_back(cat("weight ", quote_name(name), " holds no data"));
-                      } else if (it->second.dtype() != want.dtype ||
-                                 it->second.shape() != want.shape ||
-                                 it->second.device() != want.device) {
-                        problems.push_back(cat("weight ", quote_name(name), " is ", it->second.layout(),
-                                               " but the module needs ", ir::to_string(want)));
-                      }
-                    });
+    for_each_weight(
+        staged.graph(), staged.graph().entry(), "",
+        [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
+          needed[name] = true;
+          auto it = weights.find(name);
+          const ir::TensorType& want = g.type(op.result(0));
+          if (it == weights.end()) {
+            problems.push_back(cat("weight ", quote_name(name), " is missing (@", g.name(), ", ",
+                                   op.describe(), ")"));
+          } else if (!it->second.is_constant()) {
+            problems.push_back(cat("weight ", quote_name(name), " holds no data"));
+          } else if (it->second.dtype() != want.dtype || it->second.shape() != want.shape ||
+                     it->second.device() != want.device) {
+            problems.push_back(cat("weight ", quote_name(name), " is ", it->second.layout(),
+                                   " but the module needs ", ir::to_string(want)));
+          }
+        });
     std::sort(problems.begin(), problems.end());
     problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
     std::vector<std::string> unused;  // in name order (a map's)

@@ -3,7 +3,6 @@
 // in int64; one table maps op names to their evaluators.
 
 #include "kiln/compiler/reference.hpp"
-#include "kiln/ir/verifier.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +13,7 @@
 #include "compiler/machine_memory.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/ir/verifier.hpp"
 
 namespace kiln {
 namespace {
@@ -728,7 +728,8 @@ void check_result_sizes(const Context& ctx, const ir::Graph& graph, const ir::Op
     }
     const std::size_t machine = compiler::memory_and_swap();
     if (machine != 0 && bytes > machine)
-      refuse(cat("[", detail::join(shape, ", "), "] needs ", static_cast<double>(bytes) / (1u << 30),
+      refuse(cat("[", detail::join(shape, ", "), "] needs ",
+                 static_cast<double>(bytes) / (1u << 30),
                  " GiB (16 bytes per element), more than this machine's memory and swap (",
                  static_cast<double>(machine) / (1u << 30), " GiB)"));
   }

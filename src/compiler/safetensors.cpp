@@ -130,12 +130,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     if (name == "__metadata__") {
       if (!value.is_object()) impl->fail("__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) impl->fail(cat("__metadata__ entry ", quote_name(k), " is not a string"));
+        if (!v.is_string())
+          impl->fail(cat("__metadata__ entry ", quote_name(k), " is not a string"));
         impl->metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const auto bad = [&](const std::string& why) { impl->fail(cat("tensor ", quote_name(name), ": ", why)); };
+    const auto bad = [&](const std::string& why) {
+      impl->fail(cat("tensor ", quote_name(name), ": ", why));
+    };
     if (!value.is_object()) bad("its entry is not an object");
     const auto dtype_it = value.find("dtype");
     if (dtype_it == value.end() || !dtype_it->is_string()) bad("has no dtype string");
@@ -213,7 +216,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (!t.is_constant())
-      throw UserError(cat("save_safetensors: tensor ", quote_name(name), " holds no data (", t, ")"));
+      throw UserError(
+          cat("save_safetensors: tensor ", quote_name(name), " holds no data (", t, ")"));
     std::vector<std::int64_t> shape;
     for (const Dim& d : t.shape().dims()) shape.push_back(d.size());
     header[name] = {{"dtype", safetensors_name(t.dtype())},
@@ -227,7 +231,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   // memory), renamed over \p path once complete, as write_file_atomically does.
   const std::string tmp = cat(path, ".kiln-tmp-", ::getpid());
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) throw UserError(cat("save_safetensors: cannot write '", path, "' (", std::strerror(errno), ")"));
+  if (!out)
+    throw UserError(
+        cat("save_safetensors: cannot write '", path, "' (", std::strerror(errno), ")"));
   unsigned char len[8];
   std::uint64_t n = text.size();
   for (unsigned char& b : len) {
@@ -243,7 +249,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(tmp.c_str());
-    throw UserError(cat("save_safetensors: writing '", path, "' failed (", std::strerror(error), ")"));
+    throw UserError(
+        cat("save_safetensors: writing '", path, "' failed (", std::strerror(error), ")"));
   }
 }
 

@@ -99,7 +99,8 @@ std::int64_t checked_tensor_bytes(std::span<const std::int64_t> dims, std::size_
     over = over || __builtin_mul_overflow(bytes, std::max<std::int64_t>(d, 1), &bytes);
   if (over || bytes > kMaxTensorBytes)
     throw UserError(detail::cat("a tensor of shape [", detail::join(dims, ", "), "] and ",
-                                element_size, "-byte elements is more than 2^62 bytes, kiln's "
+                                element_size,
+                                "-byte elements is more than 2^62 bytes, kiln's "
                                 "limit for one tensor: too big"));
   return checked_volume(dims) * static_cast<std::int64_t>(element_size);
 }

@@ -33,8 +33,7 @@ class Verifier {
     for (std::size_t i = 0; i < g.num_ops(); ++i) {
       const OpView o = g.op(i);
       op(g, o);
-      for (std::size_t r = 0; r < o.num_results(); ++r)
-        size(g, &o, o.result(r), cat("result ", r));
+      for (std::size_t r = 0; r < o.num_results(); ++r) size(g, &o, o.result(r), cat("result ", r));
     }
   }
 
@@ -179,8 +178,8 @@ class Verifier {
       const Graph& g = module_.graph(i);
       if (depth[&g] > kMaxCallDepth) {
         report(g, nullptr,
-               cat("its calls nest ", depth[&g], " deep, more than kiln's limit of ",
-                   kMaxCallDepth, " (ir::kMaxCallDepth): inline some of the calls"));
+               cat("its calls nest ", depth[&g], " deep, more than kiln's limit of ", kMaxCallDepth,
+                   " (ir::kMaxCallDepth): inline some of the calls"));
         return;
       }
     }

@@ -54,9 +54,9 @@ GraphTopology::GraphTopology(std::vector<GraphNodeDesc>& descs) {
 
 const std::string& GraphTopology::Node::name() const {
   static const std::array<std::string, 7> kinds = {
-      kind_name(GraphNodeKind::kernel),    kind_name(GraphNodeKind::copy),
-      kind_name(GraphNodeKind::memset),    kind_name(GraphNodeKind::host),
-      kind_name(GraphNodeKind::empty),     kind_name(GraphNodeKind::child),
+      kind_name(GraphNodeKind::kernel),   kind_name(GraphNodeKind::copy),
+      kind_name(GraphNodeKind::memset),   kind_name(GraphNodeKind::host),
+      kind_name(GraphNodeKind::empty),    kind_name(GraphNodeKind::child),
       kind_name(GraphNodeKind::cuda_work)};
   if (!label.empty()) return label;
   if (kernel) return kernel->name;

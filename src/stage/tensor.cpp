@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <new>
-#include <stdexcept>
 #include <ostream>
+#include <stdexcept>
 
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
@@ -38,8 +38,8 @@ namespace {
 template <class Value>
 Tensor dense(const char* who, DType dtype, Shape shape, Device device, Value&& value) {
   if (!shape.is_static())
-    throw UserError(detail::cat(who, ": shape ", shape,
-                                " has symbolic dims; a constant needs a static shape"));
+    throw UserError(
+        detail::cat(who, ": shape ", shape, " has symbolic dims; a constant needs a static shape"));
   std::int64_t bytes = 0;
   try {
     bytes = shape.num_bytes(size_of(dtype));
@@ -52,24 +52,22 @@ Tensor dense(const char* who, DType dtype, Shape shape, Device device, Value&& v
   try {
     data->dense.bytes.resize(static_cast<std::size_t>(bytes));
   } catch (const std::bad_alloc&) {
-    throw UserError(detail::cat(who, ": out of memory for ", name(dtype), shape, " (", bytes,
-                                " bytes)"));
+    throw UserError(
+        detail::cat(who, ": out of memory for ", name(dtype), shape, " (", bytes, " bytes)"));
   } catch (const std::length_error&) {
-    throw UserError(detail::cat(who, ": ", name(dtype), shape, " (", bytes,
-                                " bytes) is too big for memory"));
+    throw UserError(
+        detail::cat(who, ": ", name(dtype), shape, " (", bytes, " bytes) is too big for memory"));
   }
   const std::size_t es = size_of(dtype);
   const std::size_t n = static_cast<std::size_t>(bytes) / es;
   for (std::size_t i = 0; i < n; ++i)
     store_from_double(dtype, value(i), data->dense.bytes.data() + i * es);
-  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device),
-                                        std::move(data));
+  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device), std::move(data));
 }
 
 }  // namespace
 
-Tensor Tensor::constant_data(TensorLayout layout,
-                             std::shared_ptr<const detail::TensorData> data) {
+Tensor Tensor::constant_data(TensorLayout layout, std::shared_ptr<const detail::TensorData> data) {
   Tensor t;
   t.kind_ = Kind::constant;
   t.layout_ = std::move(layout);
@@ -101,8 +99,7 @@ Tensor Tensor::from_bytes(DType dtype, Shape shape, Device device, const void* b
                                 need / size_of(dtype)));
   auto data = std::make_shared<detail::TensorData>();
   data->dense = {dtype, shape, std::string(static_cast<const char*>(bytes), size)};
-  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device),
-                                        std::move(data));
+  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device), std::move(data));
 }
 
 Tensor Tensor::full(const TensorLayout& layout, double value) {

@@ -344,10 +344,11 @@ TEST_F(Cli, HostileFilesEndInExitTwoNamingTheFileWithoutBlocking) {
   fs::create_directories(dir / "folder.mlir");
   const std::string one = "module {\n  func.func @main(%arg0: tensor<1xf32>) -> ";
   write("wrap.mlir",
-        one + "tensor<4611686018427387904xf32> {\n    %0 = \"kiln.broadcast_to\"(%arg0) {shape = "
-              "#kiln.shape<[4611686018427387904]>} : (tensor<1xf32>) -> "
-              "tensor<4611686018427387904xf32>\n    return %0 : tensor<4611686018427387904xf32>\n"
-              "  }\n}\n");
+        one +
+            "tensor<4611686018427387904xf32> {\n    %0 = \"kiln.broadcast_to\"(%arg0) {shape = "
+            "#kiln.shape<[4611686018427387904]>} : (tensor<1xf32>) -> "
+            "tensor<4611686018427387904xf32>\n    return %0 : tensor<4611686018427387904xf32>\n"
+            "  }\n}\n");
   write("max.mlir",
         "module {\n  func.func @main(%arg0: tensor<9223372036854775807xf32>) -> "
         "tensor<9223372036854775807xf32> {\n    return %arg0 : tensor<9223372036854775807xf32>\n"

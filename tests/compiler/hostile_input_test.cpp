@@ -33,14 +33,14 @@ TEST(HostileInput, BoundDimsWhoseProductWrapsAreTooBigForThePlannerAndTheInterpr
                                       Tensor::zeros(f32({n, 1, 1})), Tensor::zeros(f32({n, 1})),
                                       Tensor::zeros(f32({n}))};
   CompiledCallable callable(staged, std::map<std::string, Tensor>{});
-  KILN_EXPECT_THROW_MSG(callable.run(inputs), UserError, "[2097152, 2097152, 2097152",
-                        "too big");
+  KILN_EXPECT_THROW_MSG(callable.run(inputs), UserError, "[2097152, 2097152, 2097152", "too big");
   // The interpreter refuses its first op already: 2^42 elements are more than any memory.
   KILN_EXPECT_THROW_MSG(reference_run(staged.graph(), inputs, {}), UserError, "reference: result 0",
                         "[2097152, 2097152, 1, 1]", "run it on smaller inputs");
   // The same module at a size that fits still runs.
-  const std::vector<Tensor> small = {Tensor::full(f32({2, 1, 1, 1}), 1), Tensor::zeros(f32({3, 1, 1})),
-                                     Tensor::zeros(f32({1, 1})), Tensor::zeros(f32({2}))};
+  const std::vector<Tensor> small = {Tensor::full(f32({2, 1, 1, 1}), 1),
+                                     Tensor::zeros(f32({3, 1, 1})), Tensor::zeros(f32({1, 1})),
+                                     Tensor::zeros(f32({2}))};
   EXPECT_EQ(callable.run(small)[0].shape(), (Shape{2, 3, 1, 2}));
 }
 

@@ -95,12 +95,14 @@ TEST_F(Safetensors, BrokenFilesAreRejectedWithTheProblemNamed) {
 // Python's reader the last): refused. A NUL in a name cut messages short: escaped.
 TEST_F(Safetensors, RepeatedNamesAreRefusedAndNamesAreEscapedInMessages) {
   const std::string entry = R"({"dtype": "F32", "shape": [1], "data_offsets": )";
-  const std::string twice = write_raw(
-      "twice", "{\"w\": " + entry + "[0, 4]}, \"w\": " + entry + "[4, 8]}}", 8);
+  const std::string twice =
+      write_raw("twice", "{\"w\": " + entry + "[0, 4]}, \"w\": " + entry + "[4, 8]}}", 8);
   KILN_EXPECT_THROW_MSG(SafetensorsFile::open(twice), UserError, "twice",
                         "its header names tensor 'w' twice");
   const std::string nul = write_raw(
-      "nul", std::string("{\"a\\u0000b\": {\"dtype\": \"F8\", \"shape\": [1], \"data_offsets\": [0, 1]}}"), 1);
+      "nul",
+      std::string("{\"a\\u0000b\": {\"dtype\": \"F8\", \"shape\": [1], \"data_offsets\": [0, 1]}}"),
+      1);
   KILN_EXPECT_THROW_MSG(SafetensorsFile::open(nul), UserError, "tensor 'a\\x00b': dtype 'F8'");
 }
 

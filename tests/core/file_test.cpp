@@ -17,8 +17,9 @@ namespace fs = std::filesystem;
 
 class Files : public ::testing::Test {
  protected:
-  fs::path dir = fs::temp_directory_path() / ("kiln_file_" + std::to_string(::getpid()) + "_" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  fs::path dir =
+      fs::temp_directory_path() / ("kiln_file_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   void SetUp() override { fs::create_directories(dir); }
   void TearDown() override { fs::remove_all(dir); }
   std::string path(const char* name) const { return (dir / name).string(); }
@@ -32,8 +33,8 @@ class Files : public ::testing::Test {
 // out: both are refused at once, naming the file, as are directories.
 TEST_F(Files, ReadsRefuseWhatIsNotARegularFileWithoutBlocking) {
   ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
-  KILN_EXPECT_THROW_MSG(read_regular_file(path("fifo"), "a model", 1 << 20), UserError, "fifo: ",
-                        "is a FIFO or socket, not a file");
+  KILN_EXPECT_THROW_MSG(read_regular_file(path("fifo"), "a model", 1 << 20), UserError,
+                        "fifo: ", "is a FIFO or socket, not a file");
   KILN_EXPECT_THROW_MSG(read_regular_file("/dev/zero", "a model", 1 << 20), UserError,
                         "/dev/zero: is a device, not a file");
   KILN_EXPECT_THROW_MSG(read_regular_file(dir.string(), "a model", 1 << 20), UserError,
@@ -56,7 +57,8 @@ TEST_F(Files, WritesAreWholeOrNotAtAllAndLeaveNoTemporaryFile) {
   EXPECT_EQ(entries(), 1u);
   // A directory in the way: an error naming the path; the directory and its contents stay.
   fs::create_directories(dir / "taken" / "inside");
-  KILN_EXPECT_THROW_MSG(write_file_atomically(path("taken"), "x"), UserError, "taken: cannot write");
+  KILN_EXPECT_THROW_MSG(write_file_atomically(path("taken"), "x"), UserError,
+                        "taken: cannot write");
   EXPECT_TRUE(fs::is_directory(dir / "taken" / "inside"));
   KILN_EXPECT_THROW_MSG(write_file_atomically(path("no/such/dir/f"), "x"), UserError,
                         "cannot write (No such file or directory)");

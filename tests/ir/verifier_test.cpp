@@ -12,9 +12,9 @@
 namespace kiln::ir {
 namespace {
 
+using kiln::detail::cat;
 using testing::f32;
 using ::testing::HasSubstr;
-using kiln::detail::cat;
 
 std::string all(const std::vector<Diagnostic>& ds) {
   std::string out;
@@ -183,8 +183,9 @@ TEST(IrVerifier, BoundsHowDeepCallsNestWithoutRecursing) {
       Value y = x;
       if (i < depth) {
         const std::vector<Value> operands{x};
-        y = graphs[i]->add_op_typed(lookup_op("func.call"), operands,
-                                    {{"callee", SymbolRef{graphs[i + 1]->name()}}}, {f32({2})})
+        y = graphs[i]
+                ->add_op_typed(lookup_op("func.call"), operands,
+                               {{"callee", SymbolRef{graphs[i + 1]->name()}}}, {f32({2})})
                 .result(0);
       }
       graphs[i]->set_results({y});

@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "kiln/compiler/npy.hpp"
-#include "kiln/core/file.hpp"
 #include "kiln/compiler/safetensors.hpp"
+#include "kiln/core/file.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/ir/verifier.hpp"
 
@@ -82,8 +82,8 @@ void check_files_distinct(const std::vector<CommandFile>& files) {
     if (!files[i].written) continue;
     std::error_code error;
     if (fs::is_directory(files[i].path, error))
-      throw UsageError(str(files[i].what, ": ", files[i].path,
-                           " is a directory; kiln writes a file there"));
+      throw UsageError(
+          str(files[i].what, ": ", files[i].path, " is a directory; kiln writes a file there"));
     for (std::size_t j = 0; j < files.size(); ++j)
       if (j != i && (j > i || !files[j].written) && same(files[i].path, files[j].path))
         throw UsageError(str(files[i].what, " writes ", files[i].path, ", which is ",
@@ -233,8 +233,8 @@ std::map<std::string, Tensor> load_weights(const ir::Module& module, const Model
     const auto it = weights.find(name);
     if (it == weights.end()) {
       if (!options.weights.empty() && !fill_missing)
-        problems.push_back(str("the model reads ", quote_name(name), " (",
-                               ir::to_string(type), "), which the file lacks"));
+        problems.push_back(str("the model reads ", quote_name(name), " (", ir::to_string(type),
+                               "), which the file lacks"));
     } else if (it->second.dtype() != type.dtype || it->second.shape() != type.shape) {
       problems.push_back(str(quote_name(name), " is ", kiln::name(it->second.dtype()),
                              it->second.shape(), " in the file but the model reads ",
@@ -245,7 +245,8 @@ std::map<std::string, Tensor> load_weights(const ir::Module& module, const Model
     problems.push_back(str(unused.size(), " tensor", unused.size() == 1 ? "" : "s",
                            " the model does not read (first: ", quote_name(unused[0]),
                            "); pass --skip-unused-weights to leave ",
-                           unused.size() == 1 ? "it" : "them", " out, if the file is for this "
+                           unused.size() == 1 ? "it" : "them",
+                           " out, if the file is for this "
                            "model"));
   if (!problems.empty()) {
     if (problems.size() > 10) {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "kiln/core/file.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/core/file.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/stage/tensor.hpp"
 

@@ -103,8 +103,8 @@ int demo_command(const DemoOptions& o) {
   if (!o.emit_mlir.empty()) {
     files.push_back({"--emit-mlir", o.emit_mlir, true});
     for (const char* suffix : {".safetensors", ".input.npy", ".output.npy"})
-      files.push_back({std::string("--emit-mlir (its ") + suffix + ")",
-                       sibling(o.emit_mlir, suffix), true});
+      files.push_back(
+          {std::string("--emit-mlir (its ") + suffix + ")", sibling(o.emit_mlir, suffix), true});
   }
   if (!o.json.empty()) files.push_back({"--json", o.json, true});
   check_files_distinct(files);

@@ -126,7 +126,8 @@ std::vector<TensorType> infer_split(const InferContext& ctx) {
   if (sizes.empty() || std::any_of(sizes.begin(), sizes.end(), [](auto s) { return s < 0; }))
     throw UserError(cat("sizes [", join(sizes, ", "), "] must be non-empty and >= 0"));
   std::int64_t sum = 0;
-  for (std::int64_t s : sizes) sum = checked_add(sum, s, cat("the sum of sizes [", join(sizes, ", "), "]"));
+  for (std::int64_t s : sizes)
+    sum = checked_add(sum, s, cat("the sum of sizes [", join(sizes, ", "), "]"));
   if (!along.is_static() || along.size() != sum)
     throw UserError(cat("sizes [", join(sizes, ", "), "] sum to ", sum, " but axis ", axis, " of ",
                         x.shape, " is ", along));
