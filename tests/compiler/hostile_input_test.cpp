@@ -74,9 +74,10 @@ TEST(HostileInput, DestroyingACallableWaitsForTheCallAnotherThreadIsInside) {
     auto callable = std::make_unique<CompiledCallable>(staged, std::map<std::string, Tensor>{});
     std::atomic<bool> started{false};
     std::vector<Tensor> got;
+    CompiledCallable* const inside = callable.get();  // (reset writes the unique_ptr)
     std::thread caller([&] {
       started = true;
-      got = callable->run({x});  // the first call plans and records: tens of milliseconds
+      got = inside->run({x});  // the first call plans and records: tens of milliseconds
     });
     while (!started) std::this_thread::yield();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
