@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "compiler/machine_memory.hpp"
@@ -709,11 +710,14 @@ const std::unordered_map<std::string, Evaluator>& table() {
 
 /// Refuses, before it runs, an op whose results would pass kiln's size limit at the
 /// interpreter's 16 bytes per element (symbols bound by the entry's inputs).
-void check_result_sizes(const Context& ctx, const ir::Graph& graph, const ir::OpView& op) {
+/// Returns the results' concrete shapes (none when a symbol is not bound here).
+std::optional<std::vector<Index>> check_result_sizes(const Context& ctx, const ir::Graph& graph,
+                                                     const ir::OpView& op) {
+  std::vector<Index> shapes;
   for (std::size_t r = 0; r < op.num_results(); ++r) {
     Index shape;
     for (const Dim& d : graph.type(op.result(r)).shape.dims()) {
-      if (!d.is_static() && ctx.symbols.count(d.symbol()) == 0) return;  // bound by a call
+      if (!d.is_static() && ctx.symbols.count(d.symbol()) == 0) return std::nullopt;
       shape.push_back(d.is_static() ? d.size() : ctx.symbols.at(d.symbol()));
     }
     const auto refuse = [&](const std::string& why) {
@@ -732,7 +736,9 @@ void check_result_sizes(const Context& ctx, const ir::Graph& graph, const ir::Op
                  static_cast<double>(bytes) / (1u << 30),
                  " GiB (16 bytes per element), more than this machine's memory and swap (",
                  static_cast<double>(machine) / (1u << 30), " GiB)"));
+    shapes.push_back(std::move(shape));
   }
+  return shapes;
 }
 
 std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
@@ -747,8 +753,17 @@ std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
       throw UserError(cat("reference: no evaluator for ", op.describe(), " in @", graph.name()));
     OpArgs args{ctx, graph, op, {}, prefix};
     for (ir::Value v : op.operands()) args.in.push_back(&values[v.id]);
-    check_result_sizes(ctx, graph, op);
+    const std::optional<std::vector<Index>> shapes = check_result_sizes(ctx, graph, op);
     std::vector<Array> results;
+    // Results that hold nothing are not computed: a matmul over 9 * 10^15 batches of empty
+    // matrices would loop for hours to write no element (the compiler skips such launches).
+    if (shapes && !shapes->empty() &&
+        std::all_of(shapes->begin(), shapes->end(),
+                    [](const Index& sh) { return count(sh) == 0; })) {
+      for (std::size_t r = 0; r < shapes->size(); ++r)
+        values[op.result(r).id] = Array{graph.type(op.result(r)).dtype, (*shapes)[r], {}};
+      continue;
+    }
     try {
       results = it->second(args);
     } catch (const std::bad_alloc&) {
