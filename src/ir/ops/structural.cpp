@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <numeric>
 
 #include "ir/ops/ops.hpp"
 #include "kiln/core/error.hpp"
