@@ -1,12 +1,16 @@
 // Clusters: the local one (signal buffers) and the MPI one (the libkiln_mpi.so plugin,
 // loaded on first use).
 
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/str.hpp"
@@ -33,7 +37,7 @@ class LocalCluster final : public Cluster {
 struct MpiPlugin {
   decltype(&kiln_mpi_init) init = nullptr;
   decltype(&kiln_mpi_split) split = nullptr;
-  decltype(&kiln_mpi_collective) collective = nullptr;
+  decltype(&kiln_mpi_run) run = nullptr;
   decltype(&kiln_mpi_error_string) error_string = nullptr;
   int rank = 0, size = 1;
 
@@ -50,6 +54,18 @@ std::string directory_of_program() {
   return path.substr(0, path.rfind('/'));
 }
 
+/// The directory of the file this code was loaded from: libkiln.so, or the program
+/// when kiln is linked statically.
+std::string directory_of_kiln() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&directory_of_kiln), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return ".";
+  const std::string path = info.dli_fname;
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
 /// Loads libkiln_mpi.so and initialises MPI, once per process.
 const MpiPlugin& plugin() {
   static MpiPlugin loaded;
@@ -60,6 +76,7 @@ const MpiPlugin& plugin() {
     const std::string dir = directory_of_program();
     candidates.push_back(dir + "/libkiln_mpi.so");
     candidates.push_back(dir + "/../lib/libkiln_mpi.so");
+    candidates.push_back(directory_of_kiln() + "/libkiln_mpi.so");  // beside libkiln.so
 #ifdef KILN_MPI_PLUGIN_BUILD_PATH
     candidates.push_back(KILN_MPI_PLUGIN_BUILD_PATH);
 #endif
@@ -78,7 +95,7 @@ const MpiPlugin& plugin() {
     };
     load(loaded.init, "kiln_mpi_init");
     load(loaded.split, "kiln_mpi_split");
-    load(loaded.collective, "kiln_mpi_collective");
+    load(loaded.run, "kiln_mpi_run");
     load(loaded.error_string, "kiln_mpi_error_string");
     loaded.check(loaded.init(&loaded.rank, &loaded.size), "MPI_Init_thread");
   });
@@ -104,9 +121,14 @@ int mpi_dtype(DType dtype) {
 /// The ranks of one device group, one per process: this process's rank is `position`.
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(int size, int position, void* comm)
-      : size_(size), position_(position), comm_(comm) {}
-  int size() const noexcept override { return size_; }
+  MpiCommunicator(std::vector<int> processes, int position, void* comm,
+                  std::chrono::milliseconds timeout)
+      : processes_(std::move(processes)),
+        position_(position),
+        comm_(comm),
+        timeout_(timeout),
+        missing_(processes_.size()) {}
+  int size() const noexcept override { return static_cast<int>(processes_.size()); }
 
   void run(int rank, const Collective& c) override {
     check(rank, c);
@@ -114,25 +136,63 @@ class MpiCommunicator final : public Communicator {
       throw InternalError(cat("MpiCommunicator: rank ", rank, " runs here, but this process is ",
                               position_ < 0 ? "not in the group" : cat("rank ", position_)));
     const MpiPlugin& p = plugin();
-    p.check(p.collective(comm_, static_cast<int>(c.kind), mpi_dtype(c.dtype), c.in, c.out,
-                         c.counts.data(), static_cast<int>(c.counts.size()), c.root),
-            to_string(c.kind));
+    ++number_;
+    int n_missing = 0;
+    const int code = p.run(comm_, static_cast<int>(c.kind), mpi_dtype(c.dtype), c.in, c.out,
+                           c.counts.data(), static_cast<int>(c.counts.size()), c.root,
+                           timeout_.count(), missing_.data(), &n_missing);
+    if (code == KILN_MPI_TIMED_OUT) throw DeviceError(timed_out(c, n_missing));
+    p.check(code, to_string(c.kind));
   }
 
  private:
-  int size_, position_;
-  void* comm_;  // MPI_Comm*, null when this process is not in the group (never freed: MPI
-                // communicators live until MPI_Finalize)
+  std::string who(int rank) const {
+    return cat("rank ", rank, " (MPI process ", processes_[static_cast<std::size_t>(rank)], ")");
+  }
+
+  std::string timed_out(const Collective& c, int n_missing) {
+    const std::string here = cat("collective ", number_, " (", to_string(c.kind), ") on ",
+                                 who(position_), ": ");
+    std::string why;
+    if (timed_out_at_ != 0) {
+      why = cat("collective ", timed_out_at_,
+                " on this communicator timed out, so its ranks are out of step");
+    } else if (n_missing == 0) {
+      why = cat("every rank arrived, but it did not complete within ", timeout_.count(),
+                " ms; the ranks must run the same collective with the same counts");
+    } else {
+      std::vector<std::string> ranks;
+      for (int i = 0; i < n_missing; ++i) ranks.push_back(who(missing_[static_cast<std::size_t>(i)]));
+      why = cat(detail::join(ranks, ", "), " did not arrive at it within ",
+                timeout_.count(), " ms; every rank must run the same collectives in the same order");
+    }
+    if (timed_out_at_ == 0) timed_out_at_ = number_;
+    return cat(here, why,
+               " (MPI cannot cancel a collective: this process aborts the MPI job at exit rather "
+               "than wait in MPI_Finalize)");
+  }
+
+  std::vector<int> processes_;  // rank i is MPI process processes_[i]
+  int position_;
+  void* comm_;  // the plugin's communicator, null when this process is not in the group
+                // (never freed: MPI communicators live until MPI_Finalize)
+  std::chrono::milliseconds timeout_;
+  std::vector<int> missing_;       // room for the plugin's answer: allocated once
+  std::uint64_t number_ = 0;       // collectives run, for messages
+  std::uint64_t timed_out_at_ = 0;  // the collective that timed out, 0 if none
 };
 
 class MpiCluster final : public Cluster {
  public:
+  explicit MpiCluster(std::chrono::milliseconds timeout) : timeout_(timeout) {}
   bool owns(Device device) const override { return device.index() == plugin().rank; }
 
   std::shared_ptr<Communicator> communicator(const std::vector<Device>& devices) override {
     const MpiPlugin& p = plugin();
     int position = -1;
+    std::vector<int> processes;
     for (std::size_t i = 0; i < devices.size(); ++i) {
+      processes.push_back(devices[i].index());
       if (devices[i].index() >= p.size)
         throw UserError(cat("mpi_cluster: ", devices[i], " has no process: ", p.size,
                             " processes drive cpu:0 to cpu:", p.size - 1, "; run with mpirun -np ",
@@ -141,7 +201,7 @@ class MpiCluster final : public Cluster {
     }
     void* comm = nullptr;
     p.check(p.split(next_color_++, position >= 0 ? 1 : 0, position, &comm), "MPI_Comm_split");
-    return std::make_shared<MpiCommunicator>(static_cast<int>(devices.size()), position, comm);
+    return std::make_shared<MpiCommunicator>(std::move(processes), position, comm, timeout_);
   }
 
   std::string str() const override {
@@ -149,6 +209,7 @@ class MpiCluster final : public Cluster {
   }
 
  private:
+  std::chrono::milliseconds timeout_;
   int next_color_ = 0;  // every process splits every group in the same order
 };
 
@@ -162,11 +223,14 @@ bool launched_by_mpi() {
   return false;
 }
 
-std::shared_ptr<Cluster> mpi_cluster() {
+std::shared_ptr<Cluster> mpi_cluster(std::chrono::milliseconds collective_timeout) {
+  if (collective_timeout.count() <= 0)
+    throw UserError(cat("mpi_cluster: the collective timeout must be positive, not ",
+                        collective_timeout.count(), " ms"));
   const MpiPlugin& p = plugin();  // load and initialise now, so that errors surface here
   // Process p drives cpu:p, so it needs that many CPU devices to open a context on it.
   if (cpu_device_count() < p.size) set_cpu_device_count(p.size);
-  return std::make_shared<MpiCluster>();
+  return std::make_shared<MpiCluster>(collective_timeout);
 }
 
 }  // namespace kiln

@@ -158,12 +158,17 @@ bool launched_by_mpi();
 /// The MPI cluster: process p of P drives `cpu:p`; collectives between processes go
 /// through MPI (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter, MPI_Bcast,
 /// MPI_Alltoall) on sub-communicators split from MPI_COMM_WORLD. MPI is loaded on first
-/// use from the plugin libkiln_mpi.so (`KILN_MPI_PLUGIN`, else beside the program or in
-/// its ../lib, else the loader's search path), so programs that never call this do not
+/// use from the plugin libkiln_mpi.so (`KILN_MPI_PLUGIN`, else beside the program, in
+/// its ../lib or beside libkiln.so, else the loader's search path), so programs that never call this do not
 /// need MPI at run time. Initialises MPI once (MPI_THREAD_SERIALIZED) and finalises it at
 /// exit, and exposes at least as many CPU devices as there are processes.
-/// \throws UserError naming what is missing (the plugin, MPI).
-std::shared_ptr<Cluster> mpi_cluster();
+/// A rank that waits longer than \p collective_timeout in a collective (another process
+/// stopped, or hangs in user code) throws DeviceError naming the ranks that did not arrive;
+/// MPI cannot cancel the collective, so the process then aborts the MPI job at exit
+/// instead of waiting in MPI_Finalize for the missing rank.
+/// \throws UserError naming what is missing (the plugin, MPI), or for a timeout <= 0.
+std::shared_ptr<Cluster> mpi_cluster(
+    std::chrono::milliseconds collective_timeout = std::chrono::seconds(60));
 
 /// Elements of the output of \p c on a communicator of \p size ranks, for rank \p rank.
 std::size_t collective_output_count(const Collective& c, int size, int rank);
