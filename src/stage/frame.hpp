@@ -95,8 +95,23 @@ Frame* current_frame() noexcept;
 void set_current_frame(Frame* frame) noexcept;
 /// The current frame. \throws UserError naming \p op when not staging.
 Frame& require_frame(std::string_view op, const SourceLocation& where);
-/// `file:line:col` of a source location (file shortened to what follows the last '/').
+/// While one lives on this thread (the outermost, if they nest), every op staged and every
+/// staging error is located at its \p where instead of the op's own location: kiln's
+/// helpers built from other ops (kiln::nn layers, sharded ops) open one at their public
+/// boundary, so that the ops they make point at the user's call, not at kiln's sources.
+class UserCallSite {
+ public:
+  explicit UserCallSite(const SourceLocation& where) noexcept;
+  ~UserCallSite();
+  UserCallSite(const UserCallSite&) = delete;
+  UserCallSite& operator=(const UserCallSite&) = delete;
+
+ private:
+  bool outermost_;
+};
+/// `file:line:col` of a source location (or of the user's call site, see UserCallSite).
 std::string where_string(const SourceLocation& where);
+/// The IR location of a source location (or of the user's call site, see UserCallSite).
 ir::Location location_of(const SourceLocation& where);
 
 ir::TensorType to_ir(const TensorLayout& layout);

@@ -6,6 +6,7 @@
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/stage/stage.hpp"
+#include "stage/frame.hpp"
 
 namespace kiln::nn {
 namespace {
@@ -24,36 +25,42 @@ TensorLayout layout(DType dtype, Shape shape, const Tensor& like) {
 
 }  // namespace
 
-Tensor Linear::operator()(const Tensor& x) const {
+Tensor Linear::operator()(const Tensor& x, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   Tensor y = matmul(x, weight("weight", layout(dtype, {in, out}, x)));
   if (bias) y = y + weight("bias", layout(dtype, {out}, x));
   return y;
 }
 
-Tensor Embedding::operator()(const Tensor& ids) const {
+Tensor Embedding::operator()(const Tensor& ids, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   return embedding(weight("weight", layout(dtype, {vocab, dim}, ids)), ids);
 }
 
-Tensor LayerNorm::operator()(const Tensor& x) const {
+Tensor LayerNorm::operator()(const Tensor& x, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   return layer_norm(x, weight("weight", layout(dtype, {dim}, x)),
                     weight("bias", layout(dtype, {dim}, x)), eps);
 }
 
-Tensor RMSNorm::operator()(const Tensor& x) const {
+Tensor RMSNorm::operator()(const Tensor& x, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   return rms_norm(x, weight("weight", layout(dtype, {dim}, x)), eps);
 }
 
-Tensor MLP::operator()(const Tensor& x) const {
+Tensor MLP::operator()(const Tensor& x, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   const Tensor h = gelu(Linear{dim, hidden, true, "w1", dtype}(x), approximate);
   return Linear{hidden, dim, true, "w2", dtype}(h);
 }
 
-Tensor MultiHeadAttention::operator()(const Tensor& x) const {
+Tensor MultiHeadAttention::operator()(const Tensor& x, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   if (heads < 1 || dim % heads != 0)
     throw UserError(
@@ -75,7 +82,8 @@ Tensor MultiHeadAttention::operator()(const Tensor& x) const {
   return Linear{dim, dim, true, "o", dtype}(merged);
 }
 
-Tensor TransformerBlock::operator()(const Tensor& x) const {
+Tensor TransformerBlock::operator()(const Tensor& x, Loc where) const {
+  const detail::UserCallSite site(where);
   OptionalScope scope(name);
   const Tensor h =
       x + MultiHeadAttention{dim, heads, "attn", dtype}(LayerNorm{dim, 1e-5, "norm1", dtype}(x));

@@ -13,7 +13,20 @@ namespace kiln {
 namespace detail {
 namespace {
 thread_local Frame* t_frame = nullptr;
+thread_local const SourceLocation* t_user_call_site = nullptr;  // see UserCallSite
+
+const SourceLocation& located(const SourceLocation& where) noexcept {
+  return t_user_call_site != nullptr && where.line() != 0 ? *t_user_call_site : where;
+}
 }  // namespace
+
+UserCallSite::UserCallSite(const SourceLocation& where) noexcept
+    : outermost_(t_user_call_site == nullptr) {
+  if (outermost_) t_user_call_site = &where;
+}
+UserCallSite::~UserCallSite() {
+  if (outermost_) t_user_call_site = nullptr;
+}
 
 Frame* current_frame() noexcept { return t_frame; }
 void set_current_frame(Frame* frame) noexcept { t_frame = frame; }
@@ -27,11 +40,13 @@ Frame& require_frame(std::string_view op, const SourceLocation& where) {
 }
 
 std::string where_string(const SourceLocation& where) {
-  return cat(where.file_name(), ":", where.line(), ":", where.column());
+  const SourceLocation& at = located(where);
+  return cat(at.file_name(), ":", at.line(), ":", at.column());
 }
 
 ir::Location location_of(const SourceLocation& where) {
-  return {where.file_name(), where.line(), where.column()};
+  const SourceLocation& at = located(where);
+  return {at.file_name(), at.line(), at.column()};
 }
 
 ir::TensorType to_ir(const TensorLayout& layout) {

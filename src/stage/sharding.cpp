@@ -11,6 +11,7 @@
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/stage/stage.hpp"
+#include "stage/frame.hpp"
 
 namespace kiln {
 namespace {
@@ -51,6 +52,7 @@ std::vector<Tensor> per_group(const ShardedTensor& x, std::size_t axis, F&& f) {
 
 /// One mesh axis from its current placement to \p to.
 ShardedTensor change_axis(const ShardedTensor& x, std::size_t m, const Placement& to, Loc where) {
+  const detail::UserCallSite site(where);  // the ops below are the user's call's
   const Placement& from = x.layout().placements()[m];
   if (from == to) return x;
   const ShardedLayout target = x.layout().with(m, to);
@@ -117,6 +119,7 @@ ShardedTensor each_shard(const ShardedTensor& x, const ShardedLayout& layout, F&
 /// Elementwise a op b: Partial allowed on an axis only where \p partial_ok and both are.
 template <class F>
 ShardedTensor elementwise(ShardedTensor a, ShardedTensor b, bool partial_ok, F&& f, Loc where) {
+  const detail::UserCallSite site(where);  // f's ops are the user's call's
   if (a.layout().shape() != b.layout().shape() || a.layout().mesh() != b.layout().mesh())
     throw UserError(
         cat("sharded elementwise op: ", a.layout().str(), " and ", b.layout().str(),
@@ -334,20 +337,21 @@ ShardedTensor redistribute(const ShardedTensor& x, const std::vector<Placement>&
   return out;
 }
 
-ShardedTensor operator+(const ShardedTensor& a, const ShardedTensor& b) {
+ShardedTensor operator+(Located<const ShardedTensor&> a, const ShardedTensor& b) {
   return elementwise(
-      a, b, true, [](const Tensor& x, const Tensor& y) { return x + y; }, Loc::current());
+      a.value, b, true, [](const Tensor& x, const Tensor& y) { return x + y; }, a.where);
 }
-ShardedTensor operator-(const ShardedTensor& a, const ShardedTensor& b) {
+ShardedTensor operator-(Located<const ShardedTensor&> a, const ShardedTensor& b) {
   return elementwise(
-      a, b, true, [](const Tensor& x, const Tensor& y) { return x - y; }, Loc::current());
+      a.value, b, true, [](const Tensor& x, const Tensor& y) { return x - y; }, a.where);
 }
-ShardedTensor operator*(const ShardedTensor& a, const ShardedTensor& b) {
+ShardedTensor operator*(Located<const ShardedTensor&> a, const ShardedTensor& b) {
   return elementwise(
-      a, b, false, [](const Tensor& x, const Tensor& y) { return x * y; }, Loc::current());
+      a.value, b, false, [](const Tensor& x, const Tensor& y) { return x * y; }, a.where);
 }
-ShardedTensor operator*(const ShardedTensor& a, double b) {  // linear: Partial stays
-  return each_shard(a, a.layout(), [&](const Tensor& t) { return t * b; });
+ShardedTensor operator*(Located<const ShardedTensor&> a, double b) {  // linear: Partial stays
+  const detail::UserCallSite site(a.where);
+  return each_shard(a.value, a.value.layout(), [&](const Tensor& t) { return t * b; });
 }
 ShardedTensor relu(const ShardedTensor& x, Loc where) {
   const ShardedTensor r = without_partial(x, where);

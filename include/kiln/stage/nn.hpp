@@ -5,7 +5,9 @@
 ///
 /// Each layer holds its sizes and a `name`; calling it opens `name_scope(name)` and
 /// declares its weights there (`weight`, `bias`), so a block called inside
-/// `name_scope("layers.3")` declares `layers.3.mlp.w1.weight`.
+/// `name_scope("layers.3")` declares `layers.3.mlp.w1.weight`. Every op a layer stages is
+/// located at the layer's call site in the caller's code (`where`; through `as_subgraph`,
+/// the first call's), never in kiln's sources.
 ///
 /// \code
 ///   kiln::nn::TransformerBlock block{.dim = 512, .heads = 8, .hidden = 2048};
@@ -28,7 +30,7 @@ struct Linear {
   bool bias = true;
   std::string name{};
   DType dtype = DType::f32;
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 
 /// Rows of weight [vocab, dim] picked by integer ids.
@@ -37,7 +39,7 @@ struct Embedding {
   std::int64_t dim = 0;
   std::string name{};
   DType dtype = DType::f32;
-  Tensor operator()(const Tensor& ids) const;
+  Tensor operator()(const Tensor& ids, Loc where = Loc::current()) const;
 };
 
 /// Layer normalisation over the last axis; weight and bias [dim].
@@ -46,7 +48,7 @@ struct LayerNorm {
   double eps = 1e-5;
   std::string name{};
   DType dtype = DType::f32;
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 
 /// RMS normalisation over the last axis; weight [dim].
@@ -55,7 +57,7 @@ struct RMSNorm {
   double eps = 1e-6;
   std::string name{};
   DType dtype = DType::f32;
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 
 /// w2(gelu(w1(x))): dim -> hidden -> dim. GELU as `approximate` says: "none" (exact, with
@@ -66,7 +68,7 @@ struct MLP {
   std::string name = "mlp";
   DType dtype = DType::f32;
   std::string approximate = "none";
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 
 /// Multi-head self-attention over x [batch, seq, dim] (q, k, v, o projections).
@@ -75,7 +77,7 @@ struct MultiHeadAttention {
   std::int64_t heads = 1;
   std::string name = "attn";
   DType dtype = DType::f32;
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 
 /// Pre-norm transformer block: h = x + attn(norm1(x)); h + mlp(norm2(h)), GPT-2 style:
@@ -87,7 +89,7 @@ struct TransformerBlock {
   std::string name{};
   DType dtype = DType::f32;
   std::string gelu_approximate = "tanh";
-  Tensor operator()(const Tensor& x) const;
+  Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 
 }  // namespace kiln::nn

@@ -142,10 +142,10 @@ ShardedTensor redistribute(const ShardedTensor& x, const std::vector<Placement>&
 /// Elementwise ops on sharded tensors: the second operand is redistributed to the first's
 /// placements; Partial operands become Replicated first, except for add and sub of two
 /// Partial operands (a sum of sums).
-ShardedTensor operator+(const ShardedTensor& a, const ShardedTensor& b);
-ShardedTensor operator-(const ShardedTensor& a, const ShardedTensor& b);
-ShardedTensor operator*(const ShardedTensor& a, const ShardedTensor& b);
-ShardedTensor operator*(const ShardedTensor& a, double b);
+ShardedTensor operator+(Located<const ShardedTensor&> a, const ShardedTensor& b);
+ShardedTensor operator-(Located<const ShardedTensor&> a, const ShardedTensor& b);
+ShardedTensor operator*(Located<const ShardedTensor&> a, const ShardedTensor& b);
+ShardedTensor operator*(Located<const ShardedTensor&> a, double b);
 ShardedTensor relu(const ShardedTensor& x, Loc where = Loc::current());
 ShardedTensor gelu(const ShardedTensor& x, Loc where = Loc::current());
 /// x [..., m, k] @ w [k, n], sharding propagated: w Sharded(1) gives the output

@@ -166,13 +166,34 @@ struct SubgraphOptions {
 
 namespace detail {
 
-/// The signature of a callable with one `operator()` or of a function (pointer).
+/// True when the last of \p A is a SourceLocation: the callable takes its call site.
+template <class... A>
+constexpr bool ends_with_location() {
+  if constexpr (sizeof...(A) == 0) {
+    return false;
+  } else {
+    return std::is_same_v<std::decay_t<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>>,
+                          SourceLocation>;
+  }
+}
+template <class Tuple, class Indices>
+struct FirstOf;
+template <class Tuple, std::size_t... I>
+struct FirstOf<Tuple, std::index_sequence<I...>> {
+  using type = std::tuple<std::tuple_element_t<I, Tuple>...>;
+};
+
+/// The signature of a callable with one `operator()` or of a function (pointer). A last
+/// parameter of type SourceLocation (kiln::nn's layers have one) is not an argument:
+/// `stage` and `as_subgraph` pass their own call site for it (`located`).
 template <class F>
 struct Signature : Signature<decltype(&F::operator())> {};
 template <class R, class... A>
 struct Signature<R (*)(A...)> {
   using Result = R;
-  using Args = std::tuple<std::decay_t<A>...>;
+  static constexpr bool located = ends_with_location<A...>();
+  using Args = typename FirstOf<std::tuple<std::decay_t<A>...>,
+                                std::make_index_sequence<sizeof...(A) - (located ? 1 : 0)>>::type;
 };
 template <class R, class... A>
 struct Signature<R(A...)> : Signature<R (*)(A...)> {};
@@ -180,6 +201,32 @@ template <class C, class R, class... A>
 struct Signature<R (C::*)(A...) const> : Signature<R (*)(A...)> {};
 template <class C, class R, class... A>
 struct Signature<R (C::*)(A...)> : Signature<R (*)(A...)> {};
+
+/// Calls \p fn with the tuple \p args, and \p where last if \p fn takes its call site.
+template <class F, class Tuple>
+decltype(auto) apply_at(const F& fn, Tuple&& args, const SourceLocation& where) {
+  if constexpr (Signature<F>::located) {
+    return std::apply(
+        [&](auto&&... a) -> decltype(auto) { return fn(std::forward<decltype(a)>(a)..., where); },
+        std::forward<Tuple>(args));
+  } else {
+    (void)where;
+    return std::apply(fn, std::forward<Tuple>(args));
+  }
+}
+
+/// The call operator of `Subgraph<F>`: F's parameters, then the caller's location (which
+/// a variadic template could not take).
+template <class Self, class Args>
+class SubgraphCallOperator;
+template <class Self, class... P>
+class SubgraphCallOperator<Self, std::tuple<P...>> {
+ public:
+  /// Calls the subgraph (see `Subgraph`); \p where is the call op's location.
+  auto operator()(const P&... args, SourceLocation where = SourceLocation::current()) const {
+    return static_cast<const Self&>(*this).call(where, args...);
+  }
+};
 
 /// One staging run (the entry graph's frame and everything the module collects).
 class Session {
@@ -258,7 +305,8 @@ std::uint64_t subgraph_instance(const F& fn) {
 template <class F>
 class Stager {
  public:
-  Stager(F fn, StageOptions options) : fn_(std::move(fn)), options_(std::move(options)) {}
+  Stager(F fn, StageOptions options, SourceLocation where = {})
+      : fn_(std::move(fn)), options_(std::move(options)), where_(where) {}
 
   /// Traces the function. Pass, for each parameter, a value of its type in which every
   /// tensor is a placeholder (`TensorLayout` converts to one); other values are static.
@@ -273,7 +321,7 @@ class Stager {
     std::vector<Tensor> in_leaves;
     TreeDef in_tree = tree_flatten(inputs, in_leaves);
     const Args traced_args = tree_replace_leaves(inputs, session.add_inputs(in_leaves, in_tree));
-    auto result = std::apply(fn_, traced_args);
+    auto result = detail::apply_at(fn_, traced_args, where_);
     std::vector<Tensor> out_leaves;
     TreeDef out_tree = tree_flatten(result, out_leaves);
     return session.finish(std::move(in_tree), in_leaves, std::move(out_tree), out_leaves);
@@ -282,42 +330,52 @@ class Stager {
  private:
   F fn_;
   StageOptions options_;
+  SourceLocation where_;  // passed to a callable that takes its call site
 };
 
 /// Returns a callable that traces \p fn into a `StagedGraph` when called with the
 /// inputs' layouts. \p fn must have one signature (no generic lambdas); its parameters and
-/// result may be tensor trees (see `kiln/stage/tree.hpp`).
+/// result may be tensor trees (see `kiln/stage/tree.hpp`). A callable whose last parameter
+/// is a SourceLocation (a kiln::nn layer) gets \p where, this call's site.
 template <class F>
-Stager<std::decay_t<F>> stage(F&& fn, StageOptions options = {}) {
-  return Stager<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
+Stager<std::decay_t<F>> stage(F&& fn, StageOptions options = {},
+                              SourceLocation where = SourceLocation::current()) {
+  return Stager<std::decay_t<F>>(std::forward<F>(fn), std::move(options), where);
 }
 
 /// A callable that, while staging, traces \p fn once per distinct key (callable identity
 /// or shared name, argument tree, operand types, prefix presence) into a subgraph, and
-/// emits a call to it at every call site.
+/// emits a call to it at every call site. It takes \p fn's parameters (a last
+/// SourceLocation parameter excepted) and records its caller's location on the call op;
+/// a callable that takes its call site (a kiln::nn layer) gets the first call's, which
+/// traced the body.
 template <class F>
-class Subgraph {
+class Subgraph
+    : public detail::SubgraphCallOperator<Subgraph<F>, typename detail::Signature<F>::Args> {
  public:
   Subgraph(F fn, SubgraphOptions options)
       : fn_(std::move(fn)),
         options_(std::move(options)),
         instance_(detail::subgraph_instance(fn_)) {}
 
+ private:
+  friend class detail::SubgraphCallOperator<Subgraph<F>, typename detail::Signature<F>::Args>;
+
   template <class... A>
-  auto operator()(A&&... args) const {
+  auto call(const SourceLocation& where, const A&... args) const {
     using Sig = detail::Signature<F>;
     using Result = std::decay_t<typename Sig::Result>;
-    if (!detail::subgraphs_enabled()) {
-      if (options_.prefix.empty()) return Result(fn_(std::forward<A>(args)...));
-      name_scope scope(options_.prefix);
-      return Result(fn_(std::forward<A>(args)...));
-    }
     using Args = typename Sig::Args;
-    const Args inputs(std::forward<A>(args)...);
-    detail::SubgraphCall call{&typeid(F), instance_, &options_, {}, {}, SourceLocation::current()};
+    const Args inputs(args...);
+    if (!detail::subgraphs_enabled()) {
+      if (options_.prefix.empty()) return Result(detail::apply_at(fn_, inputs, where));
+      name_scope scope(options_.prefix);
+      return Result(detail::apply_at(fn_, inputs, where));
+    }
+    detail::SubgraphCall call{&typeid(F), instance_, &options_, {}, {}, where};
     call.in_tree = tree_flatten(inputs, call.in_leaves);
     const auto trace = [&](const std::vector<Tensor>& body_inputs, std::any& prototype) {
-      Result result = std::apply(fn_, tree_replace_leaves(inputs, body_inputs));
+      Result result = detail::apply_at(fn_, tree_replace_leaves(inputs, body_inputs), where);
       std::vector<Tensor> out_leaves;
       TreeDef out_tree = tree_flatten(result, out_leaves);
       prototype = result;
@@ -327,7 +385,6 @@ class Subgraph {
     return tree_replace_leaves(std::any_cast<const Result&>(*called.prototype), called.leaves);
   }
 
- private:
   F fn_;
   SubgraphOptions options_;
   std::uint64_t instance_;
