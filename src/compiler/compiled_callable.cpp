@@ -403,6 +403,7 @@ struct CompiledCallable::Impl {
 
   // Compiles every graph once and checks the weights against what the module declares.
   void compile() {
+    compiler::FusedPrograms fused_programs;  // shared between ops that compute the same
     for (std::size_t g = 0; g < module.num_graphs(); ++g) {
       const ir::Graph& graph = module.graph(g);
       Program p{&graph, {}};
@@ -415,10 +416,10 @@ struct CompiledCallable::Impl {
           step.kind = StepKind::constant;
         } else if (op.name() == "kiln.fused") {
           step.kernel = compiler::run_fused;
-          step.fused = compiler::compile_fused(*module.find(op.find("callee")->as_symbol().name));
+          step.fused = fused_programs.fused(*module.find(op.find("callee")->as_symbol().name));
         } else if (compiler::is_elementwise(op.name())) {
           step.kernel = compiler::run_fused;
-          step.fused = compiler::compile_elementwise(graph, op);
+          step.fused = fused_programs.elementwise(graph, op);
         } else if (compiler::is_collective(op.name())) {
           step.kind = StepKind::collective;
           step.kernel = compiler::run_collective;

@@ -869,6 +869,29 @@ std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, cons
   return compile_fused(body);
 }
 
+std::shared_ptr<const FusedProgram> FusedPrograms::elementwise(const ir::Graph& graph,
+                                                               const ir::OpView& op) {
+  std::string signature(op.name());
+  for (ir::Value v : op.operands()) signature.append(" ").append(name(graph.type(v).dtype));
+  signature += " ->";
+  for (std::size_t r = 0; r < op.num_results(); ++r)
+    signature.append(" ").append(name(graph.type(op.result(r)).dtype));
+  const std::span<const ir::NamedAttribute> attributes = op.attributes();
+  std::vector<Entry>& entries = elementwise_[signature];
+  for (const Entry& e : entries)
+    if (std::equal(e.attributes.begin(), e.attributes.end(), attributes.begin(),
+                   attributes.end()))
+      return e.program;
+  entries.push_back({{attributes.begin(), attributes.end()}, compile_elementwise(graph, op)});
+  return entries.back().program;
+}
+
+std::shared_ptr<const FusedProgram> FusedPrograms::fused(const ir::Graph& body) {
+  std::shared_ptr<const FusedProgram>& program = fused_[&body];
+  if (program == nullptr) program = compile_fused(body);
+  return program;
+}
+
 Kernel find_kernel(std::string_view op) {
   static const std::unordered_map<std::string_view, Kernel> kernels = {
       {"kiln.reshape", copy_all},

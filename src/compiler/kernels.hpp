@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/core/dtype.hpp"
@@ -119,6 +121,24 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body);
 /// `run_fused`, whether or not the fusion pass grouped them.
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& graph,
                                                         const ir::OpView& op);
+/// The fused programs of one compile, shared between the ops that compute the same: a
+/// program depends on the ops, their dtypes and attributes, not on shapes, so a module of
+/// 10^6 `tanh` ops holds one program, not 10^6.
+class FusedPrograms {
+ public:
+  /// `compile_elementwise(graph, op)`, or the program of an earlier op like it.
+  std::shared_ptr<const FusedProgram> elementwise(const ir::Graph& graph, const ir::OpView& op);
+  /// `compile_fused(body)`, once per body.
+  std::shared_ptr<const FusedProgram> fused(const ir::Graph& body);
+
+ private:
+  struct Entry {
+    std::vector<ir::NamedAttribute> attributes;
+    std::shared_ptr<const FusedProgram> program;
+  };
+  std::unordered_map<std::string, std::vector<Entry>> elementwise_;  // by op and dtypes
+  std::unordered_map<const ir::Graph*, std::shared_ptr<const FusedProgram>> fused_;
+};
 /// True when the elementwise launch of \p consumer (a fused program writing an output of
 /// the same shape as \p producer's, reading that output in place) can run as the epilogue
 /// of \p producer's launch (see `Launch::epilogue`): f32 matmuls take f32 tile programs.

@@ -46,8 +46,8 @@ DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
                                         const DeviceGraphDependencies& dependencies) {
   const auto index = static_cast<std::uint32_t>(nodes_.size());
   if (node.kind == detail::GraphNodeKind::kernel) {
-    detail::check_launch("DeviceGraphBuilder::add_function", node.kernel);
-    detail::check_kernel_device("DeviceGraphBuilder::add_function", node.kernel, ctx_.device());
+    detail::check_launch("DeviceGraphBuilder::add_function", node.kernel());
+    detail::check_kernel_device("DeviceGraphBuilder::add_function", node.kernel(), ctx_.device());
   }
   if (node.kind == detail::GraphNodeKind::cuda_work && !ctx_.device().is_cuda())
     throw UserError(detail::cat("DeviceGraphBuilder::add_cuda_work: the graph is for ",
@@ -95,7 +95,7 @@ DeviceGraphNode DeviceGraphBuilder::add_child_graph(const DeviceGraph& child,
                     child.context().device(), "); build it with the same context as the parent"));
   detail::GraphNodeDesc node;
   node.kind = detail::GraphNodeKind::child;
-  node.child = child.exec_;
+  node.work = child.exec_;
   return add(std::move(node), dependencies);
 }
 
@@ -106,9 +106,7 @@ DeviceGraphNode DeviceGraphBuilder::add_copy_bytes(void* dst, std::size_t dst_by
   detail::check_copy_sizes("DeviceGraphBuilder::add_copy", dst_bytes, src_bytes, dtype);
   detail::GraphNodeDesc node;
   node.kind = detail::GraphNodeKind::copy;
-  node.dst = dst;
-  node.src = src;
-  node.bytes = dst_bytes;
+  node.work = detail::GraphCopy{dst, src, dst_bytes};
   return add(std::move(node), dependencies);
 }
 

@@ -44,9 +44,11 @@ GraphTopology::GraphTopology(std::vector<GraphNodeDesc>& descs) {
     Node node;
     node.kind = d.kind;
     node.dependencies = std::move(d.dependencies);
-    node.kernel = d.kernel.info;
-    node.child = d.child;
-    node.config = d.kernel.config;
+    if (const auto* k = std::get_if<KernelLaunch>(&d.work)) {
+      node.kernel = k->info;
+      node.config = k->config;
+    }
+    node.child = d.child();
     node.label = std::move(d.label);
     nodes_.push_back(std::move(node));
   }
@@ -75,18 +77,19 @@ std::string GraphTopology::difference(const std::vector<GraphNodeDesc>& descs) c
     if (d.dependencies != node.dependencies)
       return cat("node ", i, " depends on [", join(d.dependencies, ", "),
                  "] in the update but on [", join(node.dependencies, ", "), "] in the graph");
-    if (d.kind == GraphNodeKind::kernel && d.kernel.info != node.kernel)
-      return cat("node ", i, " launches kernel '", d.kernel.info->name,
+    if (d.kind == GraphNodeKind::kernel && d.kernel().info != node.kernel)
+      return cat("node ", i, " launches kernel '", d.kernel().info->name,
                  "' in the update but kernel '", node.kernel->name,
                  "' in the graph (only arguments and launch dimensions can change)");
-    if (d.kind == GraphNodeKind::child && d.child != node.child)
+    if (d.kind == GraphNodeKind::child && d.child() != node.child)
       return cat("node ", i, " nests a different child graph in the update");
   }
   return {};
 }
 
 void GraphTopology::set_configs(const std::vector<GraphNodeDesc>& descs) {
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) nodes_[i].config = descs[i].kernel.config;
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i)
+    if (const auto* k = std::get_if<KernelLaunch>(&descs[i].work)) nodes_[i].config = k->config;
 }
 
 std::string GraphTopology::describe(std::uint32_t i) const {

@@ -55,36 +55,35 @@ class RecordingStream final : public StreamBackend {
   void launch(KernelLaunch kernel) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::kernel;
-    node.kernel = std::move(kernel);
+    node.work = std::move(kernel);
     record(std::move(node));
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::copy;
-    node.dst = dst;
-    node.src = src;
-    node.bytes = bytes;
+    node.work = GraphCopy{dst, src, bytes};
     record(std::move(node));
   }
   void fill(void* dst, std::size_t count, const void* pattern, std::size_t size) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::memset;
-    node.dst = dst;
-    node.count = count;
-    node.pattern_size = size;
-    std::memcpy(node.pattern.data(), pattern, size);
+    GraphMemset& m = node.work.emplace<GraphMemset>();
+    m.dst = dst;
+    m.count = count;
+    m.pattern_size = size;
+    std::memcpy(m.pattern.data(), pattern, size);
     record(std::move(node));
   }
   void host_function(HostCallback fn) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::host;
-    node.callback = std::move(fn);
+    node.work = std::move(fn);
     record(std::move(node));
   }
   void cuda_work(CudaWork fn) override {
     GraphNodeDesc node;
     node.kind = GraphNodeKind::cuda_work;
-    node.callback = std::move(fn);
+    node.work = std::move(fn);
     record(std::move(node));
   }
 

@@ -328,6 +328,26 @@ TEST(CompiledCallable, StaticValuesAreCheckedExactly) {
 
 // Integers are exact (i64 above 2^53 included), casts round once, NaN propagates as in
 // PyTorch: compiled (fused and not) and reference alike.
+// Elementwise ops share compiled programs when they compute the same (op, dtypes,
+// attributes): ops that differ only in an attribute or a dtype must not share one.
+TEST(CompiledCallable, ElementwiseOpsThatDifferInAnAttributeOrDtypeKeepTheirOwnPrograms) {
+  const auto fn = [](Tensor x) {
+    const Tensor exact = gelu(x), approximate = gelu(x, "tanh");
+    const Tensor to_i32 = cast(cast(x * 100.0, DType::i32), DType::f32);
+    const Tensor to_f16 = cast(cast(x * 100.0, DType::f16), DType::f32);
+    return std::vector<Tensor>{exact, approximate, gelu(exact), gelu(approximate, "tanh"),
+                               to_i32, to_f16};
+  };
+  const StagedGraph staged = stage(fn)(TensorLayout(DType::f32, {64}));
+  CompiledCallable compiled(staged, {}, {.passes = {}});
+  const std::vector<Tensor> in{Tensor::random(TensorLayout(DType::f32, {64}), 7, -3, 3)};
+  const std::vector<Tensor> got = compiled.run(in);
+  expect_close(got, reference_run(staged.graph(), in), "attributes and dtypes");
+  // The pairs differ (else the check above could not tell a shared program).
+  EXPECT_NE(got[0].to_vector<float>(), got[1].to_vector<float>());
+  EXPECT_NE(got[4].to_vector<float>(), got[5].to_vector<float>());
+}
+
 TEST(CompiledCallable, IntegersAreExactAndNanPropagatesAsInPyTorch) {
   const std::int64_t big = (std::int64_t{1} << 53) + 1;
   const auto i64 = [](std::vector<std::int64_t> v, Shape s) {

@@ -35,26 +35,50 @@ struct RecordingState;
 
 enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, child, cuda_work };
 
-/// One recorded node, backend-neutral: what to run and what it waits for.
+/// A copy node's parameters.
+struct GraphCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+};
+/// A memset node's parameters: \p count elements of \p pattern_size bytes each.
+struct GraphMemset {
+  void* dst = nullptr;
+  std::size_t count = 0;
+  std::array<unsigned char, 16> pattern{};
+  std::size_t pattern_size = 0;
+};
+
+/// One recorded node, backend-neutral: what to run and what it waits for. What it runs
+/// is one alternative of `work`, as `kind` says (a variant, so that a node is the size of
+/// its largest kind, not of all of them together: graphs reach 10^6 nodes).
 struct GraphNodeDesc {
   GraphNodeKind kind = GraphNodeKind::empty;
   std::vector<std::uint32_t> dependencies;
-  KernelLaunch kernel;                      // kernel
-  void* dst = nullptr;                      // copy, memset
-  const void* src = nullptr;                // copy
-  std::size_t bytes = 0;                    // copy
-  std::size_t count = 0;                    // memset: elements
-  std::array<unsigned char, 16> pattern{};  // memset: one element
-  std::size_t pattern_size = 0;             // memset
-  std::shared_ptr<const GraphExec> child;   // child
-  // host: the callback; cuda_work: called when the graph is built. One or the other (a
-  // variant, so that a node is not two callbacks' size: graphs reach 10^6 nodes).
-  std::variant<std::monostate, HostCallback, CudaWork> callback;
+  std::variant<std::monostate, KernelLaunch, GraphCopy, GraphMemset,
+               std::shared_ptr<const GraphExec>, HostCallback, CudaWork>
+      work;
   std::string label;  // any kind: shown in DOT, traces, errors
 
-  HostCallback& host() { return std::get<HostCallback>(callback); }
-  CudaWork& cuda_work() { return std::get<CudaWork>(callback); }
-  const CudaWork& cuda_work() const { return std::get<CudaWork>(callback); }
+  KernelLaunch& kernel() { return std::get<KernelLaunch>(work); }
+  const KernelLaunch& kernel() const { return std::get<KernelLaunch>(work); }
+  /// The kernel of a kernel node, else null.
+  const std::shared_ptr<const FunctionInfo>* kernel_info() const {
+    const auto* k = std::get_if<KernelLaunch>(&work);
+    return k != nullptr ? &k->info : nullptr;
+  }
+  GraphCopy& copy() { return std::get<GraphCopy>(work); }
+  const GraphCopy& copy() const { return std::get<GraphCopy>(work); }
+  GraphMemset& memset() { return std::get<GraphMemset>(work); }
+  const GraphMemset& memset() const { return std::get<GraphMemset>(work); }
+  /// The graph of a child node, else null.
+  std::shared_ptr<const GraphExec> child() const {
+    const auto* c = std::get_if<std::shared_ptr<const GraphExec>>(&work);
+    return c != nullptr ? *c : nullptr;
+  }
+  HostCallback& host() { return std::get<HostCallback>(work); }
+  CudaWork& cuda_work() { return std::get<CudaWork>(work); }
+  const CudaWork& cuda_work() const { return std::get<CudaWork>(work); }
 };
 }  // namespace detail
 
@@ -133,10 +157,11 @@ class DeviceGraphBuilder {
     using T = detail::RangeElement<Dst>;
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::memset;
-    node.dst = std::data(dst);
-    node.count = std::size(dst);
-    node.pattern_size = sizeof(T);
-    std::memcpy(node.pattern.data(), &value, sizeof(T));
+    detail::GraphMemset& m = node.work.emplace<detail::GraphMemset>();
+    m.dst = std::data(dst);
+    m.count = std::size(dst);
+    m.pattern_size = sizeof(T);
+    std::memcpy(m.pattern.data(), &value, sizeof(T));
     return add(std::move(node), dependencies);
   }
 
@@ -146,7 +171,7 @@ class DeviceGraphBuilder {
   & > DeviceGraphNode add_host_function(F&& fn, const DeviceGraphDependencies& dependencies) {
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::host;
-    node.callback.emplace<detail::HostCallback>(std::forward<F>(fn));
+    node.work.emplace<detail::HostCallback>(std::forward<F>(fn));
     return add(std::move(node), dependencies);
   }
 
@@ -162,7 +187,7 @@ class DeviceGraphBuilder {
   &, void* > DeviceGraphNode add_cuda_work(F&& fn, const DeviceGraphDependencies& dependencies) {
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::cuda_work;
-    node.callback.emplace<detail::CudaWork>(std::forward<F>(fn));
+    node.work.emplace<detail::CudaWork>(std::forward<F>(fn));
     return add(std::move(node), dependencies);
   }
 
@@ -171,7 +196,7 @@ class DeviceGraphBuilder {
                              const DeviceGraphDependencies& dependencies) {
     detail::GraphNodeDesc node;
     node.kind = detail::GraphNodeKind::kernel;
-    node.kernel = std::move(launch);
+    node.work = std::move(launch);
     return add(std::move(node), dependencies);
   }
 

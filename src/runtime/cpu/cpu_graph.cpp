@@ -106,14 +106,15 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
   node.work.blocks = 1;
   switch (d.kind) {
     case GraphNodeKind::kernel:
-      node.work.blocks = d.kernel.config.grid_dim.count();
-      node.work.body = std::move(d.kernel.run);
+      node.work.blocks = d.kernel().config.grid_dim.count();
+      node.work.body = std::move(d.kernel().run);
       break;
     case GraphNodeKind::copy:
-      node.work = copy_work(d.dst, d.src, d.bytes);
+      node.work = copy_work(d.copy().dst, d.copy().src, d.copy().bytes);
       break;
     case GraphNodeKind::memset:
-      node.work = fill_work(d.dst, d.count, d.pattern.data(), d.pattern_size);
+      node.work = fill_work(d.memset().dst, d.memset().count, d.memset().pattern.data(),
+                            d.memset().pattern_size);
       break;
     case GraphNodeKind::host:
       node.work.body = [f = std::move(d.host())](std::uint64_t, std::uint64_t) { f(); };
@@ -125,7 +126,7 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
       throw InternalError("a CUDA work node reached a CPU graph (the builder checks the device)");
     case GraphNodeKind::child: {
       // The topology keeps the child alive; its identity cannot change in an update.
-      const auto* child = dynamic_cast<const CpuGraphExec*>(d.child.get());
+      const auto* child = dynamic_cast<const CpuGraphExec*>(d.child().get());
       node.work.body = [child](std::uint64_t, std::uint64_t) { child->run_inline(); };
       break;
     }

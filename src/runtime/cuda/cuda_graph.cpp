@@ -87,12 +87,13 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
       const std::string what = cat("DeviceGraph: adding ", topology_.describe(i));
       switch (d.kind) {
         case GraphNodeKind::kernel: {
-          const auto* code = dynamic_cast<const CudaCode*>(d.kernel.info->device_code.get());
+          const KernelLaunch& launch = d.kernel();
+          const auto* code = dynamic_cast<const CudaCode*>(launch.info->device_code.get());
           if (code == nullptr || code->state->context != state_->context)
             throw UserError(cat(what, ": the kernel was not loaded on ", state_->device,
                                 "; compile it with the graph's context"));
-          const LaunchConfig& c = d.kernel.config;
-          code->allow_dynamic_shared(c.dynamic_shared_bytes, "DeviceGraph", d.kernel.info->name);
+          const LaunchConfig& c = launch.config;
+          code->allow_dynamic_shared(c.dynamic_shared_bytes, "DeviceGraph", launch.info->name);
           std::memset(&p.kernel, 0, sizeof p.kernel);
           p.kernel.func = code->function;
           p.kernel.gridDimX = c.grid_dim.x;
@@ -102,22 +103,23 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
           p.kernel.blockDimY = c.block_dim.y;
           p.kernel.blockDimZ = c.block_dim.z;
           p.kernel.sharedMemBytes = c.dynamic_shared_bytes;
-          p.args = std::move(d.kernel.args);
+          p.args = std::move(d.kernel().args);
           break;
         }
         case GraphNodeKind::copy:
           std::memset(&p.copy, 0, sizeof p.copy);
           p.copy.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
-          p.copy.srcDevice = device_address(d.src);
+          p.copy.srcDevice = device_address(d.copy().src);
           p.copy.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
-          p.copy.dstDevice = device_address(d.dst);
-          p.copy.WidthInBytes = d.bytes;
+          p.copy.dstDevice = device_address(d.copy().dst);
+          p.copy.WidthInBytes = d.copy().bytes;
           p.copy.Height = 1;
           p.copy.Depth = 1;
           break;
         case GraphNodeKind::memset:  // a wide element is several CUDA nodes
           p.memsets =
-              memset_params(device_address(d.dst), d.count, d.pattern.data(), d.pattern_size);
+              memset_params(device_address(d.memset().dst), d.memset().count,
+                            d.memset().pattern.data(), d.memset().pattern_size);
           break;
         case GraphNodeKind::host: {
           HostSlot& slot = host_slots_.emplace_back(
@@ -130,7 +132,7 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
         case GraphNodeKind::empty:
           break;
         case GraphNodeKind::child: {
-          const auto* child = dynamic_cast<const CudaGraphExec*>(d.child.get());
+          const auto* child = dynamic_cast<const CudaGraphExec*>(d.child().get());
           if (child == nullptr)
             throw UserError(cat(what, ": the child graph was not built for ", state_->device));
           // A copy: the child's own template changes when the child is updated.
