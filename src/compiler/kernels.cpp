@@ -879,8 +879,7 @@ std::shared_ptr<const FusedProgram> FusedPrograms::elementwise(const ir::Graph& 
   const std::span<const ir::NamedAttribute> attributes = op.attributes();
   std::vector<Entry>& entries = elementwise_[signature];
   for (const Entry& e : entries)
-    if (std::equal(e.attributes.begin(), e.attributes.end(), attributes.begin(),
-                   attributes.end()))
+    if (std::equal(e.attributes.begin(), e.attributes.end(), attributes.begin(), attributes.end()))
       return e.program;
   entries.push_back({{attributes.begin(), attributes.end()}, compile_elementwise(graph, op)});
   return entries.back().program;

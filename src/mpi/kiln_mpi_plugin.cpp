@@ -59,9 +59,9 @@ void finalize() {
 struct Comm {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
-  unsigned number = 0;        // collectives started on it
-  bool out_of_step = false;   // a collective timed out: its request may still be pending
-  std::vector<char> present;  // per rank: heard from during the current collective
+  unsigned number = 0;             // collectives started on it
+  bool out_of_step = false;        // a collective timed out: its request may still be pending
+  std::vector<char> present;       // per rank: heard from during the current collective
   std::vector<int> sizes, displs;  // Iallgatherv's and Ireduce_scatter's, alive until done
 };
 
@@ -145,16 +145,15 @@ int start(Comm& c, int kind, int dtype, const void* in, void* out, const size_t*
   const int count = c.sizes[0];
   switch (kind) {
     case KILN_MPI_ALLREDUCE_SUM:
-      return MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count, t, MPI_SUM, c.comm,
-                            request);
+      return MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, count, t, MPI_SUM, c.comm, request);
     case KILN_MPI_ALLGATHER: {
       c.displs.assign(c.sizes.size(), 0);
       for (std::size_t i = 1; i < c.sizes.size(); ++i) {
         if (c.displs[i - 1] > INT_MAX - c.sizes[i - 1]) return MPI_ERR_COUNT;
         c.displs[i] = c.displs[i - 1] + c.sizes[i - 1];
       }
-      return MPI_Iallgatherv(in, c.sizes[static_cast<std::size_t>(c.rank)], t, out,
-                             c.sizes.data(), c.displs.data(), t, c.comm, request);
+      return MPI_Iallgatherv(in, c.sizes[static_cast<std::size_t>(c.rank)], t, out, c.sizes.data(),
+                             c.displs.data(), t, c.comm, request);
     }
     case KILN_MPI_REDUCE_SCATTER_SUM:
       return MPI_Ireduce_scatter(in, out, c.sizes.data(), t, MPI_SUM, c.comm, request);
@@ -182,8 +181,7 @@ extern "C" int kiln_mpi_init(int* rank, int* size) {
 
 extern "C" int kiln_mpi_split(int color, int member, int key, void** comm) {
   MPI_Comm split = MPI_COMM_NULL;
-  if (int e = MPI_Comm_split(MPI_COMM_WORLD, member ? color : MPI_UNDEFINED, key, &split))
-    return e;
+  if (int e = MPI_Comm_split(MPI_COMM_WORLD, member ? color : MPI_UNDEFINED, key, &split)) return e;
   if (split == MPI_COMM_NULL) {
     *comm = nullptr;
     return MPI_SUCCESS;

@@ -38,9 +38,8 @@ int kiln_mpi_split(int color, int member, int key, void** comm);
  * is 0 when they all arrived but the collective still did not complete, as when they
  * disagree on it). The communicator is out of step after a timeout: every later
  * collective on it returns KILN_MPI_TIMED_OUT at once, naming no rank. */
-int kiln_mpi_run(void* comm, int kind, int dtype, const void* in, void* out,
-                 const size_t* counts, int n_counts, int root, long long timeout_ms, int* missing,
-                 int* n_missing);
+int kiln_mpi_run(void* comm, int kind, int dtype, const void* in, void* out, const size_t* counts,
+                 int n_counts, int root, long long timeout_ms, int* missing, int* n_missing);
 /* The text of an MPI error code (static storage). */
 const char* kiln_mpi_error_string(int code);
 

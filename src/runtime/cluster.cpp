@@ -151,8 +151,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::string timed_out(const Collective& c, int n_missing) {
-    const std::string here = cat("collective ", number_, " (", to_string(c.kind), ") on ",
-                                 who(position_), ": ");
+    const std::string here =
+        cat("collective ", number_, " (", to_string(c.kind), ") on ", who(position_), ": ");
     std::string why;
     if (timed_out_at_ != 0) {
       why = cat("collective ", timed_out_at_,
@@ -162,9 +162,10 @@ class MpiCommunicator final : public Communicator {
                 " ms; the ranks must run the same collective with the same counts");
     } else {
       std::vector<std::string> ranks;
-      for (int i = 0; i < n_missing; ++i) ranks.push_back(who(missing_[static_cast<std::size_t>(i)]));
-      why = cat(detail::join(ranks, ", "), " did not arrive at it within ",
-                timeout_.count(), " ms; every rank must run the same collectives in the same order");
+      for (int i = 0; i < n_missing; ++i)
+        ranks.push_back(who(missing_[static_cast<std::size_t>(i)]));
+      why = cat(detail::join(ranks, ", "), " did not arrive at it within ", timeout_.count(),
+                " ms; every rank must run the same collectives in the same order");
     }
     if (timed_out_at_ == 0) timed_out_at_ = number_;
     return cat(here, why,
@@ -177,8 +178,8 @@ class MpiCommunicator final : public Communicator {
   void* comm_;  // the plugin's communicator, null when this process is not in the group
                 // (never freed: MPI communicators live until MPI_Finalize)
   std::chrono::milliseconds timeout_;
-  std::vector<int> missing_;       // room for the plugin's answer: allocated once
-  std::uint64_t number_ = 0;       // collectives run, for messages
+  std::vector<int> missing_;        // room for the plugin's answer: allocated once
+  std::uint64_t number_ = 0;        // collectives run, for messages
   std::uint64_t timed_out_at_ = 0;  // the collective that timed out, 0 if none
 };
 

@@ -25,8 +25,8 @@ std::vector<std::uint32_t> expect_located_here(const StagedGraph& staged) {
     for (std::size_t i = 0; i < graph.num_ops(); ++i) {
       const ir::Location& at = graph.op(i).location();
       if (!at.known()) continue;
-      EXPECT_EQ(at.file, __FILE__) << graph.op(i).name() << " in @" << graph.name() << " at "
-                                   << at.file << ":" << at.line;
+      EXPECT_EQ(at.file, __FILE__)
+          << graph.op(i).name() << " in @" << graph.name() << " at " << at.file << ":" << at.line;
       lines.push_back(at.line);
     }
   }

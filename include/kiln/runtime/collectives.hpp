@@ -159,9 +159,10 @@ bool launched_by_mpi();
 /// through MPI (MPI_Allreduce, MPI_Allgatherv, MPI_Reduce_scatter, MPI_Bcast,
 /// MPI_Alltoall) on sub-communicators split from MPI_COMM_WORLD. MPI is loaded on first
 /// use from the plugin libkiln_mpi.so (`KILN_MPI_PLUGIN`, else beside the program, in
-/// its ../lib or beside libkiln.so, else the loader's search path), so programs that never call this do not
-/// need MPI at run time. Initialises MPI once (MPI_THREAD_SERIALIZED) and finalises it at
-/// exit, and exposes at least as many CPU devices as there are processes.
+/// its ../lib or beside libkiln.so, else the loader's search path), so programs that
+/// never call this do not need MPI at run time. Initialises MPI once
+/// (MPI_THREAD_SERIALIZED) and finalises it at exit, and exposes at least as many CPU
+/// devices as there are processes.
 /// A rank that waits longer than \p collective_timeout in a collective (another process
 /// stopped, or hangs in user code) throws DeviceError naming the ranks that did not arrive;
 /// MPI cannot cancel the collective, so the process then aborts the MPI job at exit

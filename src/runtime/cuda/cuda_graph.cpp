@@ -117,9 +117,8 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
           p.copy.Depth = 1;
           break;
         case GraphNodeKind::memset:  // a wide element is several CUDA nodes
-          p.memsets =
-              memset_params(device_address(d.memset().dst), d.memset().count,
-                            d.memset().pattern.data(), d.memset().pattern_size);
+          p.memsets = memset_params(device_address(d.memset().dst), d.memset().count,
+                                    d.memset().pattern.data(), d.memset().pattern_size);
           break;
         case GraphNodeKind::host: {
           HostSlot& slot = host_slots_.emplace_back(
