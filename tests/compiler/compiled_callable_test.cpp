@@ -335,7 +335,7 @@ TEST(CompiledCallable, ElementwiseOpsThatDifferInAnAttributeOrDtypeKeepTheirOwnP
     const Tensor exact = gelu(x), approximate = gelu(x, "tanh");
     const Tensor to_i32 = cast(cast(x * 100.0, DType::i32), DType::f32);
     const Tensor to_f16 = cast(cast(x * 100.0, DType::f16), DType::f32);
-    return std::vector<Tensor>{exact, approximate, gelu(exact), gelu(approximate, "tanh"),
+    return std::vector<Tensor>{exact,  approximate, gelu(exact), gelu(approximate, "tanh"),
                                to_i32, to_f16};
   };
   const StagedGraph staged = stage(fn)(TensorLayout(DType::f32, {64}));
