@@ -20,6 +20,7 @@
 #include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/passes.hpp"
+#include "kiln/ir/verifier.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_graph.hpp"
 
@@ -444,6 +445,7 @@ struct CompiledCallable::Impl {
       programs.emplace(&graph, std::move(p));
       ++stats.bodies_compiled;
     }
+    check_expanded_size();
     // Weights are checked against the staged module (passes may drop unused ones).
     std::vector<std::string> problems;
     std::map<std::string, bool> needed;
@@ -490,6 +492,24 @@ struct CompiledCallable::Impl {
       enqueue_copy_bytes(copy->data(), host, bytes);
     }
     return reinterpret_cast<std::byte*>(copy->data());
+  }
+
+  // What one planned op takes while it is planned and recorded (docs/benchmarks.md measures
+  // about 1.7 KB): a module whose calls expand past memory / this is refused up front.
+  static constexpr std::uint64_t kBytesPerPlannedOp = 2048;
+
+  // Refuses a module whose calls expand to more ops than this machine can plan.
+  void check_expanded_size() const {
+    const std::uint64_t ops = ir::expanded_op_count(module);  // 2^64 in a few kilobytes
+    const std::size_t machine = compiler::memory_and_swap();
+    if (machine == 0 || ops <= machine / kBytesPerPlannedOp) return;
+    throw UserError(cat("CompiledCallable: @", module.entry().name(), "'s calls expand to ",
+                        ops == UINT64_MAX ? std::string("2^64 or more") : cat(ops),
+                        " ops, more than this machine's ", machine >> 20,
+                        " MiB of memory and swap can plan (about ", kBytesPerPlannedOp,
+                        " bytes each, at most ", machine / kBytesPerPlannedOp,
+                        " ops): call fewer graphs from each graph, or fold repeated calls "
+                        "into one"));
   }
 
   std::unique_ptr<Plan> make_plan(const std::vector<Tensor>& inputs) {

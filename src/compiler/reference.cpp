@@ -785,6 +785,11 @@ std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Te
                                   const std::map<std::string, Tensor>& weights) {
   ir::verify_or_throw(module);  // its walks assume a valid module (bounded call depth)
   const ir::Graph& entry = module.entry();
+  if (const std::uint64_t ops = ir::expanded_op_count(module); ops > kMaxReferenceOps)
+    throw UserError(cat("reference_run: @", entry.name(), "'s calls expand to ",
+                        ops == UINT64_MAX ? std::string("2^64 or more") : cat(ops),
+                        " ops, more than the reference interpreter evaluates one by one (",
+                        kMaxReferenceOps, ", kiln::kMaxReferenceOps); compile it instead"));
   if (inputs.size() != entry.arguments().size())
     throw UserError(cat("reference_run: @", entry.name(), " takes ", entry.arguments().size(),
                         " inputs, got ", inputs.size()));

@@ -194,6 +194,31 @@ class Verifier {
 
 std::vector<Diagnostic> verify(const Module& module) { return Verifier(module).run(); }
 
+namespace {
+
+std::uint64_t expanded_ops(const Module& module, const Graph& g,
+                           std::map<const Graph*, std::uint64_t>& counted) {
+  if (const auto it = counted.find(&g); it != counted.end()) return it->second;
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < g.num_ops(); ++i) {
+    const OpView op = g.op(i);
+    const Attribute* callee = op.name() == "func.call" ? op.find("callee") : nullptr;
+    const Graph* body = callee != nullptr ? module.find(callee->as_symbol().name) : nullptr;
+    // Recursion at most kMaxCallDepth deep in a verified module.
+    const std::uint64_t ops = body != nullptr ? expanded_ops(module, *body, counted) : 1;
+    n = n > UINT64_MAX - ops ? UINT64_MAX : n + ops;
+  }
+  counted.emplace(&g, n);
+  return n;
+}
+
+}  // namespace
+
+std::uint64_t expanded_op_count(const Module& module) {
+  std::map<const Graph*, std::uint64_t> counted;
+  return expanded_ops(module, module.entry(), counted);
+}
+
 void verify_or_throw(const Module& module) {
   const std::vector<Diagnostic> problems = verify(module);
   if (problems.empty()) return;

@@ -9,12 +9,15 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "../error_matchers.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/ir/text.hpp"
+#include "kiln/ir/verifier.hpp"
 #include "kiln/stage/stage.hpp"
 
 namespace kiln {
@@ -57,6 +60,46 @@ TEST(HostileInput, TensorsTooBigToExistAreUserErrors) {
   EXPECT_EQ(slice_length(0, max, max), 1);
   EXPECT_EQ(slice_length(3, 2, 1), 0);
   EXPECT_EQ(slice_length(1, 7, 3), 2);
+}
+
+// A module of `depth` graphs, each calling the next twice (in sequence), the last a relu:
+// 2^depth relus once the calls are expanded, in a few lines per graph.
+std::string doubling_calls(int depth) {
+  std::string text = "module {\n";
+  const std::string t = "tensor<4xf32>";
+  for (int g = 0; g < depth; ++g) {
+    const std::string name = g == 0 ? "main" : "g" + std::to_string(g);
+    const std::string next = g + 1 == depth ? "leaf" : "g" + std::to_string(g + 1);
+    text += "  func.func " + std::string(g == 0 ? "" : "private ") + "@" + name + "(%x: " + t +
+            ") -> " + t + " {\n    %0 = \"func.call\"(%x) {callee = @" + next + "} : (" + t +
+            ") -> " + t + "\n    %1 = \"func.call\"(%0) {callee = @" + next + "} : (" + t +
+            ") -> " + t + "\n    return %1 : " + t + "\n  }\n";
+  }
+  text += "  func.func private @leaf(%x: " + t + ") -> " + t + " {\n    %0 = \"kiln.relu\"(%x) : (" +
+          t + ") -> " + t + "\n    return %0 : " + t + "\n  }\n}\n";
+  return text;
+}
+
+// Calls that double at every level expand exponentially: 64 levels would be 2^64 launches,
+// found before by running out of memory. The planner counts them first (each graph once)
+// and refuses what this machine cannot hold; a module of 2^10 still runs.
+TEST(HostileInput, CallsThatExpandPastMemoryAreRefusedBeforePlanning) {
+  const StagedGraph huge = StagedGraph::from_module(ir::parse_module(doubling_calls(64), "d.mlir"));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(huge, std::map<std::string, Tensor>{}), UserError,
+                        "@main's calls expand to 2^64 or more ops", "memory and swap can plan");
+  // The reference interpreter would evaluate them one by one, for ever.
+  const Tensor x = Tensor::from_data(std::vector<float>{-1.5f, 0.0f, 2.0f, -0.25f}, Shape{4});
+  KILN_EXPECT_THROW_MSG(reference_run(huge.graph(), {x}, {}), UserError,
+                        "reference_run: @main's calls expand to 2^64 or more ops", "compile it");
+  const StagedGraph big = StagedGraph::from_module(ir::parse_module(doubling_calls(40), "d.mlir"));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(big, std::map<std::string, Tensor>{}), UserError,
+                        "expand to 1099511627776 ops");  // 2^40 relus
+  const StagedGraph fits = StagedGraph::from_module(ir::parse_module(doubling_calls(10), "d.mlir"));
+  EXPECT_EQ(ir::expanded_op_count(fits.graph()), 1024u);
+  CompiledCallable callable(fits, std::map<std::string, Tensor>{});
+  EXPECT_EQ(reference_run(fits.graph(), {x}, {})[0].to_vector<float>(),
+            (std::vector<float>{0, 0, 2, 0}));
+  EXPECT_EQ(callable.run({x})[0].to_vector<float>(), (std::vector<float>{0, 0, 2, 0}));
 }
 
 // Destroying a callable while another thread is inside a call used to free the plans

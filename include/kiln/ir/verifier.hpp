@@ -2,6 +2,7 @@
 /// \file
 /// The IR verifier: checks a module and reports every problem it finds.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,12 @@ std::vector<Diagnostic> verify(const Module& module);
 
 /// \throws UserError listing every problem `verify` finds.
 void verify_or_throw(const Module& module);
+
+/// How many ops running \p module's entry performs with every `func.call` replaced by its
+/// callee's ops (a `kiln.fused` counts once), each graph counted once: graphs that each
+/// call the next twice, 64 deep, perform 2^64 ops in a few kilobytes of text, so the
+/// compiler and the reference interpreter check this before expanding. Saturates at
+/// UINT64_MAX. \p module must verify (no call cycles, calls at most kMaxCallDepth deep).
+std::uint64_t expanded_op_count(const Module& module);
 
 }  // namespace kiln::ir
