@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -65,19 +66,20 @@ TEST(HostileInput, TensorsTooBigToExistAreUserErrors) {
 // A module of `depth` graphs, each calling the next twice (in sequence), the last a relu:
 // 2^depth relus once the calls are expanded, in a few lines per graph.
 std::string doubling_calls(int depth) {
-  std::string text = "module {\n";
-  const std::string t = "tensor<4xf32>";
+  const char* t = "tensor<4xf32>";
+  std::ostringstream text;
+  text << "module {\n";
   for (int g = 0; g < depth; ++g) {
-    const std::string name = g == 0 ? "main" : "g" + std::to_string(g);
+    text << "  func.func " << (g == 0 ? "@main" : "private @g" + std::to_string(g)) << "(%x: " << t
+         << ") -> " << t << " {\n";
     const std::string next = g + 1 == depth ? "leaf" : "g" + std::to_string(g + 1);
-    text += "  func.func " + std::string(g == 0 ? "" : "private ") + "@" + name + "(%x: " + t +
-            ") -> " + t + " {\n    %0 = \"func.call\"(%x) {callee = @" + next + "} : (" + t +
-            ") -> " + t + "\n    %1 = \"func.call\"(%0) {callee = @" + next + "} : (" + t +
-            ") -> " + t + "\n    return %1 : " + t + "\n  }\n";
+    text << "    %0 = \"func.call\"(%x) {callee = @" << next << "} : (" << t << ") -> " << t
+         << "\n    %1 = \"func.call\"(%0) {callee = @" << next << "} : (" << t << ") -> " << t
+         << "\n    return %1 : " << t << "\n  }\n";
   }
-  text += "  func.func private @leaf(%x: " + t + ") -> " + t + " {\n    %0 = \"kiln.relu\"(%x) : (" +
-          t + ") -> " + t + "\n    return %0 : " + t + "\n  }\n}\n";
-  return text;
+  text << "  func.func private @leaf(%x: " << t << ") -> " << t << " {\n    %0 = \"kiln.relu\"(%x) : ("
+       << t << ") -> " << t << "\n    return %0 : " << t << "\n  }\n}\n";
+  return text.str();
 }
 
 // Calls that double at every level expand exponentially: 64 levels would be 2^64 launches,
