@@ -804,7 +804,7 @@ PackedMatmul* reads_bf16_rows(const Launch& consumer, const std::byte* out, std:
                               std::int64_t n) {
   if (consumer.matmul == nullptr) return nullptr;
   const MatmulLayout& reader = *consumer.matmul;
-  if (reader.packed == nullptr || !reader.packed->native_bf16() ||
+  if (reader.packed == nullptr || !reader.packed->bf16() ||
       reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
       reader.a.row != reader.k || reader.m != rows || reader.k != n)
     return nullptr;
@@ -816,7 +816,7 @@ PackedMatmul* reads_bf16_rows(const Launch& consumer, const std::byte* out, std:
 bool hand_off_bf16(Launch& producer, Launch& consumer) {
   if (producer.matmul == nullptr) return false;
   auto* p = const_cast<PackedMatmul*>(producer.matmul->packed.get());  // see reads_bf16_rows
-  if (p == nullptr || !p->native_bf16()) return false;
+  if (p == nullptr || !p->bf16()) return false;
   if (producer.epilogue != nullptr && !p->fuses_epilogue()) return false;
   std::byte* out =
       producer.epilogue != nullptr ? producer.epilogue->out[0].data : producer.out[0].data;

@@ -12,6 +12,7 @@
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
 #include "compiler/onednn_support.hpp"
+#include "compiler/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
@@ -210,6 +211,9 @@ struct PackedMatmul::Impl {
   // products: two bf16 values multiply exactly in f32), at f32 speed rather than oneDNN's
   // reference bf16 GEMM's.
   bool emulated = false;
+  // Emulated `write_bf16`: each chunk's output rows are rounded to bf16 in place (while
+  // they are in cache) for the next bf16 matmul to read as they are.
+  bool round_out = false;
 
   /// Builds the kinds and tiles for C = A B (then \p post) into \p dst (bf16 values with
   /// \p dst_bf16, else f32), in bfloat16 with \p bf16, as \p count row bands or, with
@@ -370,15 +374,21 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
   }
 }
 
-void PackedMatmul::Impl::read_bf16(const void* rows_bf16) {
+void PackedMatmul::Impl::read_bf16(const void* rows) {
   dnnl::engine& engine = cpu_engine();
+  // Natively bf16 values (2 bytes each); emulated f32 values already rounded to bf16.
+  const DataType type = emulated ? DataType::f32 : DataType::bf16;
+  const std::int64_t size = emulated ? 4 : 2;
   for (Tile& tile : tiles) {
     tile.round_a = {};
+    tile.rows_from = nullptr;  // emulated: nothing left to round
+    tile.dense = nullptr;
+    tile.kept_a = {};
     for (Chunk& chunk : tile.chunks) {
-      Step& mm = chunk.multiply;  // memory[0] / args[0]: the GEMM's A, a dense bf16 [rows, k]
+      Step& mm = chunk.multiply;  // memory[0] / args[0]: the GEMM's A, dense [rows, k]
       mm.memory[0] = dnnl::memory(
-          Desc({chunk.rows, k}, DataType::bf16, Tag::ab), engine,
-          const_cast<std::byte*>(static_cast<const std::byte*>(rows_bf16)) + chunk.r0 * k * 2);
+          Desc({chunk.rows, k}, type, Tag::ab), engine,
+          const_cast<std::byte*>(static_cast<const std::byte*>(rows)) + chunk.r0 * k * size);
       mm.args[0].memory = mm.memory[0].get();
     }
   }
@@ -393,8 +403,15 @@ bool PackedMatmul::Impl::run(std::int64_t t) const {
   if (!tile.round_a.run(tile.stream)) return false;
   for (const Chunk& chunk : tile.chunks) {
     if (!chunk.multiply.run(tile.stream)) return false;
-    if (tile.staging.empty()) continue;
-    if (dnnl_stream_wait(tile.stream.get()) != dnnl_success) return false;  // then copy it
+    if (tile.staging.empty() && !round_out) continue;
+    if (dnnl_stream_wait(tile.stream.get()) != dnnl_success) return false;  // then read it
+    if (round_out) {  // emulated write_bf16: f32 (out_size 4) rounded to bf16 in place
+      auto* rows = reinterpret_cast<float*>(
+          tile.staging.empty() ? dst + static_cast<std::size_t>(chunk.r0 * n) * out_size
+                               : tile.staging.data());
+      vmath::round_bf16_f32(rows, rows, static_cast<std::size_t>(chunk.rows * tile.cols), 1.0f);
+      if (tile.staging.empty()) continue;
+    }
     const auto row_bytes = static_cast<std::size_t>(tile.cols) * out_size;
     for (std::int64_t i = 0; i < chunk.rows; ++i)
       std::memcpy(dst + static_cast<std::size_t>((chunk.r0 + i) * n + tile.c0) * out_size,
@@ -439,7 +456,12 @@ PackedMatmul::~PackedMatmul() = default;
 bool PackedMatmul::native_bf16() const noexcept { return bf16_ && !impl_->emulated; }
 
 bool PackedMatmul::write_bf16(void* out) {
-  if (!native_bf16()) return false;
+  if (!bf16_) return false;
+  if (impl_->emulated) {  // f32 values rounded in place: the output stays where it is
+    if (out != impl_->dst) return false;
+    impl_->round_out = true;
+    return true;
+  }
   const OneOpenMpThread one_thread;
   auto fresh = std::make_unique<Impl>();
   try {

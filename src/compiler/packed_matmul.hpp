@@ -18,7 +18,8 @@
 // which accumulates in f32 (AMX or AVX512-BF16 where the CPU has them) and writes f32.
 // On a CPU without bf16 units (`kiln::has_native_bf16()`), B is rounded to bf16 and packed as
 // f32, and each tile rounds its rows of A to bf16 and widens them back into an f32 buffer:
-// f32 GEMMs give the same products (two bf16 values multiply exactly in f32) at f32 speed.
+// f32 GEMMs give the same products (two bf16 values multiply exactly in f32) at f32 speed;
+// a hand-off (`write_bf16`, `read_bf16`) then passes f32 values already rounded.
 // A bf16 tile runs as GEMMs of at most 256 KiB of A's rows each (oneDNN's bf16 kernels
 // slow down when A's rows do not fit the core's L2 next to B).
 
@@ -57,8 +58,7 @@ class PackedMatmul {
   bool fuses_epilogue() const noexcept { return fuses_epilogue_; }
   /// True when the product is computed in bfloat16.
   bool bf16() const noexcept { return bf16_; }
-  /// True when it is computed by bf16 units (not emulated by f32 GEMMs): only then can it
-  /// write or read bf16 values (`write_bf16`, `read_bf16`).
+  /// True when it is computed by bf16 units (not emulated by f32 GEMMs).
   bool native_bf16() const noexcept;
   /// True when the tiles are column bands.
   bool by_columns() const noexcept;
@@ -70,12 +70,15 @@ class PackedMatmul {
   /// different threads.
   void run(std::int64_t t) const;
 
-  /// `native_bf16()` only: builds the primitives again to write the output (C, or the fused
-  /// epilogue's) as bf16 values, dense row-major at \p out, for another bf16 matmul to
-  /// read with `read_bf16`. \returns false, unchanged, when oneDNN has no such primitive.
+  /// `bf16()` only: writes the output (C, or the fused epilogue's) at \p out already
+  /// rounded to bf16, dense row-major, for another bf16 matmul to read with `read_bf16`:
+  /// natively as bf16 values (the primitives built again; half the bytes), emulated as f32
+  /// values rounded in place after each chunk (\p out must be where the output goes).
+  /// \returns false, unchanged, when it cannot (oneDNN has no such primitive).
   bool write_bf16(void* out);
-  /// `native_bf16()` only: reads A as bf16 values, dense row-major [m, k] at \p a (another matmul's
-  /// `write_bf16` output), instead of rounding the f32 A on each call.
+  /// `bf16()` only: reads A as it is, dense row-major [m, k] at \p a (another matmul's or a
+  /// norm's output written rounded: bf16 values natively, bf16-exact f32 values emulated),
+  /// instead of rounding the f32 A on each call.
   void read_bf16(const void* a);
 
   /// Whether a GEMM of this size is worth a primitive of its own: packing costs a

@@ -8,6 +8,7 @@
 #include "compiler/kernel_support.hpp"
 #include "compiler/vector_math.hpp"
 #include "core/str.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
 
 namespace kiln::compiler::kernel {
@@ -189,6 +190,7 @@ template <bool Log>
 void softmax_f32(const Launch& l) {
   const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;
   const auto [first, last] = block_range(rows);
+  const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
@@ -226,20 +228,26 @@ void softmax_of(const Launch& l) {
 }
 
 /// f32 rows: statistics in double, y = (x - mean) · scale · gamma + beta in f32 (see
-/// `vmath::normalize_row`; then rounded to bf16 with `out_bf16`).
+/// `vmath::normalize_row`; then, with `out_bf16`, rounded to bf16: bf16 values with bf16
+/// units, else f32 values rounded in place, as the emulated bf16 GEMMs read them).
 template <bool Rms>
 void norm_f32(const Launch& l, double eps) {
   const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;
   const auto* gamma = reinterpret_cast<const float*>(l.in[1].data);
   const auto* beta = Rms ? nullptr : reinterpret_cast<const float*>(l.in[2].data);
   const auto [first, last] = block_range(rows);
+  const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     const auto count = static_cast<std::size_t>(n);
     const double mean = Rms ? 0.0 : vmath::sum(x, count) / static_cast<double>(n);
     const double var = vmath::sum_squares(x, count, mean);
     const double scale = 1 / std::sqrt(var / static_cast<double>(n) + eps);
-    if (l.out_bf16) {  // normalised into a stack buffer, a piece at a time, then rounded
+    if (l.out_bf16 && !native_bf16) {  // bf16-exact f32 values for emulated bf16 matmuls
+      float* out = reinterpret_cast<float*>(l.out[0].data) + r * n;
+      vmath::normalize_row(x, mean, scale, gamma, beta, out, count);
+      vmath::round_bf16_f32(out, out, count, 1.0f);
+    } else if (l.out_bf16) {  // normalised into a stack buffer, a piece at a time, then rounded
       std::array<float, 1024> y;
       auto* out = reinterpret_cast<std::uint16_t*>(l.out[0].data) + r * n;
       for (std::size_t c0 = 0; c0 < count; c0 += y.size()) {

@@ -20,10 +20,6 @@ namespace {
 
 using ::testing::ElementsAre;
 
-/// bf16 hand-offs (outputs written as bf16 for the next bf16 matmul) need bf16 units;
-/// without them (KILN_CPU_ISA below avx512_bf16, or an Ice Lake) there are none.
-std::size_t handoffs_with_bf16_units(std::size_t n) { return kiln::has_native_bf16() ? n : 0; }
-
 /// Says in a failure which bf16 path the test checked on this machine.
 std::string bf16_path() {
   return std::string("bf16 path: ") +
@@ -771,7 +767,7 @@ TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
       EXPECT_EQ(compiled.stats().skinny_matmuls, b <= 4 ? 2u : 0u) << what;
       // At batch 40 the first layer hands h to the second in bf16; returning h too keeps
       // it f32 (rounded by the second layer instead): the same bits either way.
-      EXPECT_EQ(compiled.stats().bf16_handoffs, handoffs_with_bf16_units(b <= 4 ? 0 : 1))
+      EXPECT_EQ(compiled.stats().bf16_handoffs, (b <= 4 ? 0u : 1u))
           << what << "; " << bf16_path();
       CompiledCallable with_h(staged_h, weights,
                               {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
@@ -819,7 +815,7 @@ TEST(CompiledCallable, Bf16LayersOfManyRowsRunAsChunksOfRows) {
     EXPECT_GT(max_difference(got, want), 1e-5) << what;
     EXPECT_EQ(compiled.stats().bf16_matmuls, 3u) << what;
     // n (in pieces of 1024), h, y
-    EXPECT_EQ(compiled.stats().bf16_handoffs, handoffs_with_bf16_units(3)) << what;
+    EXPECT_EQ(compiled.stats().bf16_handoffs, 3u) << what;
     if (first && kiln::has_native_bf16()) {
       EXPECT_EQ(max_difference(got, *first), 0.0) << what << "; " << bf16_path();
     } else if (first) {  // f32 GEMMs may sum in another order for other row bands
@@ -907,13 +903,13 @@ TEST(CompiledCallable, Bf16NormsHandTheirRowsToTheLayersThatReadThem) {
         added(norm_added, weights, bf16);
     const Tensor got = compiled.run(in)[0];
     const std::vector<Tensor> both = kept.run(in);
-    EXPECT_EQ(compiled.stats().bf16_handoffs, handoffs_with_bf16_units(2)) << what;
+    EXPECT_EQ(compiled.stats().bf16_handoffs, 2u) << what;
     EXPECT_EQ(kept.stats().bf16_handoffs, 0u) << what;
     EXPECT_EQ(max_difference(both[2], got), 0.0) << what;
     const std::vector<Tensor> with_sum = added.run(in);
     EXPECT_EQ(max_difference(with_sum[0], got), 0.0) << what;
     expect_close({with_sum[1]}, {reference_run(norm_added.graph(), in, weights)[1]}, what);
-    EXPECT_EQ(added.stats().bf16_handoffs, handoffs_with_bf16_units(1))
+    EXPECT_EQ(added.stats().bf16_handoffs, 1u)
         << what << "; " << bf16_path();  // the RMS norm's only
     const std::map<std::string, Tensor> some = {
         {"g", weights.at("g")},
