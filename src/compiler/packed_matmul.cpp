@@ -405,17 +405,16 @@ bool PackedMatmul::Impl::run(std::int64_t t) const {
     if (!chunk.multiply.run(tile.stream)) return false;
     if (tile.staging.empty() && !round_out) continue;
     if (dnnl_stream_wait(tile.stream.get()) != dnnl_success) return false;  // then read it
-    if (round_out) {  // emulated write_bf16: f32 (out_size 4) rounded to bf16 in place
-      auto* rows = reinterpret_cast<float*>(
-          tile.staging.empty() ? dst + static_cast<std::size_t>(chunk.r0 * n) * out_size
-                               : tile.staging.data());
-      vmath::round_bf16_f32(rows, rows, static_cast<std::size_t>(chunk.rows * tile.cols), 1.0f);
-      if (tile.staging.empty()) continue;
-    }
     const auto row_bytes = static_cast<std::size_t>(tile.cols) * out_size;
-    for (std::int64_t i = 0; i < chunk.rows; ++i)
-      std::memcpy(dst + static_cast<std::size_t>((chunk.r0 + i) * n + tile.c0) * out_size,
-                  tile.staging.data() + static_cast<std::size_t>(i) * row_bytes, row_bytes);
+    for (std::int64_t i = 0; i < chunk.rows; ++i) {
+      std::byte* row = dst + static_cast<std::size_t>((chunk.r0 + i) * n + tile.c0) * out_size;
+      if (!tile.staging.empty())
+        std::memcpy(row, tile.staging.data() + static_cast<std::size_t>(i) * row_bytes, row_bytes);
+      if (round_out) {  // emulated write_bf16: f32 rounded to bf16 in place, while in cache
+        auto* values = reinterpret_cast<float*>(row);
+        vmath::round_bf16_f32(values, values, static_cast<std::size_t>(tile.cols), 1.0f);
+      }
+    }
   }
   return dnnl_stream_wait(tile.stream.get()) == dnnl_success;
 }

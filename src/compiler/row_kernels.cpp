@@ -190,7 +190,6 @@ template <bool Log>
 void softmax_f32(const Launch& l) {
   const std::int64_t n = l.in[0].shape.back(), rows = elements(l.in[0].shape) / n;
   const auto [first, last] = block_range(rows);
-  const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     float* y = reinterpret_cast<float*>(l.out[0].data) + r * n;
@@ -236,6 +235,7 @@ void norm_f32(const Launch& l, double eps) {
   const auto* gamma = reinterpret_cast<const float*>(l.in[1].data);
   const auto* beta = Rms ? nullptr : reinterpret_cast<const float*>(l.in[2].data);
   const auto [first, last] = block_range(rows);
+  const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
   const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
