@@ -236,7 +236,6 @@ void norm_f32(const Launch& l, double eps) {
   const auto* beta = Rms ? nullptr : reinterpret_cast<const float*>(l.in[2].data);
   const auto [first, last] = block_range(rows);
   const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
-  const bool native_bf16 = l.out_bf16 && has_native_bf16();  // else the f32 GEMMs' rounding
   for (std::int64_t r = first; r < last; ++r) {
     const float* x = reinterpret_cast<const float*>(l.in[0].data) + r * n;
     const auto count = static_cast<std::size_t>(n);
