@@ -70,9 +70,14 @@ std::string doubling_calls(int depth) {
   std::ostringstream text;
   text << "module {\n";
   for (int g = 0; g < depth; ++g) {
-    text << "  func.func " << (g == 0 ? "@main" : "private @g" + std::to_string(g)) << "(%x: " << t
-         << ") -> " << t << " {\n";
-    const std::string next = g + 1 == depth ? "leaf" : "g" + std::to_string(g + 1);
+    text << "  func.func ";
+    if (g == 0)
+      text << "@main";
+    else
+      text << "private @g" << g;
+    text << "(%x: " << t << ") -> " << t << " {\n";
+    std::string next = "leaf";
+    if (g + 1 < depth) next = std::string("g").append(std::to_string(g + 1));
     text << "    %0 = \"func.call\"(%x) {callee = @" << next << "} : (" << t << ") -> " << t
          << "\n    %1 = \"func.call\"(%0) {callee = @" << next << "} : (" << t << ") -> " << t
          << "\n    return %1 : " << t << "\n  }\n";
