@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "compiler/bf16_emulation.hpp"
 #include "compiler/vector_math_targets.hpp"
 
 namespace kiln::compiler::vmath {
@@ -358,6 +360,52 @@ TEST(VectorMath, Bf16RowsRoundAsToBf16OnEveryInstructionSet) {
     std::fill(got.begin(), got.end(), std::uint16_t{0});
     run(x.data(), got.data(), x.size());
     for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << x[i];
+  }
+}
+
+// The emulated bf16 GEMMs' operand pass reads views as they are (dense, rows of a wider
+// matrix, transposed, broadcast, more dims than it tracks) and writes them densely,
+// times the scale, rounded once: element by element as to_bf16 of the strided element.
+TEST(VectorMath, Bf16DenseCopiesOfViewsMatchElementByElement) {
+  std::vector<float> data(60000);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-3, 3);
+  for (float& v : data) v = u(rng);
+  data[5] = std::nanf("");
+  data[6] = -0.0f;
+  struct View {
+    std::vector<std::int64_t> shape, strides;
+  };
+  const std::vector<View> views = {
+      {{8, 128, 64}, {8192, 64, 1}},             // dense: one row
+      {{1, 8, 37, 64}, {0, 64, 1536, 1}},       // attention's Q: rows of a wider matrix
+      {{1, 8, 64, 37}, {0, 64, 1, 1536}},       // K transposed (a tail of 37 = 2x16 + 5)
+      {{3, 19, 21}, {0, 1, 19}},                // transposed and broadcast
+      {{5, 7}, {3, 2}},                         // neither dim contiguous
+      {{2, 1, 2, 1, 2, 1, 2, 1, 2, 3}, {1500, 7, 600, 7, 250, 7, 100, 7, 30, 1}},  // 10 dims
+      {{4, 0, 3}, {3, 3, 1}},                   // empty
+      {{}, {}}};                                // one element
+  for (float scale : {1.0f, 0.125f, 0.3f}) {
+    for (const View& v : views) {
+      std::int64_t total = 1;
+      for (std::int64_t d : v.shape) total *= d;
+      std::vector<float> got(static_cast<std::size_t>(total) + 1, 42.0f), want(got.size(), 42.0f);
+      for (std::int64_t flat = 0; flat < total; ++flat) {
+        std::int64_t offset = 0;
+        for (std::int64_t rest = flat, d = static_cast<std::int64_t>(v.shape.size()) - 1; d >= 0; --d) {
+          const auto k = static_cast<std::size_t>(d);
+          offset += rest % v.shape[k] * v.strides[k];
+          rest /= v.shape[k];
+        }
+        want[static_cast<std::size_t>(flat)] =
+            from_bf16(to_bf16(data[static_cast<std::size_t>(offset)] * scale));
+      }
+      round_dense_bf16(data.data(), v.shape, v.strides, got.data(), scale);
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(got[i]), std::bit_cast<std::uint32_t>(want[i]))
+            << "element " << i << " of a view of " << v.shape.size() << " dims, scale " << scale
+            << (i == got.size() - 1 ? " (written past the end)" : "");
+    }
   }
 }
 
