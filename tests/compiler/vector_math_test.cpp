@@ -367,7 +367,7 @@ TEST(VectorMath, Bf16RowsRoundAsToBf16OnEveryInstructionSet) {
 // matrix, transposed, broadcast, more dims than it tracks) and writes them densely,
 // times the scale, rounded once: element by element as to_bf16 of the strided element.
 TEST(VectorMath, Bf16DenseCopiesOfViewsMatchElementByElement) {
-  std::vector<float> data(60000);
+  std::vector<float> data(70000);  // every view below reads within it
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-3, 3);
   for (float& v : data) v = u(rng);
