@@ -1,6 +1,7 @@
 #include "compiler/batched_bf16_matmul.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <deque>
 #include <string_view>
 
@@ -37,6 +38,26 @@ Desc dense_desc(Dims dims, DataType type) {
   return Desc(dims, type, strides);
 }
 
+/// \p dims laid out densely with its last two dims swapped: the matrices column-major.
+Desc transposed_desc(Dims dims, DataType type) {
+  const std::size_t r = dims.size();
+  Dims strides(r, 1);
+  strides[r - 1] = dims[r - 2];
+  std::int64_t step = dims[r - 2] * dims[r - 1];
+  for (std::size_t d = r - 2; d-- > 0;) {
+    strides[d] = step;
+    step *= dims[d];
+  }
+  return Desc(dims, type, strides);
+}
+
+/// Whether the matrices of \p op lie column by column (attention's K read as K^T): then
+/// the emulated pass rounds it in that order, reading and writing contiguously.
+bool column_major(const StridedOperand& op) {
+  const std::size_t r = op.shape.size();
+  return op.strides[r - 2] == 1 && op.strides[r - 1] != 1 && op.shape[r - 2] > 1;
+}
+
 }  // namespace
 
 struct BatchedBf16Matmul::Impl {
@@ -69,6 +90,9 @@ bool BatchedBf16Matmul::suits(const StridedOperand& a, const StridedOperand& b) 
 BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOperand& b, float* c,
                                      std::int64_t tiles, const float* scale)
     : impl_(std::make_unique<Impl>()), scale_(scale), a_strides_(a.strides), b_strides_(b.strides) {
+  const std::size_t rank = b.shape.size();
+  const bool b_by_columns = column_major(b);
+  if (b_by_columns) std::swap(b_strides_[rank - 2], b_strides_[rank - 1]);  // rounded as stored
   const onednn::OneOpenMpThread one_thread;  // each tile runs on the worker of its block
 
   const std::size_t r = a.shape.size();
@@ -115,7 +139,8 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
     dnnl::matmul::primitive_desc pd(
         dnnl::matmul::desc(
             dense_desc(dims_of(a.shape, count), operands),
-            emulated ? dense_desc(dims_of(b.shape, count), operands)
+            emulated ? (b_by_columns ? transposed_desc(dims_of(b.shape, count), operands)
+                                     : dense_desc(dims_of(b.shape, count), operands))
                      : Desc(dims_of(b.shape, count), operands, dnnl::memory::format_tag::any),
             dense_desc(dims_of(c_shape, count), DataType::f32)),
         user_scratchpad(), engine);
@@ -158,6 +183,7 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
         chunk.a_shape = a.shape;
         chunk.b_shape = b.shape;
         chunk.a_shape[split_] = chunk.b_shape[split_] = count;
+        if (b_by_columns) std::swap(chunk.b_shape[rank - 2], chunk.b_shape[rank - 1]);
       } else {
         a_in = dnnl::memory(pd.src_desc(), engine, tile.a_bf16.get_data_handle());
         b_in = dnnl::memory(pd.weights_desc(), engine, tile.b_bf16.get_data_handle());

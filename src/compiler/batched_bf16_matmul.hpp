@@ -54,7 +54,9 @@ class BatchedBf16Matmul {
   std::size_t split_ = 0;                                   // the batch dim the tiles split
   std::int64_t tiles_ = 1, split_dim_ = 1, per_entry_ = 0;  // C elements per entry of it
   const float* scale_ = nullptr;                            // emulated: read on each call
-  std::vector<std::int64_t> a_strides_, b_strides_;         // emulated: the operands' views
+  // Emulated: the operands' views as they are rounded (B's last two dims swapped when its
+  // matrices lie column by column: it is rounded, and read by the GEMM, in that order).
+  std::vector<std::int64_t> a_strides_, b_strides_;
 };
 
 }  // namespace kiln::compiler
