@@ -94,6 +94,13 @@ BatchedBf16Matmul::BatchedBf16Matmul(const StridedOperand& a, const StridedOpera
   const bool b_by_columns = column_major(b);
   if (b_by_columns) std::swap(b_strides_[rank - 2], b_strides_[rank - 1]);  // rounded as stored
   const onednn::OneOpenMpThread one_thread;  // each tile runs on the worker of its block
+  a_data_ = a.data;
+  a_dense_ = true;
+  for (std::int64_t d = static_cast<std::int64_t>(a.shape.size()) - 1, step = 1; d >= 0; --d) {
+    const auto u = static_cast<std::size_t>(d);
+    if (a.shape[u] != 1 && a.strides[u] != step) a_dense_ = false;
+    step *= a.shape[u];
+  }
 
   const std::size_t r = a.shape.size();
   const std::int64_t m = a.shape[r - 2], k = a.shape[r - 1], n = b.shape[r - 1];
@@ -210,16 +217,37 @@ std::int64_t BatchedBf16Matmul::first_element(std::int64_t t) const noexcept {
   return split_dim_ * t / tiles_ * per_entry_;
 }
 
+bool BatchedBf16Matmul::can_read_rounded_a(const float* a) const {
+  if (a != a_data_ || !a_dense_ || scale_ != nullptr) return false;
+  for (const Impl::Tile& tile : impl_->tiles)
+    for (const Impl::Chunk& chunk : tile.chunks)
+      if (chunk.a_from == nullptr) return false;  // bf16 units (reorders read A), or done
+  return true;
+}
+
+void BatchedBf16Matmul::read_rounded_a(const float* a) {
+  (void)a;  // = a_data_: each chunk's part of it
+  for (Impl::Tile& tile : impl_->tiles) {
+    for (Impl::Chunk& chunk : tile.chunks) {
+      // The GEMM's A: the chunk's part of A itself (dense, as the buffer was).
+      chunk.multiply.memory[0].set_data_handle(const_cast<float*>(chunk.a_from));
+      chunk.a_from = nullptr;
+    }
+    tile.a_f32 = {};
+  }
+}
+
 void BatchedBf16Matmul::run(std::int64_t t) const {
   const Impl::Tile& tile = impl_->tiles[static_cast<std::size_t>(t)];
   for (const Impl::Chunk& chunk : tile.chunks) {
-    if (chunk.a_from != nullptr) {  // emulated: round in one pass each, then an f32 GEMM
+    // Emulated: round in one pass each (A unless it is read as it is), then an f32 GEMM.
+    if (chunk.a_from != nullptr)
       round_dense_bf16(chunk.a_from, chunk.a_shape, a_strides_,
                        static_cast<float*>(tile.a_f32.get_data_handle()),
                        scale_ != nullptr ? *scale_ : 1.0f);
+    if (chunk.b_from != nullptr)
       round_dense_bf16(chunk.b_from, chunk.b_shape, b_strides_,
                        static_cast<float*>(tile.b_f32.get_data_handle()));
-    }
     if (!chunk.round_a.run(tile.stream) || !chunk.round_b.run(tile.stream) ||
         !chunk.multiply.run(tile.stream))
       throw DeviceError(cat("oneDNN's batched bf16 matmul failed in tile ", t));

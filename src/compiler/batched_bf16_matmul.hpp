@@ -44,6 +44,14 @@ class BatchedBf16Matmul {
   /// Computes tile \p t on the calling thread; tiles may run at once on different threads.
   void run(std::int64_t t) const;
 
+  /// Whether `read_rounded_a(a)` may be called: the matmul is emulated (no bf16 units),
+  /// A is dense at \p a, and there is no scale to apply to it.
+  bool can_read_rounded_a(const float* a) const;
+  /// `can_read_rounded_a(a)` only: reads A where it is, at \p a, already rounded to bf16
+  /// (a softmax's output written so: attention's probabilities), instead of rounding it
+  /// into a buffer on each call.
+  void read_rounded_a(const float* a);
+
   /// Whether operands of these shapes and strides suit this path: a batch, none of its
   /// dims broadcast.
   static bool suits(const StridedOperand& a, const StridedOperand& b);
@@ -54,6 +62,8 @@ class BatchedBf16Matmul {
   std::size_t split_ = 0;                                   // the batch dim the tiles split
   std::int64_t tiles_ = 1, split_dim_ = 1, per_entry_ = 0;  // C elements per entry of it
   const float* scale_ = nullptr;                            // emulated: read on each call
+  const float* a_data_ = nullptr;
+  bool a_dense_ = false;  // A's view is dense row-major
   // Emulated: the operands' views as they are rounded (B's last two dims swapped when its
   // matrices lie column by column: it is rounded, and read by the GEMM, in that order).
   std::vector<std::int64_t> a_strides_, b_strides_;

@@ -811,6 +811,30 @@ PackedMatmul* reads_bf16_rows(const Launch& consumer, const std::byte* out, std:
   return const_cast<PackedMatmul*>(reader.packed.get());
 }
 
+/// Without bf16 units: a softmax over f32 rows read only by emulated batched bf16 matmuls
+/// as their dense left operand (attention's probabilities) writes its rows rounded, and
+/// the matmuls read them where they are (no rounding pass over the largest operand).
+bool hand_off_rounded_softmax(Launch& softmax, const std::vector<Launch*>& consumers) {
+  if (consumers.empty() || softmax.out.size() != 1 || softmax.in[0].shape.empty() ||
+      !f32_last_axis_rows(softmax, axis_of(softmax.view().find("axis")->as_int(),
+                                           softmax.in[0].shape.size())))
+    return false;
+  const auto* out = reinterpret_cast<const float*>(softmax.out[0].data);
+  std::vector<BatchedBf16Matmul*> readers;
+  for (const Launch* consumer : consumers) {
+    if (consumer->matmul == nullptr || consumer->matmul->batched_bf16 == nullptr ||
+        consumer->in[0].data != softmax.out[0].data)
+      return false;
+    // Prepared, not yet recorded: the plan still owns it exclusively.
+    readers.push_back(const_cast<BatchedBf16Matmul*>(consumer->matmul->batched_bf16.get()));
+  }
+  for (const BatchedBf16Matmul* reader : readers)
+    if (!reader->can_read_rounded_a(out)) return false;
+  for (BatchedBf16Matmul* reader : readers) reader->read_rounded_a(out);
+  softmax.out_bf16 = true;
+  return true;
+}
+
 }  // namespace
 
 bool hand_off_bf16(Launch& producer, Launch& consumer) {
@@ -828,6 +852,7 @@ bool hand_off_bf16(Launch& producer, Launch& consumer) {
 
 bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
   const std::string_view name = norm.view().name();
+  if (name == "kiln.softmax") return hand_off_rounded_softmax(norm, consumers);
   if ((name != "kiln.layer_norm" && name != "kiln.rms_norm") || consumers.empty() ||
       norm.out.size() != 1 || norm.out[0].shape.empty() || !f32_rows_norm(norm))
     return false;

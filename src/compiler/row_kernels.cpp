@@ -203,6 +203,8 @@ void softmax_f32(const Launch& l) {
       vmath::binary(vmath::Binary::sub, y, 1, &log_sum, 0, y, count);
     } else {
       vmath::softmax_row(x, y, count);
+      // Read only by emulated bf16 batched matmuls (attention's context): rounded for them.
+      if (l.out_bf16) vmath::round_bf16_f32(y, y, count, 1.0f);
     }
   }
 }
