@@ -842,12 +842,24 @@ TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
   };
   const StagedGraph staged =
       stage(model)(f32({"b", 128, 128}), f32({"b", 128, 128}), f32({"b", 128, 128}));
+  // Returning the probabilities too keeps them f32: without bf16 units the context's GEMM
+  // then rounds them itself, instead of reading the rows the softmax wrote rounded.
+  const StagedGraph with_probabilities =
+      stage([](Tensor q, Tensor k, Tensor v) {
+        const Dim b = q.shape().dims()[0];
+        const auto heads = [&](const Tensor& t) {
+          return permute(reshape(t, Shape{b, 128, 4, 32}), {0, 2, 1, 3});
+        };
+        const Tensor p = softmax(matmul(heads(q), transpose(heads(k), -1, -2)) * 0.25, -1);
+        return std::make_tuple(matmul(p, heads(v)) + 1.0, p);
+      })(f32({"b", 128, 128}), f32({"b", 128, 128}), f32({"b", 128, 128}));
   for (std::int64_t b : {1, 3}) {
     const std::vector<Tensor> in = inputs_for(staged, 80 + b, {{"b", b}});
     const Tensor want = reference_run(staged.graph(), in, {})[0];
     for (int threads : {1, 2, 3}) {
       auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
-      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads);
+      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads) +
+                               "; " + bf16_path();
       CompiledCallable compiled(staged, {},
                                 {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
       const Tensor got = compiled.run(in)[0];
@@ -855,6 +867,12 @@ TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
       EXPECT_GT(max_difference(got, want), 1e-6) << what;
       EXPECT_EQ(compiled.stats().bf16_matmuls, 2u) << what;
       EXPECT_EQ(compiled.stats().epilogues_in_gemm, 1u) << what;  // the scale
+      EXPECT_EQ(compiled.stats().bf16_handoffs, kiln::has_native_bf16() ? 0u : 1u) << what;
+      CompiledCallable kept(with_probabilities, {},
+                            {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
+      const std::vector<Tensor> both = kept.run(in);
+      EXPECT_EQ(kept.stats().bf16_handoffs, 0u) << what;
+      EXPECT_EQ(max_difference(both[0], got), 0.0) << what;  // the same bits either way
     }
   }
 }
