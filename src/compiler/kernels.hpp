@@ -63,8 +63,9 @@ struct Launch {
   // matmul launches, set by the planner: the product may be computed in bfloat16
   // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.
   bool bf16 = false;
-  // layer_norm / rms_norm launches, set by hand_off_bf16: out[0] is written as bf16 values
-  // (the first half of its storage) for the bf16 matmuls that are its only readers.
+  // layer_norm / rms_norm / softmax launches, set by hand_off_bf16: out[0] is written
+  // rounded to bf16 for the bf16 matmuls that are its only readers: as bf16 values (the
+  // first half of its storage) for bf16 units, else as f32 values rounded in place.
   bool out_bf16 = false;
   ir::OpView view() const { return graph->op(op); }
 };
@@ -97,17 +98,19 @@ bool packed(const Launch& launch);
 /// True when the matmul launch \p launch has few rows and runs as column panels.
 bool skinny(const Launch& launch);
 /// bf16 plans: when the prepared matmul launches \p producer and \p consumer both run
-/// oneDNN's bf16 GEMM with packed weights, and \p consumer's left operand is \p producer's
-/// output (or its fused epilogue's) read densely, has the producer write it as bf16 values
-/// and the consumer read them as they are (no rounding pass, half the bytes). The caller
-/// guarantees that nothing else reads that output. \returns whether it did.
+/// oneDNN's bf16 GEMM with packed weights (or its emulation by f32 GEMMs), and \p
+/// consumer's left operand is \p producer's output (or its fused epilogue's) read densely,
+/// has the producer write it rounded to bf16 (bf16 values, half the bytes; emulated, f32
+/// values rounded in place) and the consumer read it as it is (no rounding pass). The
+/// caller guarantees that nothing else reads that output. \returns whether it did.
 bool hand_off_bf16(Launch& producer, Launch& consumer);
 /// bf16 plans: when the prepared \p norm (a layer or RMS norm over f32 rows) is read only
-/// by \p consumers, all matmuls running oneDNN's bf16 GEMM on packed weights with the norm's
-/// output as their dense left operand (attention's Q, K and V), has the norm write its
-/// rows as bf16 values and the matmuls read them as they are (one rounding instead of one
-/// per matmul). The caller guarantees that nothing else reads that output. \returns
-/// whether it did.
+/// by \p consumers, all matmuls running oneDNN's bf16 GEMM (or its emulation) on packed
+/// weights with the norm's output as their dense left operand (attention's Q, K and V),
+/// has the norm write its rows rounded to bf16 and the matmuls read them as they are (one
+/// rounding instead of one per matmul). Without bf16 units, likewise a softmax over f32
+/// rows read only by emulated batched bf16 matmuls as their dense left operand. The caller
+/// guarantees that nothing else reads that output. \returns whether it did.
 bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers);
 /// True when prepare set the matmul launch \p launch to compute in bfloat16.
 bool in_bf16(const Launch& launch);
