@@ -271,6 +271,7 @@ struct CompiledCallable::Impl {
   std::shared_ptr<Cluster> cluster;
   std::map<std::vector<std::size_t>, std::shared_ptr<Communicator>> communicators;
   std::map<const ir::Graph*, Program> programs;
+  std::size_t expanded_ops = 0;  // the module's ops with calls expanded (ir::expanded_op_count)
   std::map<std::string, std::unique_ptr<Plan>> plans;
   Plan* last_plan = nullptr;  // the plan of the previous call: the common case, checked first
   // For each input leaf and axis with a symbolic dim: the (leaf, axis) where that symbol
@@ -408,6 +409,7 @@ struct CompiledCallable::Impl {
     for (std::size_t g = 0; g < module.num_graphs(); ++g) {
       const ir::Graph& graph = module.graph(g);
       Program p{&graph, {}};
+      p.steps.reserve(graph.num_ops());
       for (std::size_t i = 0; i < graph.num_ops(); ++i) {
         const ir::OpView op = graph.op(i);
         Step step;
@@ -499,8 +501,9 @@ struct CompiledCallable::Impl {
   static constexpr std::uint64_t kBytesPerPlannedOp = 2048;
 
   // Refuses a module whose calls expand to more ops than this machine can plan.
-  void check_expanded_size() const {
+  void check_expanded_size() {
     const std::uint64_t ops = ir::expanded_op_count(module);  // 2^64 in a few kilobytes
+    expanded_ops = static_cast<std::size_t>(std::min<std::uint64_t>(ops, SIZE_MAX));
     const std::size_t machine = compiler::memory_and_swap();
     if (machine == 0 || ops <= machine / kBytesPerPlannedOp) return;
     throw UserError(cat("CompiledCallable: @", module.entry().name(), "'s calls expand to ",
@@ -515,6 +518,12 @@ struct CompiledCallable::Impl {
   std::unique_ptr<Plan> make_plan(const std::vector<Tensor>& inputs) {
     auto plan = std::make_unique<Plan>();
     const ir::Graph& entry = module.entry();
+    // About one launch and one value per op, calls expanded: reserved, so that a huge
+    // module's lists do not grow by doubling to up to twice what they hold.
+    plan->launches.reserve(expanded_ops);
+    plan->io.reserve(expanded_ops);
+    plan->labels.reserve(expanded_ops);
+    plan->storage.reserve(expanded_ops + entry.arguments().size());
     std::map<std::string, std::int64_t> symbols;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const Shape& want = entry.type(entry.arguments()[i]).shape;
