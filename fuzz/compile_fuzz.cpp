@@ -7,7 +7,8 @@
 //   exception, is a bug in kiln;
 // - the compiler refuses (UserError) no call that the reference interpreter runs;
 // - a call that succeeds returns one tensor per result of the entry graph, each with the
-//   dtype and rank the module declares.
+//   dtype and rank the module declares;
+// - a module whose calls expand to 2^48 ops or more is refused by both, without expanding.
 //
 // The same function runs in the test suite over fuzz/regressions/ (tests/CMakeLists.txt),
 // so that each input that once found a bug stays fixed.
@@ -36,6 +37,10 @@ namespace {
 constexpr std::int64_t kSymbolicSize = 2;
 /// Modules with a bigger value are skipped: they would test the machine's memory, not kiln.
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 16;
+/// Modules whose calls expand to more ops are skipped (they would take long to run) ...
+constexpr std::uint64_t kMaxExpandedOps = std::uint64_t{1} << 16;
+/// ... unless they expand to so many that the compiler and the interpreter must refuse them.
+constexpr std::uint64_t kRefusedOps = std::uint64_t{1} << 48;
 
 std::int64_t elements(const kiln::ir::TensorType& type) {
   std::int64_t n = 1;
@@ -101,6 +106,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;  // rejected with a message: the parser fuzzer's business
   }
   if (!small(module)) return 0;
+  // Calls that expand past what any machine can plan (2^64 ops in a few kilobytes) are
+  // refused by both, before either expands them; between that and a quick call, skipped.
+  const std::uint64_t ops = kiln::ir::expanded_op_count(module);
+  if (ops > kMaxExpandedOps) {
+    if (ops < kRefusedOps) return 0;
+    std::string refused;
+    const bool compiled = answered("compiling", &refused, [&] {
+      (void)kiln::CompiledCallable(kiln::StagedGraph::from_module(module),
+                                   std::map<std::string, kiln::Tensor>{});
+    });
+    const bool interpreted = answered("the reference interpreter", nullptr,
+                                      [&] { (void)kiln::reference_run(module, {}, {}); });
+    if (compiled || interpreted || refused.find("calls expand to") == std::string::npos) {
+      std::fprintf(stderr, "a module of %llu ops with its calls expanded was not refused\n",
+                   static_cast<unsigned long long>(ops));
+      std::abort();
+    }
+    return 0;
+  }
 
   std::vector<kiln::Tensor> inputs;
   std::map<std::string, kiln::Tensor> weights;
