@@ -1,9 +1,9 @@
 #include "compiler/batched_bf16_matmul.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <deque>
 #include <string_view>
+#include <utility>
 
 #include "compiler/bf16_emulation.hpp"
 #include "compiler/onednn_support.hpp"

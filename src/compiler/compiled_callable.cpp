@@ -20,8 +20,8 @@
 #include "compiler/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/passes.hpp"
-#include "kiln/ir/verifier.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/ir/verifier.hpp"
 #include "kiln/runtime/device_graph.hpp"
 
 namespace kiln {

@@ -816,8 +816,8 @@ PackedMatmul* reads_bf16_rows(const Launch& consumer, const std::byte* out, std:
 /// the matmuls read them where they are (no rounding pass over the largest operand).
 bool hand_off_rounded_softmax(Launch& softmax, const std::vector<Launch*>& consumers) {
   if (consumers.empty() || softmax.out.size() != 1 || softmax.in[0].shape.empty() ||
-      !f32_last_axis_rows(softmax, axis_of(softmax.view().find("axis")->as_int(),
-                                           softmax.in[0].shape.size())))
+      !f32_last_axis_rows(
+          softmax, axis_of(softmax.view().find("axis")->as_int(), softmax.in[0].shape.size())))
     return false;
   const auto* out = reinterpret_cast<const float*>(softmax.out[0].data);
   std::vector<BatchedBf16Matmul*> readers;

@@ -767,8 +767,7 @@ TEST(CompiledCallable, Bf16MatmulsRoundTheWeightsOnceAndSumInF32) {
       EXPECT_EQ(compiled.stats().skinny_matmuls, b <= 4 ? 2u : 0u) << what;
       // At batch 40 the first layer hands h to the second in bf16; returning h too keeps
       // it f32 (rounded by the second layer instead): the same bits either way.
-      EXPECT_EQ(compiled.stats().bf16_handoffs, (b <= 4 ? 0u : 1u))
-          << what << "; " << bf16_path();
+      EXPECT_EQ(compiled.stats().bf16_handoffs, (b <= 4 ? 0u : 1u)) << what << "; " << bf16_path();
       CompiledCallable with_h(staged_h, weights,
                               {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
       const std::vector<Tensor> both = with_h.run(in);
@@ -844,22 +843,21 @@ TEST(CompiledCallable, Bf16AttentionMatmulsReadTheirViewsAndApplyTheScale) {
       stage(model)(f32({"b", 128, 128}), f32({"b", 128, 128}), f32({"b", 128, 128}));
   // Returning the probabilities too keeps them f32: without bf16 units the context's GEMM
   // then rounds them itself, instead of reading the rows the softmax wrote rounded.
-  const StagedGraph with_probabilities =
-      stage([](Tensor q, Tensor k, Tensor v) {
-        const Dim b = q.shape().dims()[0];
-        const auto heads = [&](const Tensor& t) {
-          return permute(reshape(t, Shape{b, 128, 4, 32}), {0, 2, 1, 3});
-        };
-        const Tensor p = softmax(matmul(heads(q), transpose(heads(k), -1, -2)) * 0.25, -1);
-        return std::make_tuple(matmul(p, heads(v)) + 1.0, p);
-      })(f32({"b", 128, 128}), f32({"b", 128, 128}), f32({"b", 128, 128}));
+  const StagedGraph with_probabilities = stage([](Tensor q, Tensor k, Tensor v) {
+    const Dim b = q.shape().dims()[0];
+    const auto heads = [&](const Tensor& t) {
+      return permute(reshape(t, Shape{b, 128, 4, 32}), {0, 2, 1, 3});
+    };
+    const Tensor p = softmax(matmul(heads(q), transpose(heads(k), -1, -2)) * 0.25, -1);
+    return std::make_tuple(matmul(p, heads(v)) + 1.0, p);
+  })(f32({"b", 128, 128}), f32({"b", 128, 128}), f32({"b", 128, 128}));
   for (std::int64_t b : {1, 3}) {
     const std::vector<Tensor> in = inputs_for(staged, 80 + b, {{"b", b}});
     const Tensor want = reference_run(staged.graph(), in, {})[0];
     for (int threads : {1, 2, 3}) {
       auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
-      const std::string what = "b " + std::to_string(b) + ", threads " + std::to_string(threads) +
-                               "; " + bf16_path();
+      const std::string what =
+          "b " + std::to_string(b) + ", threads " + std::to_string(threads) + "; " + bf16_path();
       CompiledCallable compiled(staged, {},
                                 {.context = ctx, .matmul_precision = MatmulPrecision::bf16});
       const Tensor got = compiled.run(in)[0];

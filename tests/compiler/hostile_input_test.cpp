@@ -82,8 +82,9 @@ std::string doubling_calls(int depth) {
          << "\n    %1 = \"func.call\"(%0) {callee = @" << next << "} : (" << t << ") -> " << t
          << "\n    return %1 : " << t << "\n  }\n";
   }
-  text << "  func.func private @leaf(%x: " << t << ") -> " << t << " {\n    %0 = \"kiln.relu\"(%x) : ("
-       << t << ") -> " << t << "\n    return %0 : " << t << "\n  }\n}\n";
+  text << "  func.func private @leaf(%x: " << t << ") -> " << t
+       << " {\n    %0 = \"kiln.relu\"(%x) : (" << t << ") -> " << t << "\n    return %0 : " << t
+       << "\n  }\n}\n";
   return text.str();
 }
 

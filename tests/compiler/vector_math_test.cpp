@@ -377,14 +377,14 @@ TEST(VectorMath, Bf16DenseCopiesOfViewsMatchElementByElement) {
     std::vector<std::int64_t> shape, strides;
   };
   const std::vector<View> views = {
-      {{8, 128, 64}, {8192, 64, 1}},             // dense: one row
-      {{1, 8, 37, 64}, {0, 64, 1536, 1}},       // attention's Q: rows of a wider matrix
-      {{1, 8, 64, 37}, {0, 64, 1, 1536}},       // K transposed (a tail of 37 = 2x16 + 5)
-      {{3, 19, 21}, {0, 1, 19}},                // transposed and broadcast
-      {{5, 7}, {3, 2}},                         // neither dim contiguous
+      {{8, 128, 64}, {8192, 64, 1}},       // dense: one row
+      {{1, 8, 37, 64}, {0, 64, 1536, 1}},  // attention's Q: rows of a wider matrix
+      {{1, 8, 64, 37}, {0, 64, 1, 1536}},  // K transposed (a tail of 37 = 2x16 + 5)
+      {{3, 19, 21}, {0, 1, 19}},           // transposed and broadcast
+      {{5, 7}, {3, 2}},                    // neither dim contiguous
       {{2, 1, 2, 1, 2, 1, 2, 1, 2, 3}, {1500, 7, 600, 7, 250, 7, 100, 7, 30, 1}},  // 10 dims
-      {{4, 0, 3}, {3, 3, 1}},                   // empty
-      {{}, {}}};                                // one element
+      {{4, 0, 3}, {3, 3, 1}},                                                      // empty
+      {{}, {}}};                                                                   // one element
   for (float scale : {1.0f, 0.125f, 0.3f}) {
     for (const View& v : views) {
       std::int64_t total = 1;
@@ -392,7 +392,8 @@ TEST(VectorMath, Bf16DenseCopiesOfViewsMatchElementByElement) {
       std::vector<float> got(static_cast<std::size_t>(total) + 1, 42.0f), want(got.size(), 42.0f);
       for (std::int64_t flat = 0; flat < total; ++flat) {
         std::int64_t offset = 0;
-        for (std::int64_t rest = flat, d = static_cast<std::int64_t>(v.shape.size()) - 1; d >= 0; --d) {
+        for (std::int64_t rest = flat, d = static_cast<std::int64_t>(v.shape.size()) - 1; d >= 0;
+             --d) {
           const auto k = static_cast<std::size_t>(d);
           offset += rest % v.shape[k] * v.strides[k];
           rest /= v.shape[k];

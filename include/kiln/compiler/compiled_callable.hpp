@@ -40,16 +40,16 @@ enum class MatmulPrecision : unsigned char {
   /// `KILN_CPU_ISA` below `avx512_bf16`) the same products come from f32 GEMMs over the
   /// rounded operands (two bf16 values multiply exactly in f32), within a few percent of
   /// f32's speed (hand-offs pass f32 values already rounded); `Stats::isa` says which
-  /// level ran. Layers of at most 4
-  /// rows (batch 1) keep f32 activations and read half the weight bytes. Batched matmuls
+  /// level ran. Layers of at most 4 rows (batch 1) keep f32 activations and read half the
+  /// weight bytes. Batched matmuls
   /// of activations (attention's scores and context) round both operands on each call and
   /// run oneDNN's batched bf16 GEMM (a scale epilogue applied as they are rounded). Other
   /// matmuls stay f32. A layer's output that only the next bf16 layer reads, and a layer or
   /// RMS norm's output that only bf16 layers read, are handed over in bf16
   /// (`Stats::bf16_handoffs`; without bf16 units as f32 values rounded to bf16, and so is
-  /// a softmax's output that only batched bf16 matmuls read: attention's probabilities). Results move by bfloat16's rounding (relative 2^-9
-  /// per operand), as with PyTorch's `torch.autocast("cpu", torch.bfloat16)`. Needs
-  /// `prepack_weights`.
+  /// a softmax's output that only batched bf16 matmuls read: attention's probabilities).
+  /// Results move by bfloat16's rounding (relative 2^-9 per operand), as with PyTorch's
+  /// `torch.autocast("cpu", torch.bfloat16)`. Needs `prepack_weights`.
   bf16,
 };
 
