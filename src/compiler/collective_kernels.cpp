@@ -77,11 +77,6 @@ std::size_t elements_of(const Index& shape) {
 
 }  // namespace
 
-bool is_collective(std::string_view op) {
-  return op == "kiln.allreduce_sum" || op == "kiln.allgather" || op == "kiln.reduce_scatter_sum" ||
-         op == "kiln.all_to_all" || op == "kiln.transfer";
-}
-
 std::shared_ptr<CollectiveLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank) {
   auto c = std::make_shared<CollectiveLaunch>();
   c->comm = std::move(comm);

@@ -420,10 +420,10 @@ struct CompiledCallable::Impl {
         } else if (op.name() == "kiln.fused") {
           step.kernel = compiler::run_fused;
           step.fused = fused_programs.fused(*module.find(op.find("callee")->as_symbol().name));
-        } else if (compiler::is_elementwise(op.name())) {
+        } else if (op.def().has(ir::OpTrait::elementwise)) {
           step.kernel = compiler::run_fused;
           step.fused = fused_programs.elementwise(graph, op);
-        } else if (compiler::is_collective(op.name())) {
+        } else if (op.def().has(ir::OpTrait::collective)) {
           step.kind = StepKind::collective;
           step.kernel = compiler::run_collective;
         } else if (const ir::Attribute* callee = op.find("callee")) {
@@ -438,7 +438,7 @@ struct CompiledCallable::Impl {
                 cat("CompiledCallable: no CPU kernel for ", op.describe(), " in @", graph.name()));
         }
         if (on_cuda && (step.kind == StepKind::kernel || step.kind == StepKind::collective)) {
-          if (const std::string why = compiler::cuda_unsupported(op.name()); !why.empty())
+          if (const std::string why = compiler::cuda_unsupported(op.def()); !why.empty())
             throw UserError(cat("CompiledCallable on ", ctx->device(), ": ", op.describe(), " in @",
                                 graph.name(), ": ", why));
         }

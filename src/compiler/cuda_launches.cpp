@@ -377,14 +377,15 @@ void set_cuda_source_observer(
   source_observer() = std::move(observer);
 }
 
-std::string cuda_unsupported(std::string_view op_name) {
+std::string cuda_unsupported(const ir::OpDef& op) {
+  const std::string_view op_name = op.name;
   static const std::string_view kSupported[] = {
       "kiln.fused",        "kiln.matmul",     "kiln.reshape",     "kiln.softmax",
       "kiln.log_softmax",  "kiln.layer_norm", "kiln.rms_norm",    "kiln.transpose",
       "kiln.broadcast_to", "kiln.gather",     "kiln.slice",       "kiln.concat",
       "kiln.split",        "kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max",
       "kiln.reduce_min",   "kiln.argmax"};
-  if (is_elementwise(op_name) ||
+  if (op.has(ir::OpTrait::elementwise) ||
       std::find(std::begin(kSupported), std::end(kSupported), op_name) != std::end(kSupported))
     return {};
   return cat("no CUDA kernel for ", op_name,

@@ -25,8 +25,8 @@ using CudaKernelCache = std::map<std::string, DeviceFunction<CudaKernel>>;
 void set_cuda_source_observer(
     std::function<void(const std::string& name, const std::string& source)> observer);
 
-/// Empty when launches of op \p op_name can run on CUDA, else what to tell the user.
-std::string cuda_unsupported(std::string_view op_name);
+/// Empty when launches of op \p op can run on CUDA, else what to tell the user.
+std::string cuda_unsupported(const ir::OpDef& op);
 
 /// The CUDA C++ of kiln's kernel library (entries kiln_rows, kiln_copy, kiln_reduce,
 /// kiln_gather).

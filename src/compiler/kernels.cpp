@@ -444,7 +444,7 @@ std::optional<VectorOp> vector_op(const ir::OpView& op) {
 }
 }  // namespace
 
-bool is_elementwise(std::string_view op) {
+bool has_scalar_kernel(std::string_view op) {
   return binary_scalars().count(op) != 0 || unary_scalars().count(op) != 0 || op == "kiln.gelu" ||
          op == "kiln.where";
 }

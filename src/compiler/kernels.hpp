@@ -72,9 +72,6 @@ struct Launch {
 
 using Kernel = void (*)(const Launch&);
 
-/// True for the ops between devices (`kiln.allreduce_sum`, ..., `kiln.transfer`): the
-/// planner gives each participating device a launch of `run_collective`.
-bool is_collective(std::string_view op);
 /// This launch's part (rank `rank` of \p comm) of the op's collective; for a transfer,
 /// rank 0 sends (`in` only) and rank 1 receives (`out` only).
 std::shared_ptr<CollectiveLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank);
@@ -159,7 +156,8 @@ bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t
                    const Index& shape, const Index& strides);
 /// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
 void run_fused(const Launch& launch);
-/// True for the ops a fused body may contain.
-bool is_elementwise(std::string_view op);
+/// True when the fused kernel has scalar (and vector) loops for \p op: every op with
+/// `ir::OpTrait::elementwise` needs them (a test walks the registry), and only those.
+bool has_scalar_kernel(std::string_view op);
 
 }  // namespace kiln::compiler

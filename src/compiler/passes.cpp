@@ -239,7 +239,7 @@ ir::Module fuse_elementwise(const ir::Module& module) {
     std::vector<std::vector<std::size_t>> groups;
     for (std::size_t r = in->num_ops(); r-- > 0;) {
       const ir::OpView root = in->op(r);
-      if (is_body || group[r] >= 0 || !compiler::is_elementwise(root.name())) continue;
+      if (is_body || group[r] >= 0 || !root.def().has(ir::OpTrait::elementwise)) continue;
       const Shape& shape = in->type(root.result(0)).shape;
       std::vector<std::size_t> members{r};
       group[r] = static_cast<int>(groups.size());
@@ -248,7 +248,7 @@ ir::Module fuse_elementwise(const ir::Module& module) {
           const std::int64_t p = in->producer(v);
           if (p < 0 || group[static_cast<std::size_t>(p)] >= 0) continue;
           const ir::OpView prod = in->op(static_cast<std::size_t>(p));
-          if (!compiler::is_elementwise(prod.name()) || uses[v.id] != 1 ||
+          if (!prod.def().has(ir::OpTrait::elementwise) || uses[v.id] != 1 ||
               in->type(v).shape != shape)
             continue;
           group[static_cast<std::size_t>(p)] = group[r];

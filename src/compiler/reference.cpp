@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "compiler/machine_memory.hpp"
+#include "compiler/reference_ops.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/verifier.hpp"
@@ -780,6 +781,12 @@ std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
 }
 
 }  // namespace
+
+namespace compiler {
+
+bool reference_evaluates(std::string_view op) { return table().count(std::string(op)) != 0; }
+
+}  // namespace compiler
 
 std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Tensor>& inputs,
                                   const std::map<std::string, Tensor>& weights) {

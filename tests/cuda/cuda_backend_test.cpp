@@ -644,9 +644,9 @@ TEST_P(CudaBackend, DynamicSharedMemoryBeyondTheDefaultIsAskedForAndChecked) {
 TEST_P(CudaBackend, CompiledGraphsSayWhatTheyCannotRunOnCudaYet) {
   // Every op has a CUDA kernel but the collectives, and those need several devices, which
   // a compiled graph on CUDA refuses first (below); the check itself names the op.
-  EXPECT_EQ(compiler::cuda_unsupported("kiln.argmax"), "");
-  EXPECT_EQ(compiler::cuda_unsupported("kiln.fused"), "");
-  const std::string why = compiler::cuda_unsupported("kiln.allreduce_sum");
+  EXPECT_EQ(compiler::cuda_unsupported(ir::lookup_op("kiln.argmax")), "");
+  EXPECT_EQ(compiler::cuda_unsupported(ir::lookup_op("kiln.fused")), "");
+  const std::string why = compiler::cuda_unsupported(ir::lookup_op("kiln.allreduce_sum"));
   EXPECT_NE(why.find("no CUDA kernel for kiln.allreduce_sum yet"), std::string::npos) << why;
   EXPECT_NE(why.find("compile the module for a CPU device"), std::string::npos) << why;
 }

@@ -3,7 +3,8 @@
 /// The op registry: what each op of the IR takes, what it produces, and how to check it.
 ///
 /// Adding an op is one `OpDef` registered in one place (see `src/ir/ops/`) plus its kernel
-/// in the compiler; nothing else in the IR switches on op names. Each op declares its
+/// in the compiler; nothing else in the IR switches on op names. What passes and the
+/// compiler may assume of an op (`OpTrait`: elementwise, collective) is declared there too. Each op declares its
 /// operand count, its attributes (name, kind, required or optional) and a rule that infers
 /// its result types from operand types and attributes. The same rule serves building
 /// (results get inferred types), and verifying (stored result types must equal them).
@@ -55,6 +56,18 @@ struct AttrSpec {
   bool required = true;
 };
 
+/// What passes and the compiler may assume of an op, declared with its definition so that
+/// none of them keeps a list of op names of its own.
+enum class OpTrait : std::uint8_t {
+  /// Each result element is a function of the operands' elements at the same (broadcast)
+  /// index, one scalar function per element: such ops fuse into one loop (`kiln.fused`),
+  /// and the compiler has a scalar kernel for each.
+  elementwise = 1u << 0,
+  /// Runs between devices (one operand per device, or a transfer): the compiler gives each
+  /// participating device a launch, and they meet.
+  collective = 1u << 1,
+};
+
 /// One op of the IR.
 struct OpDef {
   std::string name;      ///< "kiln.add"
@@ -66,6 +79,11 @@ struct OpDef {
   InferFn infer = nullptr;
   /// Extra checks of given result types (for ops without `infer`); may be null.
   VerifyFn verify = nullptr;
+  /// `OpTrait` bits.
+  std::uint8_t traits = 0;
+
+  /// Whether the op has trait \p t.
+  bool has(OpTrait t) const noexcept { return (traits & static_cast<std::uint8_t>(t)) != 0; }
 
   /// Checks operand count and attributes against the spec; returns what is wrong or "".
   std::string check(std::size_t operands, std::span<const NamedAttribute> attributes) const;

@@ -107,23 +107,32 @@ std::vector<TensorType> infer_transfer(const InferContext& ctx) {
   return {{x.dtype, x.shape, to}};
 }
 
+/// \p def, marked collective.
+OpDef collective(OpDef def) {
+  def.traits |= static_cast<std::uint8_t>(OpTrait::collective);
+  return def;
+}
+
 }  // namespace
 
 void register_collective_ops(OpRegistry& r) {
-  r.add(make_op("kiln.allreduce_sum", "every result is the sum of the operands (one per device)", 1,
-                -1, infer_allreduce));
-  r.add(make_op("kiln.allgather",
-                "every result is the operands (one per device) joined along an axis", 1, -1,
-                infer_allgather, {{"axis", Kind::integer}}));
-  r.add(make_op("kiln.reduce_scatter_sum",
-                "result i is shard i along an axis of the sum of the operands (one per device)", 1,
-                -1, infer_reduce_scatter, {{"axis", Kind::integer}}));
-  r.add(make_op("kiln.all_to_all",
-                "result i joins, along concat_axis, piece i (along split_axis) of every operand", 1,
-                -1, infer_all_to_all,
-                {{"split_axis", Kind::integer}, {"concat_axis", Kind::integer}}));
-  r.add(make_op("kiln.transfer", "the operand, copied to another device", 1, 1, infer_transfer,
-                {{"device", Kind::string}}));
+  // Every op of this file runs between devices.
+  r.add(collective(make_op("kiln.allreduce_sum",
+                           "every result is the sum of the operands (one per device)", 1, -1,
+                           infer_allreduce)));
+  r.add(collective(make_op("kiln.allgather",
+                           "every result is the operands (one per device) joined along an axis", 1,
+                           -1, infer_allgather, {{"axis", Kind::integer}})));
+  r.add(collective(
+      make_op("kiln.reduce_scatter_sum",
+              "result i is shard i along an axis of the sum of the operands (one per device)", 1,
+              -1, infer_reduce_scatter, {{"axis", Kind::integer}})));
+  r.add(collective(make_op(
+      "kiln.all_to_all",
+      "result i joins, along concat_axis, piece i (along split_axis) of every operand", 1, -1,
+      infer_all_to_all, {{"split_axis", Kind::integer}, {"concat_axis", Kind::integer}})));
+  r.add(collective(make_op("kiln.transfer", "the operand, copied to another device", 1, 1,
+                           infer_transfer, {{"device", Kind::string}})));
 }
 
 }  // namespace kiln::ir::detail

@@ -69,6 +69,7 @@ OpDef op(std::string name, std::string summary, int operands, InferFn infer,
   def.min_operands = def.max_operands = operands;
   def.infer = infer;
   def.attributes = std::move(attributes);
+  def.traits = static_cast<std::uint8_t>(OpTrait::elementwise);  // every op of this file
   return def;
 }
 
