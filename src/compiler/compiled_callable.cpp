@@ -212,28 +212,70 @@ std::string weight_problems(const std::vector<std::string>& problems,
 
 }  // namespace
 
-/// Calls \p f(full_name, op, graph) for every weight op reachable from \p g.
+/// The most weights (calls expanded) a module may name: far more than any model has, far
+/// fewer than graphs that call the next twice, 64 deep, each with a weight, would.
+constexpr std::uint64_t kMaxWeightNames = std::uint64_t{1} << 24;
+
+/// How many weight ops each graph reaches, its calls expanded (each graph counted once,
+/// saturating): weights_in[&g].
+void count_weights(const ir::Module& module, const ir::Graph& g,
+                   std::map<const ir::Graph*, std::uint64_t>& weights_in) {
+  if (weights_in.count(&g) != 0) return;
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < g.num_ops(); ++i) {
+    const ir::OpView op = g.op(i);
+    std::uint64_t more = 0;
+    if (op.name() == "kiln.weight") {
+      more = 1;
+    } else if (const ir::Attribute* callee = op.find("callee")) {
+      const ir::Graph& c = *module.find(callee->as_symbol().name);
+      count_weights(module, c, weights_in);  // at most ir::kMaxCallDepth deep
+      more = weights_in.at(&c);
+    }
+    n = n > UINT64_MAX - more ? UINT64_MAX : n + more;
+  }
+  weights_in.emplace(&g, n);
+}
+
+/// Calls \p f(full_name, op, graph) for every weight op reachable from \p g, skipping the
+/// calls that reach none (\p weights_in).
 template <class F>
-void for_each_weight(const ir::Module& module, const ir::Graph& g, const std::string& prefix,
-                     F&& f) {
+void for_each_weight_in(const ir::Module& module, const ir::Graph& g, const std::string& prefix,
+                        const std::map<const ir::Graph*, std::uint64_t>& weights_in, F& f) {
   for (std::size_t i = 0; i < g.num_ops(); ++i) {
     const ir::OpView op = g.op(i);
     if (op.name() == "kiln.weight") {
       f(join_prefix(prefix, op.find("name")->as_string()), op, g);
     } else if (const ir::Attribute* callee = op.find("callee")) {
+      const ir::Graph& c = *module.find(callee->as_symbol().name);
+      if (weights_in.at(&c) == 0) continue;
       const ir::Attribute* p = op.find("kiln.prefix");
-      for_each_weight(module, *module.find(callee->as_symbol().name),
-                      join_prefix(prefix, p != nullptr ? p->as_string() : ""), f);
+      for_each_weight_in(module, c, join_prefix(prefix, p != nullptr ? p->as_string() : ""),
+                         weights_in, f);
     }
   }
 }
 
+/// Calls \p f(full_name, op, graph) for every weight op the entry of \p module reaches
+/// (once per call path). \throws UserError when the calls expand to more than
+/// kMaxWeightNames of them, before calling \p f: such a walk would not end.
+template <class F>
+void for_each_weight(const ir::Module& module, F&& f) {
+  std::map<const ir::Graph*, std::uint64_t> weights_in;
+  count_weights(module, module.entry(), weights_in);
+  if (const std::uint64_t n = weights_in.at(&module.entry()); n > kMaxWeightNames)
+    throw UserError(cat("@", module.entry().name(), "'s calls expand to ",
+                        n == UINT64_MAX ? std::string("2^64 or more") : cat(n),
+                        " weights, more than kiln reads (", kMaxWeightNames,
+                        "): call fewer graphs with weights from each graph"));
+  for_each_weight_in(module, module.entry(), "", weights_in, f);
+}
+
 std::map<std::string, ir::TensorType> module_weights(const ir::Module& module) {
   std::map<std::string, ir::TensorType> out;
-  for_each_weight(module, module.entry(), "",
-                  [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
-                    out.emplace(name, g.type(op.result(0)));
-                  });
+  for_each_weight(module, [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
+    out.emplace(name, g.type(op.result(0)));
+  });
   return out;
 }
 
@@ -452,8 +494,7 @@ struct CompiledCallable::Impl {
     std::vector<std::string> problems;
     std::map<std::string, bool> needed;
     for_each_weight(
-        staged.graph(), staged.graph().entry(), "",
-        [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
+        staged.graph(), [&](const std::string& name, const ir::OpView& op, const ir::Graph& g) {
           needed[name] = true;
           auto it = weights.find(name);
           const ir::TensorType& want = g.type(op.result(0));

@@ -88,7 +88,9 @@ struct CompileOptions {
 };
 
 /// Every weight \p module reads, by full name (call prefixes applied), with its type: what
-/// a `CompiledCallable` of it must be given.
+/// a `CompiledCallable` of it must be given. Calls that reach no weight are not walked.
+/// \throws UserError when the calls expand to more than 2^24 weight ops (graphs that each
+/// call the next twice, 64 deep, with a weight at the bottom: 2^64 names to make).
 std::map<std::string, ir::TensorType> module_weights(const ir::Module& module);
 
 class CompiledCallable {
