@@ -65,7 +65,7 @@ TEST(HostileInput, TensorsTooBigToExistAreUserErrors) {
 
 // A module of `depth` graphs, each calling the next twice (in sequence), the last a relu:
 // 2^depth relus once the calls are expanded, in a few lines per graph.
-std::string doubling_calls(int depth) {
+std::string doubling_calls(int depth, bool leaf_weight = false) {
   const char* t = "tensor<4xf32>";
   std::ostringstream text;
   text << "module {\n";
@@ -82,14 +82,18 @@ std::string doubling_calls(int depth) {
          << "\n    %1 = \"func.call\"(%0) {callee = @" << next << "} : (" << t << ") -> " << t
          << "\n    return %1 : " << t << "\n  }\n";
   }
-  text << "  func.func private @leaf(%x: " << t << ") -> " << t
-       << " {\n    %0 = \"kiln.relu\"(%x) : (" << t << ") -> " << t << "\n    return %0 : " << t
-       << "\n  }\n}\n";
+  text << "  func.func private @leaf(%x: " << t << ") -> " << t << " {\n";
+  if (leaf_weight)  // a weight added to x: one name, reached along 2^depth call paths
+    text << "    %w = \"kiln.weight\"() {name = \"w\"} : () -> " << t
+         << "\n    %x1 = \"kiln.add\"(%x, %w) : (" << t << ", " << t << ") -> " << t << "\n";
+  text << "    %0 = \"kiln.relu\"(" << (leaf_weight ? "%x1" : "%x") << ") : (" << t << ") -> " << t
+       << "\n    return %0 : " << t << "\n  }\n}\n";
   return text.str();
 }
 
 // Calls that double at every level expand exponentially: 64 levels would be 2^64 launches,
-// found before by running out of memory. The planner counts them first (each graph once)
+// found before by running out of memory (and `module_weights`, which `kiln run` calls
+// first, walked the 2^64 call paths for ever). The planner counts them first (each graph once)
 // and refuses what this machine cannot hold; a module of 2^10 still runs.
 TEST(HostileInput, CallsThatExpandPastMemoryAreRefusedBeforePlanning) {
   const StagedGraph huge = StagedGraph::from_module(ir::parse_module(doubling_calls(64), "d.mlir"));
@@ -102,6 +106,13 @@ TEST(HostileInput, CallsThatExpandPastMemoryAreRefusedBeforePlanning) {
   const StagedGraph big = StagedGraph::from_module(ir::parse_module(doubling_calls(40), "d.mlir"));
   KILN_EXPECT_THROW_MSG(CompiledCallable(big, std::map<std::string, Tensor>{}), UserError,
                         "expand to 1099511627776 ops");  // 2^40 relus
+  // The weights the module reads: calls that reach none are not walked (2^64 paths), and
+  // 2^64 paths to a weight are refused before the walk.
+  EXPECT_TRUE(module_weights(huge.graph()).empty());
+  const ir::Module weighted = ir::parse_module(doubling_calls(64, true), "w.mlir");
+  KILN_EXPECT_THROW_MSG(module_weights(weighted), UserError,
+                        "@main's calls expand to 2^64 or more weights", "more than kiln reads");
+  EXPECT_EQ(module_weights(ir::parse_module(doubling_calls(10, true), "w.mlir")).size(), 1u);
   const StagedGraph fits = StagedGraph::from_module(ir::parse_module(doubling_calls(10), "d.mlir"));
   EXPECT_EQ(ir::expanded_op_count(fits.graph()), 1024u);
   CompiledCallable callable(fits, std::map<std::string, Tensor>{});
