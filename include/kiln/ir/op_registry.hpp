@@ -3,9 +3,9 @@
 /// The op registry: what each op of the IR takes, what it produces, and how to check it.
 ///
 /// Adding an op is one `OpDef` registered in one place (see `src/ir/ops/`) plus its kernel
-/// in the compiler; nothing else in the IR switches on op names. What passes and the
-/// compiler may assume of an op (`OpTrait`: elementwise, collective) is declared there too. Each op declares its
-/// operand count, its attributes (name, kind, required or optional) and a rule that infers
+/// in the compiler; nothing else in the IR switches on op names. Each op declares its
+/// operand count, its attributes (name, kind, required or optional), what passes and the
+/// compiler may assume of it (`OpTrait`: elementwise, collective) and a rule that infers
 /// its result types from operand types and attributes. The same rule serves building
 /// (results get inferred types), and verifying (stored result types must equal them).
 
