@@ -225,8 +225,7 @@ bool BatchedBf16Matmul::can_read_rounded_a(const float* a) const {
   return true;
 }
 
-void BatchedBf16Matmul::read_rounded_a(const float* a) {
-  (void)a;  // = a_data_: each chunk's part of it
+void BatchedBf16Matmul::read_rounded_a() {
   for (Impl::Tile& tile : impl_->tiles) {
     for (Impl::Chunk& chunk : tile.chunks) {
       // The GEMM's A: the chunk's part of A itself (dense, as the buffer was).

@@ -47,10 +47,10 @@ class BatchedBf16Matmul {
   /// Whether `read_rounded_a(a)` may be called: the matmul is emulated (no bf16 units),
   /// A is dense at \p a, and there is no scale to apply to it.
   bool can_read_rounded_a(const float* a) const;
-  /// `can_read_rounded_a(a)` only: reads A where it is, at \p a, already rounded to bf16
-  /// (a softmax's output written so: attention's probabilities), instead of rounding it
-  /// into a buffer on each call.
-  void read_rounded_a(const float* a);
+  /// After `can_read_rounded_a` said yes: reads A where it is, already rounded to bf16 (a
+  /// softmax's output written so: attention's probabilities), instead of rounding it into
+  /// a buffer on each call.
+  void read_rounded_a();
 
   /// Whether operands of these shapes and strides suit this path: a batch, none of its
   /// dims broadcast.

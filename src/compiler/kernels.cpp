@@ -830,7 +830,7 @@ bool hand_off_rounded_softmax(Launch& softmax, const std::vector<Launch*>& consu
   }
   for (const BatchedBf16Matmul* reader : readers)
     if (!reader->can_read_rounded_a(out)) return false;
-  for (BatchedBf16Matmul* reader : readers) reader->read_rounded_a(out);
+  for (BatchedBf16Matmul* reader : readers) reader->read_rounded_a();
   softmax.out_bf16 = true;
   return true;
 }
