@@ -1827,11 +1827,12 @@ def main(argv=None):
     self_check()
     kiln = os.path.abspath(args.kiln)
     for _ in range(40):  # it may be missing for a moment while it is rebuilt
-        if os.path.exists(kiln):
+        if os.path.isfile(kiln) and os.access(kiln, os.X_OK):
             break
         time.sleep(3)
     else:
-        print(f"{kiln} does not exist", file=sys.stderr)
+        print(f"{kiln} is not an executable file (the kiln binary is build/<preset>/bin/kiln)",
+              file=sys.stderr)
         return 2
     only = {o[5:] if o.startswith("kiln.") else o for o in args.op}
     known = {kiln_op_of(op) for op, _, _ in op_table()}
