@@ -13,60 +13,6 @@ using kiln::detail::cat;
 
 std::string value(std::uint32_t v) { return cat("v", v); }
 
-/// The float expression of \p op (the CPU's vector-math formulas, see vector_math_impl.hpp).
-std::string expression(const VectorOp& op) {
-  const std::string a = value(op.a);
-  if (op.is_binary) {
-    const std::string b = value(op.b);
-    switch (op.binary) {
-      case vmath::Binary::add:
-        return a + " + " + b;
-      case vmath::Binary::sub:
-        return a + " - " + b;
-      case vmath::Binary::mul:
-        return a + " * " + b;
-      case vmath::Binary::div:
-        return a + " / " + b;
-      case vmath::Binary::max:  // NaN from either side propagates, as on the CPU
-        return cat("(", a, " < ", b, " || ", b, " != ", b, " ? ", b, " : ", a, ")");
-      case vmath::Binary::min:
-        return cat("(", b, " < ", a, " || ", b, " != ", b, " ? ", b, " : ", a, ")");
-      case vmath::Binary::pow:
-        return cat("powf(", a, ", ", b, ")");
-    }
-  }
-  switch (op.unary) {
-    case vmath::Unary::neg:
-      return "-" + a;
-    case vmath::Unary::abs:
-      return cat("fabsf(", a, ")");
-    case vmath::Unary::exp:
-      return cat("expf(", a, ")");
-    case vmath::Unary::log:
-      return cat("logf(", a, ")");
-    case vmath::Unary::sqrt:
-      return cat("sqrtf(", a, ")");
-    case vmath::Unary::rsqrt:
-      return cat("1.0f / sqrtf(", a, ")");
-    case vmath::Unary::tanh:
-      return cat("tanhf(", a, ")");
-    case vmath::Unary::sigmoid:
-      return cat("1.0f / (1.0f + expf(-", a, "))");
-    case vmath::Unary::relu:
-      return cat("(", a, " > 0.0f || ", a, " != ", a, " ? ", a, " : 0.0f)");
-    case vmath::Unary::silu:
-      return cat(a, " / (1.0f + expf(-", a, "))");
-    case vmath::Unary::gelu_erf:
-      return cat("0.5f * ", a, " * (1.0f + erff(", a, " * 0.70710678118654752f))");
-    case vmath::Unary::gelu_tanh:  // x * sigmoid(2u), as on the CPU
-      return cat(a, " / (1.0f + expf(-1.5957691216057308f * (", a, " + 0.044715f * ", a, " * ", a,
-                 " * ", a, ")))");
-    case vmath::Unary::copy:
-      return a;
-  }
-  return a;
-}
-
 /// Device helpers of the scalar kernels: element loads and stores of every dtype through
 /// double, as kiln's load_as_double and store_from_double convert (DType codes as in
 /// kiln/core/dtype.hpp).
@@ -223,57 +169,17 @@ __device__ long long kiln_ipow(long long a, long long b) {
 )";
 
 /// The expression of scalar op \p s: in double on floating-point operands, in long long
-/// (exact, wrapping) on integer and bool ones (the CPU interpreter's formulas, kernels.cpp).
+/// (exact, wrapping) on integer and bool ones (the CPU interpreter's formulas).
 std::string scalar_expression(const Scalar& s, const std::vector<bool>& is_int) {
-  const std::string a = value(s.a), b = value(s.b);
-  const std::string& n = s.name;
-  if (s.select) return cat("(", a, " != 0 ? ", b, " : ", value(s.c), ")");
-  static const std::pair<const char*, const char*> kCompare[] = {
-      {"kiln.eq", "=="}, {"kiln.ne", "!="}, {"kiln.lt", "<"},
-      {"kiln.le", "<="}, {"kiln.gt", ">"},  {"kiln.ge", ">="}};
-  for (const auto& [op, c] : kCompare)
-    if (n == op) return cat("(", a, " ", c, " ", b, " ? 1 : 0)");
-  if (n == "kiln.cast") return a;  // the conversion is the caller's (conversion())
-  if (is_int[s.a]) {               // integers and bool: exact
-    const std::string ua = cat("(unsigned long long)", a), ub = cat("(unsigned long long)", b);
-    if (n == "kiln.add") return cat("kiln_wrap(", ua, " + ", ub, ")");
-    if (n == "kiln.sub") return cat("kiln_wrap(", ua, " - ", ub, ")");
-    if (n == "kiln.mul") return cat("kiln_wrap(", ua, " * ", ub, ")");
-    if (n == "kiln.div") return cat("kiln_idiv(", a, ", ", b, ")");
-    if (n == "kiln.pow") return cat("kiln_ipow(", a, ", ", b, ")");
-    if (n == "kiln.maximum") return cat("(", a, " < ", b, " ? ", b, " : ", a, ")");
-    if (n == "kiln.minimum") return cat("(", b, " < ", a, " ? ", b, " : ", a, ")");
-    if (n == "kiln.neg") return cat("kiln_wrap(0ull - ", ua, ")");
-    if (n == "kiln.abs") return cat("(", a, " < 0 ? kiln_wrap(0ull - ", ua, ") : ", a, ")");
-    if (n == "kiln.relu") return cat("(", a, " > 0 ? ", a, " : 0LL)");
-    throw InternalError(cat("cuda_scalar_source: no integer CUDA form for ", n));
-  }
-  if (n == "kiln.add") return a + " + " + b;
-  if (n == "kiln.sub") return a + " - " + b;
-  if (n == "kiln.mul") return a + " * " + b;
-  if (n == "kiln.div") return a + " / " + b;
-  if (n == "kiln.pow") return cat("pow(", a, ", ", b, ")");
-  if (n == "kiln.maximum")  // NaN from either side propagates
-    return cat("(", a, " != ", a, " || ", b, " != ", b, " ? ", a, " + ", b, " : ", a, " < ", b,
-               " ? ", b, " : ", a, ")");
-  if (n == "kiln.minimum")
-    return cat("(", a, " != ", a, " || ", b, " != ", b, " ? ", a, " + ", b, " : ", b, " < ", a,
-               " ? ", b, " : ", a, ")");
-  if (n == "kiln.neg") return "-" + a;
-  if (n == "kiln.abs") return cat("fabs(", a, ")");
-  if (n == "kiln.exp") return cat("exp(", a, ")");
-  if (n == "kiln.log") return cat("log(", a, ")");
-  if (n == "kiln.sqrt") return cat("sqrt(", a, ")");
-  if (n == "kiln.rsqrt") return cat("1.0 / sqrt(", a, ")");
-  if (n == "kiln.tanh") return cat("tanh(", a, ")");
-  if (n == "kiln.sigmoid") return cat("1.0 / (1.0 + exp(-", a, "))");
-  if (n == "kiln.relu") return cat("(", a, " > 0.0 || ", a, " != ", a, " ? ", a, " : 0.0)");
-  if (n == "kiln.silu") return cat(a, " / (1.0 + exp(-", a, "))");
-  if (n == "kiln.gelu")
-    return s.tanh ? cat("0.5 * ", a, " * (1.0 + tanh(0.7978845608028654 * (", a, " + 0.044715 * ",
-                        a, " * ", a, " * ", a, ")))")
-                  : cat("0.5 * ", a, " * (1.0 + erf(", a, " * 0.70710678118654752440))");
-  throw InternalError(cat("cuda_scalar_source: no CUDA form for ", n));
+  const CudaTerms terms{value(s.a), value(s.b), false};
+  if (s.kind == ElementwiseKind::select)
+    return cat("(", terms.a, " != 0 ? ", terms.b, " : ", value(s.c), ")");
+  // kiln.cast: the operand; the conversion is the caller's (the rounding helpers).
+  const auto write = is_int[s.a] ? s.form->cuda_int : s.form->cuda;
+  if (write == nullptr)
+    throw InternalError(cat("cuda_scalar_source: no ", is_int[s.a] ? "integer " : "",
+                            "CUDA form for op ", s.result));
+  return write(terms);
 }
 
 }  // namespace
@@ -336,8 +242,9 @@ std::string cuda_fused_source(const FusedProgram& p, const CudaKernelShape& shap
     s << "    const float " << value(p.args[k]) << " = a.in[" << k << "]["
       << (at != nullptr ? std::string(at) : cat("o", k)) << "];\n";
   }
-  for (const VectorOp& op : p.vector_ops)
-    s << "    const float " << value(op.result) << " = " << expression(op) << ";\n";
+  for (const Scalar& op : p.ops)  // an f32 body: each op in float, as the CPU's array ops
+    s << "    const float " << value(op.result) << " = "
+      << op.form->cuda(CudaTerms{value(op.a), value(op.b), true}) << ";\n";
   s << "    a.out[i] = " << value(p.result) << ";\n"
     << "  }\n"
     << "}\n"
@@ -395,11 +302,12 @@ std::string cuda_scalar_source(const FusedProgram& p, const CudaKernelShape& sha
     // The result's kind is its dtype's; an integer computed into a float (a cast) is
     // stored as that float with one rounding (kiln_round_int), and the other way round.
     const bool int_result = is_int[op.result];
-    const bool int_operands = op.select ? int_result : is_int[op.a];
-    const char* round = !int_operands && int_result && op.cast ? "kiln_float_to_int"
-                        : int_result                           ? "kiln_round_int"
-                        : int_operands                         ? "kiln_int_to_float"
-                                                               : "kiln_round";
+    const bool int_operands = op.kind == ElementwiseKind::select ? int_result : is_int[op.a];
+    const char* round = !int_operands && int_result && op.kind == ElementwiseKind::cast
+                            ? "kiln_float_to_int"
+                        : int_result   ? "kiln_round_int"
+                        : int_operands ? "kiln_int_to_float"
+                                       : "kiln_round";
     s << "    const " << (int_result ? "long long " : "double ") << value(op.result) << " = "
       << round << "(" << code(op.dtype) << ", " << scalar_expression(op, is_int) << ");\n";
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/ops/elementwise.hpp"
 #include "compiler/vector_math.hpp"
 #include "kiln/core/dtype.hpp"
 
@@ -21,14 +22,8 @@ struct Number {
 /// One op of a body in the per-element interpreter (any dtype; floats computed in double
 /// and rounded to the result's dtype, integers exactly in int64 and wrapped to its width).
 struct Scalar {
-  double (*binary)(double, double) = nullptr;                        // on floating-point operands
-  std::int64_t (*int_binary)(std::int64_t, std::int64_t) = nullptr;  // on integers, bool
-  double (*unary)(double) = nullptr;
-  std::int64_t (*int_unary)(std::int64_t) = nullptr;
-  bool select = false;  // where
-  bool cast = false;
-  std::string name;      // the IR op ("kiln.add"; "kiln.gelu" with `tanh`), for code generation
-  bool tanh = false;     // gelu: the tanh approximation
+  const ElementwiseForm* form = nullptr;  // what the op computes (its definition's)
+  ElementwiseKind kind = ElementwiseKind::unary;
   bool is_float = true;  // the operands are floating-point
   std::uint32_t a = 0, b = 0, c = 0, result = 0;
   DType operand_dtype = DType::f32;

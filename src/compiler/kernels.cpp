@@ -29,67 +29,14 @@ namespace {
 
 using kiln::detail::cat;
 
-// ---- element-wise --------------------------------------------------------------------------
-
-// Floats follow IEEE and PyTorch (NaN propagates through maximum, minimum and relu);
-// integers are exact, wrapping at 64 bits as two's complement (each result is then
-// wrapped to its dtype's width), as in NumPy and PyTorch.
-double add(double a, double b) { return a + b; }
-double sub(double a, double b) { return a - b; }
-double mul(double a, double b) { return a * b; }
-double div(double a, double b) { return a / b; }
-double pow_(double a, double b) { return std::pow(a, b); }
-double max_(double a, double b) { return a != a ? a : b != b ? b : std::max(a, b); }
-double min_(double a, double b) { return a != a ? a : b != b ? b : std::min(a, b); }
-double eq(double a, double b) { return a == b; }
-double ne(double a, double b) { return a != b; }
-double lt(double a, double b) { return a < b; }
-double le(double a, double b) { return a <= b; }
-double gt(double a, double b) { return a > b; }
-double ge(double a, double b) { return a >= b; }
-double neg(double x) { return -x; }
-double abs_(double x) { return std::fabs(x); }
-double exp_(double x) { return std::exp(x); }
-double log_(double x) { return std::log(x); }
-double sqrt_(double x) { return std::sqrt(x); }
-double rsqrt(double x) { return 1 / std::sqrt(x); }
-double tanh_(double x) { return std::tanh(x); }
-double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
-double relu(double x) { return x > 0 || x != x ? x : 0; }
-double silu(double x) { return x * sigmoid(x); }
-double gelu_erf(double x) { return 0.5 * x * (1 + std::erf(x * M_SQRT1_2)); }
-double gelu_tanh(double x) {
-  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+// Integer matmuls sum exactly, wrapping at 64 bits as two's complement (as the
+// elementwise ops do, see ops/elementwise.cpp).
+std::int64_t iadd(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(std::uint64_t(a) + std::uint64_t(b));
 }
-
-using U64 = std::uint64_t;
-std::int64_t wrap(U64 x) { return static_cast<std::int64_t>(x); }
-std::int64_t iadd(std::int64_t a, std::int64_t b) { return wrap(U64(a) + U64(b)); }
-std::int64_t isub(std::int64_t a, std::int64_t b) { return wrap(U64(a) - U64(b)); }
-std::int64_t imul(std::int64_t a, std::int64_t b) { return wrap(U64(a) * U64(b)); }
-std::int64_t idiv(std::int64_t a, std::int64_t b) {  // truncates; x / 0 = 0 (documented)
-  if (b == 0) return 0;
-  if (b == -1) return wrap(0 - U64(a));  // INT64_MIN / -1 wraps
-  return a / b;
+std::int64_t imul(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(std::uint64_t(a) * std::uint64_t(b));
 }
-std::int64_t ipow(std::int64_t a, std::int64_t b) {  // PyTorch's integer pow
-  if (b < 0) return a == 1 ? 1 : a == -1 ? ((-(b + 1)) % 2 == 0 ? -1 : 1) : 0;
-  U64 result = 1, base = U64(a);
-  for (U64 e = U64(b); e != 0; e >>= 1, base *= base)
-    if ((e & 1) != 0) result *= base;
-  return wrap(result);
-}
-std::int64_t imax(std::int64_t a, std::int64_t b) { return std::max(a, b); }
-std::int64_t imin(std::int64_t a, std::int64_t b) { return std::min(a, b); }
-std::int64_t ieq(std::int64_t a, std::int64_t b) { return a == b; }
-std::int64_t ine(std::int64_t a, std::int64_t b) { return a != b; }
-std::int64_t ilt(std::int64_t a, std::int64_t b) { return a < b; }
-std::int64_t ile(std::int64_t a, std::int64_t b) { return a <= b; }
-std::int64_t igt(std::int64_t a, std::int64_t b) { return a > b; }
-std::int64_t ige(std::int64_t a, std::int64_t b) { return a >= b; }
-std::int64_t ineg(std::int64_t x) { return wrap(0 - U64(x)); }
-std::int64_t iabs(std::int64_t x) { return x < 0 ? ineg(x) : x; }
-std::int64_t irelu(std::int64_t x) { return std::max<std::int64_t>(x, 0); }
 
 // ---- linear algebra, reductions, normalisation ---------------------------------------------
 
@@ -376,78 +323,22 @@ bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t
 }
 
 namespace {
-
-struct BinaryScalar {
-  double (*f)(double, double);
-  std::int64_t (*i)(std::int64_t, std::int64_t);
-};
-struct UnaryScalar {
-  double (*f)(double);
-  std::int64_t (*i)(std::int64_t);  // null: floating-point operands only
-};
-
-const std::unordered_map<std::string_view, BinaryScalar>& binary_scalars() {
-  static const std::unordered_map<std::string_view, BinaryScalar> t = {
-      {"kiln.add", {add, iadd}},      {"kiln.sub", {sub, isub}},  {"kiln.mul", {mul, imul}},
-      {"kiln.div", {div, idiv}},      {"kiln.pow", {pow_, ipow}}, {"kiln.maximum", {max_, imax}},
-      {"kiln.minimum", {min_, imin}}, {"kiln.eq", {eq, ieq}},     {"kiln.ne", {ne, ine}},
-      {"kiln.lt", {lt, ilt}},         {"kiln.le", {le, ile}},     {"kiln.gt", {gt, igt}},
-      {"kiln.ge", {ge, ige}}};
-  return t;
-}
-
-const std::unordered_map<std::string_view, UnaryScalar>& unary_scalars() {
-  static const std::unordered_map<std::string_view, UnaryScalar> t = {
-      {"kiln.neg", {neg, ineg}},        {"kiln.abs", {abs_, iabs}},
-      {"kiln.exp", {exp_, nullptr}},    {"kiln.log", {log_, nullptr}},
-      {"kiln.sqrt", {sqrt_, nullptr}},  {"kiln.rsqrt", {rsqrt, nullptr}},
-      {"kiln.tanh", {tanh_, nullptr}},  {"kiln.sigmoid", {sigmoid, nullptr}},
-      {"kiln.relu", {relu, irelu}},     {"kiln.silu", {silu, nullptr}},
-      {"kiln.cast", {nullptr, nullptr}}};
-  return t;
-}
-
-}  // namespace
-
-namespace {
-/// The f32 array form of \p op, if it has one.
-std::optional<VectorOp> vector_op(const ir::OpView& op) {
-  static const std::unordered_map<std::string_view, vmath::Binary> binaries = {
-      {"kiln.add", vmath::Binary::add},     {"kiln.sub", vmath::Binary::sub},
-      {"kiln.mul", vmath::Binary::mul},     {"kiln.div", vmath::Binary::div},
-      {"kiln.maximum", vmath::Binary::max}, {"kiln.minimum", vmath::Binary::min},
-      {"kiln.pow", vmath::Binary::pow}};
-  static const std::unordered_map<std::string_view, vmath::Unary> unaries = {
-      {"kiln.neg", vmath::Unary::neg},   {"kiln.abs", vmath::Unary::abs},
-      {"kiln.exp", vmath::Unary::exp},   {"kiln.log", vmath::Unary::log},
-      {"kiln.sqrt", vmath::Unary::sqrt}, {"kiln.rsqrt", vmath::Unary::rsqrt},
-      {"kiln.tanh", vmath::Unary::tanh}, {"kiln.sigmoid", vmath::Unary::sigmoid},
-      {"kiln.relu", vmath::Unary::relu}, {"kiln.silu", vmath::Unary::silu},
-      {"kiln.cast", vmath::Unary::copy}};
+/// The f32 array form of \p s, if it has one.
+std::optional<VectorOp> vector_op(const Scalar& s) {
   VectorOp v;
-  v.result = op.result(0).id;
-  v.a = op.operand(0).id;
-  if (auto b = binaries.find(op.name()); b != binaries.end()) {
-    v.is_binary = true;
-    v.binary = b->second;
-    v.b = op.operand(1).id;
-  } else if (auto u = unaries.find(op.name()); u != unaries.end()) {
-    v.unary = u->second;
-  } else if (op.name() == "kiln.gelu") {
-    const ir::Attribute* mode = op.find("approximate");
-    v.unary = mode != nullptr && mode->as_string() == "tanh" ? vmath::Unary::gelu_tanh
-                                                             : vmath::Unary::gelu_erf;
+  v.result = s.result;
+  v.a = s.a;
+  if (s.kind == ElementwiseKind::select || !s.form->has_array_op(s.kind)) return std::nullopt;
+  v.is_binary = s.kind == ElementwiseKind::binary;
+  if (v.is_binary) {
+    v.binary = *s.form->vector_binary;
+    v.b = s.b;
   } else {
-    return std::nullopt;
+    v.unary = *s.form->vector_unary;
   }
   return v;
 }
 }  // namespace
-
-bool has_scalar_kernel(std::string_view op) {
-  return binary_scalars().count(op) != 0 || unary_scalars().count(op) != 0 || op == "kiln.gelu" ||
-         op == "kiln.where";
-}
 
 std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   auto p = std::make_shared<FusedProgram>();
@@ -455,34 +346,25 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   for (ir::Value a : body.arguments()) p->args.push_back(a.id);
   for (std::size_t i = 0; i < body.num_ops(); ++i) {
     const ir::OpView op = body.op(i);
+    const ElementwiseDef* def = find_elementwise(op.def());
+    if (def == nullptr)
+      throw UserError(cat("kiln.fused body @", body.name(), " holds ", op.describe(),
+                          ", which is not elementwise"));
     Scalar s;
-    s.name = op.name();
+    s.form = &def->form_of(op);
+    s.kind = def->kind;
     s.result = op.result(0).id;
     s.dtype = body.type(op.result(0)).dtype;
     s.a = op.operand(0).id;
     s.operand_dtype = body.type(op.operand(0)).dtype;
     s.is_float = is_floating(s.operand_dtype);
-    if (auto b = binary_scalars().find(op.name()); b != binary_scalars().end()) {
-      s.binary = b->second.f;
-      s.int_binary = b->second.i;
+    if (s.kind == ElementwiseKind::binary || s.kind == ElementwiseKind::select)
       s.b = op.operand(1).id;
-    } else if (op.name() == "kiln.cast") {
-      s.cast = true;
-    } else if (auto u = unary_scalars().find(op.name()); u != unary_scalars().end()) {
-      s.unary = u->second.f;
-      s.int_unary = u->second.i;
-    } else if (op.name() == "kiln.gelu") {
-      const ir::Attribute* mode = op.find("approximate");
-      s.tanh = mode != nullptr && mode->as_string() == "tanh";
-      s.unary = s.tanh ? gelu_tanh : gelu_erf;
-    } else if (op.name() == "kiln.where") {
-      s.select = true;
-      s.b = op.operand(1).id;
-      s.c = op.operand(2).id;
-    } else {
-      throw UserError(cat("kiln.fused body @", body.name(), " holds ", op.describe(),
-                          ", which is not elementwise"));
-    }
+    if (s.kind == ElementwiseKind::select) s.c = op.operand(2).id;
+    if (s.kind <= ElementwiseKind::binary && !s.is_float && !s.form->has_integer_function(s.kind))
+      throw UserError(cat("kiln.fused body @", body.name(), " holds ", op.describe(), " on ",
+                          name(s.operand_dtype),
+                          ", which it computes on floating-point dtypes only"));
     p->ops.push_back(s);
   }
   if (body.results().size() != 1)
@@ -491,8 +373,8 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   p->f32 = true;
   for (std::size_t v = 0; v < body.num_values(); ++v)
     if (body.type(ir::Value{static_cast<std::uint32_t>(v)}).dtype != DType::f32) p->f32 = false;
-  for (std::size_t i = 0; i < body.num_ops() && p->f32; ++i) {
-    const std::optional<VectorOp> v = vector_op(body.op(i));
+  for (std::size_t i = 0; i < p->ops.size() && p->f32; ++i) {
+    const std::optional<VectorOp> v = vector_op(p->ops[i]);
     if (v) {
       p->vector_ops.push_back(*v);
     } else {
@@ -625,15 +507,17 @@ void run_fused(const Launch& l) {
     for (const Scalar& s : p.ops) {
       const Number& a = values[s.a];
       Number& x = values[s.result];
-      if (s.select) {
+      const bool two = s.kind == ElementwiseKind::binary;
+      if (s.kind == ElementwiseKind::select) {
         x = a.i != 0 ? values[s.b] : values[s.c];
-      } else if (s.cast) {
+      } else if (s.kind == ElementwiseKind::cast) {
         x = cast_number(s.operand_dtype, a, s.dtype);
       } else if (s.is_float) {  // computed in double, rounded as if stored between ops
-        x = fit_number(s.dtype, {s.binary ? s.binary(a.f, values[s.b].f) : s.unary(a.f), 0}, true);
+        x = fit_number(s.dtype, {two ? s.form->binary(a.f, values[s.b].f) : s.form->unary(a.f), 0},
+                       true);
       } else {
         x = fit_number(s.dtype,
-                       {0, s.int_binary ? s.int_binary(a.i, values[s.b].i) : s.int_unary(a.i)},
+                       {0, two ? s.form->int_binary(a.i, values[s.b].i) : s.form->int_unary(a.i)},
                        false);
       }
     }

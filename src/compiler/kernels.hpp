@@ -156,8 +156,5 @@ bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t
                    const Index& shape, const Index& strides);
 /// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
 void run_fused(const Launch& launch);
-/// True when the fused kernel has scalar (and vector) loops for \p op: every op with
-/// `ir::OpTrait::elementwise` needs them (a test walks the registry), and only those.
-bool has_scalar_kernel(std::string_view op);
 
 }  // namespace kiln::compiler

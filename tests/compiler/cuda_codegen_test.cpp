@@ -18,6 +18,8 @@
 #include "compiler/cuda_launches.hpp"
 #include "compiler/fused_program.hpp"
 #include "compiler/kernels.hpp"
+#include "compiler/ops/elementwise.hpp"
+#include "core/str.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/core/error.hpp"
@@ -32,6 +34,7 @@ namespace {
 
 using compiler::CudaKernelShape;
 using compiler::InputAccess;
+using detail::cat;
 
 TensorLayout f32(Shape s) { return TensorLayout(DType::f32, std::move(s)); }
 
@@ -52,37 +55,62 @@ void expect_compiles(const std::string& source, const std::string& name) {
 #endif
 }
 
+struct OneOp {
+  std::string name;
+  std::shared_ptr<const compiler::FusedProgram> program;
+  DType result;
+};
+
+/// One elementwise op of each definition (both forms of those with two) alone on
+/// arguments of dtype \p d. Casts and selects, which take other dtypes, are left out.
+std::vector<OneOp> every_elementwise_op(DType d) {
+  std::vector<OneOp> programs;
+  for (const compiler::ElementwiseDef& def : compiler::elementwise_defs()) {
+    if (def.kind != compiler::ElementwiseKind::unary &&
+        def.kind != compiler::ElementwiseKind::binary)
+      continue;
+    const bool binary = def.kind == compiler::ElementwiseKind::binary;
+    std::vector<std::vector<ir::NamedAttribute>> forms = {{}};
+    if (def.picks_variant != nullptr) forms.push_back({{"approximate", "tanh"}});  // gelu's
+    for (const auto& attributes : forms) {
+      if (!is_floating(d) && !def.form.has_integer_function(def.kind))
+        continue;  // floating-point only
+      ir::Graph g("op");
+      const ir::Value a = g.add_argument({d, {8, 16}, Device::cpu()});
+      const ir::Value b = g.add_argument({d, {8, 16}, Device::cpu()});
+      const ir::OpView op = binary ? g.add_op(def.op->name, {a, b}, attributes)
+                                   : g.add_op(def.op->name, {a}, attributes);
+      g.set_results({op.result(0)});
+      std::string name = def.op->name.substr(5);  // without "kiln."
+      if (!attributes.empty()) name += "_variant";
+      programs.push_back({name, compiler::compile_elementwise(g, op), g.type(op.result(0)).dtype});
+    }
+  }
+  return programs;
+}
+
 TEST(CudaCodegen, EveryElementwiseOpCompilesUnderNvrtc) {
-  const std::vector<std::pair<std::string, std::function<Tensor(Tensor, Tensor)>>> ops = {
-      {"add", [](Tensor a, Tensor b) { return a + b; }},
-      {"sub", [](Tensor a, Tensor b) { return a - b; }},
-      {"mul", [](Tensor a, Tensor b) { return a * b; }},
-      {"div", [](Tensor a, Tensor b) { return a / b; }},
-      {"maximum", [](Tensor a, Tensor b) { return maximum(a, b); }},
-      {"minimum", [](Tensor a, Tensor b) { return minimum(a, b); }},
-      {"pow", [](Tensor a, Tensor b) { return pow(a, b); }},
-      {"neg", [](Tensor a, Tensor) { return -a; }},
-      {"abs", [](Tensor a, Tensor) { return abs(a); }},
-      {"exp", [](Tensor a, Tensor) { return exp(a); }},
-      {"log", [](Tensor a, Tensor) { return log(a); }},
-      {"sqrt", [](Tensor a, Tensor) { return sqrt(a); }},
-      {"rsqrt", [](Tensor a, Tensor) { return rsqrt(a); }},
-      {"tanh", [](Tensor a, Tensor) { return tanh(a); }},
-      {"sigmoid", [](Tensor a, Tensor) { return sigmoid(a); }},
-      {"relu", [](Tensor a, Tensor) { return relu(a); }},
-      {"silu", [](Tensor a, Tensor) { return silu(a); }},
-      {"gelu", [](Tensor a, Tensor) { return gelu(a); }},
-      {"gelu_tanh", [](Tensor a, Tensor) { return gelu(a, "tanh"); }},
-  };
-  for (const auto& [name, f] : ops) {
-    SCOPED_TRACE(name);
-    const StagedGraph staged = stage(f)(f32({8, 16}), f32({8, 16}));
-    const auto program = last_op_program(staged);
-    CudaKernelShape shape{2, {}};
-    shape.inputs.assign(program->args.size(), InputAccess::same_shape);
-    const std::string source = compiler::cuda_fused_source(*program, shape, "kiln_" + name);
-    EXPECT_NE(source.find("extern \"C\" __global__ void kiln_" + name), std::string::npos);
-    expect_compiles(source, "kiln_" + name);
+  // Each op of the registry's elementwise definitions, in float (an all-f32 body), in
+  // double (f64, the scalar kernel) and, where it takes integers, in long long (i64).
+  for (DType d : {DType::f32, DType::f64, DType::i64}) {
+    const auto programs = every_elementwise_op(d);
+    EXPECT_GE(programs.size(), is_floating(d) ? 24u : 12u) << name(d);
+    for (const auto& [op, program, result] : programs) {
+      SCOPED_TRACE(cat(op, " on ", name(d)));
+      if (d == DType::f32) {  // an f32 result has the array form (else it runs per element)
+        EXPECT_TRUE(program->f32 || result == DType::bool_);
+      }
+      const std::string kernel = cat("kiln_", op);
+      CudaKernelShape shape{2, {}};
+      shape.inputs.assign(program->args.size(), InputAccess::same_shape);
+      const std::string source =  // comparisons give bool: scalar kernels
+          program->f32
+              ? compiler::cuda_fused_source(*program, shape, kernel)
+              : compiler::cuda_scalar_source(
+                    *program, shape, std::vector<DType>(program->args.size(), d), result, kernel);
+      EXPECT_NE(source.find("extern \"C\" __global__ void " + kernel), std::string::npos);
+      expect_compiles(source, kernel);
+    }
   }
 }
 

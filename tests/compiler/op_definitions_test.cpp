@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 
 #include "compiler/kernels.hpp"
+#include "compiler/ops/elementwise.hpp"
 #include "compiler/reference_ops.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/ir/graph.hpp"
 #include "kiln/ir/op_registry.hpp"
 
 namespace kiln {
@@ -27,8 +31,9 @@ TEST(OpDefinitions, EveryOpHasItsKernelAndItsReferenceEvaluator) {
     const ir::OpDef& def = *registry.find(name);
     SCOPED_TRACE(name);
     EXPECT_TRUE(compiler::reference_evaluates(name)) << "no reference evaluator";
-    EXPECT_EQ(compiler::has_scalar_kernel(name), def.has(ir::OpTrait::elementwise))
-        << "an elementwise op has a scalar kernel, and only those ops do";
+    EXPECT_EQ(compiler::find_elementwise(def) != nullptr, def.has(ir::OpTrait::elementwise))
+        << "an elementwise op has a definition in compiler/ops/elementwise.cpp, and only those "
+           "ops do";
     EXPECT_FALSE(def.has(ir::OpTrait::elementwise) && def.has(ir::OpTrait::collective));
     if (def.has(ir::OpTrait::elementwise)) {
       ++elementwise;
@@ -42,6 +47,51 @@ TEST(OpDefinitions, EveryOpHasItsKernelAndItsReferenceEvaluator) {
   EXPECT_GE(elementwise, 20u);
   EXPECT_EQ(collective, 5u);  // allreduce_sum, allgather, reduce_scatter_sum, all_to_all, transfer
   for (const std::string& name : kPlannerSteps) EXPECT_NE(registry.find(name), nullptr) << name;
+}
+
+/// Whether the IR accepts \p def on two (or one) operands of dtype \p d; the result's dtype.
+std::optional<DType> accepts(const ir::OpDef& def, bool binary, DType d) {
+  ir::Graph g("op");
+  const ir::Value a = g.add_argument({d, {4}, Device::cpu()});
+  try {
+    return g.type((binary ? g.add_op(def.name, {a, a}) : g.add_op(def.name, {a})).result(0)).dtype;
+  } catch (const UserError&) {
+    return std::nullopt;
+  }
+}
+
+TEST(OpDefinitions, EveryElementwiseOpHasEachFormOnEveryDtypeItAccepts) {
+  // The forms an op needs follow from what its IR rule accepts: every floating-point op
+  // the per-element interpreter's function and the CUDA C; one with an f32 result the f32
+  // array form (else its bodies run per element, several times slower); one the IR
+  // accepts on integers the exact integer function and its CUDA C.
+  std::size_t defs = 0;
+  for (const compiler::ElementwiseDef& d : compiler::elementwise_defs()) {
+    SCOPED_TRACE(d.op->name);
+    ++defs;
+    EXPECT_TRUE(d.op->has(ir::OpTrait::elementwise));
+    EXPECT_EQ(compiler::find_elementwise(*d.op), &d);
+    if (d.kind != compiler::ElementwiseKind::unary && d.kind != compiler::ElementwiseKind::binary)
+      continue;  // cast and where: the interpreter and the code generator convert and select
+    const bool binary = d.kind == compiler::ElementwiseKind::binary;
+    EXPECT_EQ(d.op->min_operands, binary ? 2 : 1);
+    for (const compiler::ElementwiseForm* f : {&d.form, &d.variant}) {
+      if (f == &d.variant && d.picks_variant == nullptr) continue;
+      EXPECT_TRUE(f->has_float_function(d.kind));
+      EXPECT_NE(f->cuda, nullptr);
+      const std::optional<DType> on_f32 = accepts(*d.op, binary, DType::f32);
+      ASSERT_TRUE(on_f32.has_value());
+      if (*on_f32 == DType::f32) {
+        EXPECT_TRUE(f->has_array_op(d.kind)) << "no f32 array form";
+      }
+      if (accepts(*d.op, binary, DType::i64).has_value()) {
+        EXPECT_TRUE(f->has_integer_function(d.kind))
+            << "the IR accepts integers, but there is no integer function";
+        EXPECT_NE(f->cuda_int, nullptr) << "no integer CUDA form";
+      }
+    }
+  }
+  EXPECT_GE(defs, 26u);
 }
 
 }  // namespace

@@ -1,0 +1,281 @@
+// The compiler's definition of every elementwise op: one entry each (see elementwise.hpp).
+//
+// Floats follow IEEE and PyTorch (NaN propagates through maximum, minimum and relu);
+// integers are exact, wrapping at 64 bits as two's complement (each result is then
+// wrapped to its dtype's width), as in NumPy and PyTorch. The CUDA forms compute the
+// same formulas as the CPU's (the array forms' in vector_math_impl.hpp).
+
+#include "compiler/ops/elementwise.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "core/str.hpp"
+#include "kiln/ir/op_registry.hpp"
+
+namespace kiln::compiler {
+
+using kiln::detail::cat;
+
+std::string CudaTerms::fn(std::string_view name) const {
+  return f32 ? cat(name, "f") : std::string(name);
+}
+
+std::string CudaTerms::lit(std::string_view number) const {
+  return f32 ? cat(number, "f") : std::string(number);
+}
+
+namespace {
+
+using I = std::int64_t;
+using U64 = std::uint64_t;
+
+I wrap(U64 x) { return static_cast<I>(x); }
+I ineg(I x) { return wrap(0 - U64(x)); }
+double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+bool gelu_tanh_form(const ir::OpView& op) {
+  const ir::Attribute* mode = op.find("approximate");
+  return mode != nullptr && mode->as_string() == "tanh";
+}
+
+// CUDA expressions shared by several ops.
+std::string cuda_operand(const CudaTerms& t) { return t.a; }
+std::string cuda_maximum(const CudaTerms& t) {  // NaN from either side propagates
+  return cat("(", t.a, " < ", t.b, " || ", t.b, " != ", t.b, " ? ", t.b, " : ", t.a, ")");
+}
+std::string cuda_minimum(const CudaTerms& t) {
+  return cat("(", t.b, " < ", t.a, " || ", t.b, " != ", t.b, " ? ", t.b, " : ", t.a, ")");
+}
+std::string unsigned_a(const CudaTerms& t) { return cat("(unsigned long long)", t.a); }
+std::string unsigned_b(const CudaTerms& t) { return cat("(unsigned long long)", t.b); }
+
+/// A comparison: 1 or 0 in every dtype, the same expression on integers.
+ElementwiseDef compare(const char* name, double (*f)(double, double), I (*i)(I, I),
+                       std::string (*cuda)(const CudaTerms&)) {
+  return {&ir::lookup_op(name), ElementwiseKind::binary,
+          ElementwiseForm{.binary = f, .int_binary = i, .cuda = cuda, .cuda_int = cuda}};
+}
+
+std::vector<ElementwiseDef> make_definitions() {
+  using K = ElementwiseKind;
+  using vmath::Binary;
+  using vmath::Unary;
+  const auto def = [](const char* name, K kind, ElementwiseForm form) {
+    return ElementwiseDef{&ir::lookup_op(name), kind, form};
+  };
+  std::vector<ElementwiseDef> d;
+  // ---- binary arithmetic -------------------------------------------------------------------
+  d.push_back(def("kiln.add", K::binary,
+                  {.binary = [](double a, double b) { return a + b; },
+                   .int_binary = [](I a, I b) { return wrap(U64(a) + U64(b)); },
+                   .vector_binary = Binary::add,
+                   .cuda = [](const CudaTerms& t) { return cat(t.a, " + ", t.b); },
+                   .cuda_int =
+                       [](const CudaTerms& t) {
+                         return cat("kiln_wrap(", unsigned_a(t), " + ", unsigned_b(t), ")");
+                       }}));
+  d.push_back(def("kiln.sub", K::binary,
+                  {.binary = [](double a, double b) { return a - b; },
+                   .int_binary = [](I a, I b) { return wrap(U64(a) - U64(b)); },
+                   .vector_binary = Binary::sub,
+                   .cuda = [](const CudaTerms& t) { return cat(t.a, " - ", t.b); },
+                   .cuda_int =
+                       [](const CudaTerms& t) {
+                         return cat("kiln_wrap(", unsigned_a(t), " - ", unsigned_b(t), ")");
+                       }}));
+  d.push_back(def("kiln.mul", K::binary,
+                  {.binary = [](double a, double b) { return a * b; },
+                   .int_binary = [](I a, I b) { return wrap(U64(a) * U64(b)); },
+                   .vector_binary = Binary::mul,
+                   .cuda = [](const CudaTerms& t) { return cat(t.a, " * ", t.b); },
+                   .cuda_int =
+                       [](const CudaTerms& t) {
+                         return cat("kiln_wrap(", unsigned_a(t), " * ", unsigned_b(t), ")");
+                       }}));
+  d.push_back(
+      def("kiln.div", K::binary,
+          {.binary = [](double a, double b) { return a / b; },
+           .int_binary = [](I a, I b) -> I {  // truncates; x / 0 = 0 (documented)
+             if (b == 0) return 0;
+             if (b == -1) return ineg(a);  // INT64_MIN / -1 wraps
+             return a / b;
+           },
+           .vector_binary = Binary::div,
+           .cuda = [](const CudaTerms& t) { return cat(t.a, " / ", t.b); },
+           .cuda_int = [](const CudaTerms& t) { return cat("kiln_idiv(", t.a, ", ", t.b, ")"); }}));
+  d.push_back(
+      def("kiln.pow", K::binary,
+          {.binary = [](double a, double b) { return std::pow(a, b); },
+           .int_binary = [](I a, I b) -> I {  // PyTorch's integer pow
+             if (b < 0) return a == 1 ? 1 : a == -1 ? ((-(b + 1)) % 2 == 0 ? -1 : 1) : 0;
+             U64 result = 1, base = U64(a);
+             for (U64 e = U64(b); e != 0; e >>= 1, base *= base)
+               if ((e & 1) != 0) result *= base;
+             return wrap(result);
+           },
+           .vector_binary = Binary::pow,
+           .cuda = [](const CudaTerms& t) { return cat(t.fn("pow"), "(", t.a, ", ", t.b, ")"); },
+           .cuda_int = [](const CudaTerms& t) { return cat("kiln_ipow(", t.a, ", ", t.b, ")"); }}));
+  d.push_back(
+      def("kiln.maximum", K::binary,
+          {.binary = [](double a, double b) { return a != a   ? a
+                                                     : b != b ? b
+                                                              : std::max(a, b); },
+           .int_binary = [](I a, I b) { return std::max(a, b); },
+           .vector_binary = Binary::max,
+           .cuda = cuda_maximum,
+           .cuda_int = cuda_maximum}));
+  d.push_back(
+      def("kiln.minimum", K::binary,
+          {.binary = [](double a, double b) { return a != a   ? a
+                                                     : b != b ? b
+                                                              : std::min(a, b); },
+           .int_binary = [](I a, I b) { return std::min(a, b); },
+           .vector_binary = Binary::min,
+           .cuda = cuda_minimum,
+           .cuda_int = cuda_minimum}));
+  // ---- comparisons ---------------------------------------------------------------------------
+  d.push_back(compare(
+      "kiln.eq", [](double a, double b) -> double { return a == b; },
+      [](I a, I b) -> I { return a == b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " == ", t.b, " ? 1 : 0)"); }));
+  d.push_back(compare(
+      "kiln.ne", [](double a, double b) -> double { return a != b; },
+      [](I a, I b) -> I { return a != b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " != ", t.b, " ? 1 : 0)"); }));
+  d.push_back(compare(
+      "kiln.lt", [](double a, double b) -> double { return a < b; },
+      [](I a, I b) -> I { return a < b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " < ", t.b, " ? 1 : 0)"); }));
+  d.push_back(compare(
+      "kiln.le", [](double a, double b) -> double { return a <= b; },
+      [](I a, I b) -> I { return a <= b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " <= ", t.b, " ? 1 : 0)"); }));
+  d.push_back(compare(
+      "kiln.gt", [](double a, double b) -> double { return a > b; },
+      [](I a, I b) -> I { return a > b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " > ", t.b, " ? 1 : 0)"); }));
+  d.push_back(compare(
+      "kiln.ge", [](double a, double b) -> double { return a >= b; },
+      [](I a, I b) -> I { return a >= b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " >= ", t.b, " ? 1 : 0)"); }));
+  // ---- unary, on every numeric dtype ---------------------------------------------------------
+  d.push_back(
+      def("kiln.neg", K::unary,
+          {.unary = [](double x) { return -x; },
+           .int_unary = ineg,
+           .vector_unary = Unary::neg,
+           .cuda = [](const CudaTerms& t) { return cat("-", t.a); },
+           .cuda_int =
+               [](const CudaTerms& t) { return cat("kiln_wrap(0ull - ", unsigned_a(t), ")"); }}));
+  d.push_back(def("kiln.abs", K::unary,
+                  {.unary = [](double x) { return std::fabs(x); },
+                   .int_unary = [](I x) { return x < 0 ? ineg(x) : x; },
+                   .vector_unary = Unary::abs,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("fabs"), "(", t.a, ")"); },
+                   .cuda_int =
+                       [](const CudaTerms& t) {
+                         return cat("(", t.a, " < 0 ? kiln_wrap(0ull - ", unsigned_a(t),
+                                    ") : ", t.a, ")");
+                       }}));
+  d.push_back(def(
+      "kiln.relu", K::unary,  // NaN stays NaN, as in PyTorch
+      {.unary = [](double x) { return x > 0 || x != x ? x : 0; },
+       .int_unary = [](I x) { return std::max<I>(x, 0); },
+       .vector_unary = Unary::relu,
+       .cuda =
+           [](const CudaTerms& t) {
+             const std::string zero = t.lit("0.0");
+             return cat("(", t.a, " > ", zero, " || ", t.a, " != ", t.a, " ? ", t.a, " : ", zero,
+                        ")");
+           },
+       .cuda_int = [](const CudaTerms& t) { return cat("(", t.a, " > 0 ? ", t.a, " : 0LL)"); }}));
+  // ---- unary, on floating-point dtypes -------------------------------------------------------
+  d.push_back(def("kiln.exp", K::unary,
+                  {.unary = [](double x) { return std::exp(x); },
+                   .vector_unary = Unary::exp,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("exp"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.log", K::unary,
+                  {.unary = [](double x) { return std::log(x); },
+                   .vector_unary = Unary::log,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("log"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.sqrt", K::unary,
+                  {.unary = [](double x) { return std::sqrt(x); },
+                   .vector_unary = Unary::sqrt,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("sqrt"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.rsqrt", K::unary,
+                  {.unary = [](double x) { return 1 / std::sqrt(x); },
+                   .vector_unary = Unary::rsqrt,
+                   .cuda =
+                       [](const CudaTerms& t) {
+                         return cat(t.lit("1.0"), " / ", t.fn("sqrt"), "(", t.a, ")");
+                       }}));
+  d.push_back(def("kiln.tanh", K::unary,
+                  {.unary = [](double x) { return std::tanh(x); },
+                   .vector_unary = Unary::tanh,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("tanh"), "(", t.a, ")"); }}));
+  d.push_back(
+      def("kiln.sigmoid", K::unary,
+          {.unary = sigmoid, .vector_unary = Unary::sigmoid, .cuda = [](const CudaTerms& t) {
+             return cat(t.lit("1.0"), " / (", t.lit("1.0"), " + ", t.fn("exp"), "(-", t.a, "))");
+           }}));
+  d.push_back(def("kiln.silu", K::unary,
+                  {.unary = [](double x) { return x * sigmoid(x); },
+                   .vector_unary = Unary::silu,
+                   .cuda =
+                       [](const CudaTerms& t) {
+                         return cat(t.a, " / (", t.lit("1.0"), " + ", t.fn("exp"), "(-", t.a, "))");
+                       }}));
+  ElementwiseDef gelu =
+      def("kiln.gelu", K::unary,
+          {.unary = [](double x) { return 0.5 * x * (1 + std::erf(x * M_SQRT1_2)); },
+           .vector_unary = Unary::gelu_erf,
+           .cuda =
+               [](const CudaTerms& t) {
+                 return cat(t.lit("0.5"), " * ", t.a, " * (", t.lit("1.0"), " + ", t.fn("erf"), "(",
+                            t.a, " * ", t.lit("0.70710678118654752440"), "))");
+               }});
+  gelu.variant = {
+      // approximate = "tanh": 0.5 x (1 + tanh u), = x sigmoid(2u) in f32 arrays
+      .unary =
+          [](double x) {
+            return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+          },
+      .vector_unary = Unary::gelu_tanh,
+      .cuda = [](const CudaTerms& t) {  // each in the CPU's formula for its float type
+        const std::string cube = cat(t.a, " * ", t.a, " * ", t.a);
+        if (t.f32)
+          return cat(t.a, " / (1.0f + expf(-1.5957691216057308f * (", t.a, " + 0.044715f * ", cube,
+                     ")))");
+        return cat("0.5 * ", t.a, " * (1.0 + tanh(0.7978845608028654 * (", t.a, " + 0.044715 * ",
+                   cube, ")))");
+      }};
+  gelu.picks_variant = gelu_tanh_form;
+  d.push_back(gelu);
+  // ---- select and conversion -----------------------------------------------------------------
+  d.push_back(def("kiln.where", K::select, {}));  // the interpreter and codegen select
+  d.push_back(def("kiln.cast", K::cast,           // the conversion is the caller's
+                  {.vector_unary = Unary::copy, .cuda = cuda_operand, .cuda_int = cuda_operand}));
+  return d;
+}
+
+}  // namespace
+
+const std::vector<ElementwiseDef>& elementwise_defs() {
+  static const std::vector<ElementwiseDef> defs = make_definitions();
+  return defs;
+}
+
+const ElementwiseDef* find_elementwise(const ir::OpDef& op) {
+  static const std::unordered_map<const ir::OpDef*, const ElementwiseDef*> by_op = [] {
+    std::unordered_map<const ir::OpDef*, const ElementwiseDef*> m;
+    for (const ElementwiseDef& d : elementwise_defs()) m.emplace(d.op, &d);
+    return m;
+  }();
+  const auto it = by_op.find(&op);
+  return it == by_op.end() ? nullptr : it->second;
+}
+
+}  // namespace kiln::compiler
