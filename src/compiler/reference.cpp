@@ -428,6 +428,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
     m["kiln.sqrt"] = unary([](double x) { return std::sqrt(x); });
     m["kiln.rsqrt"] = unary([](double x) { return 1 / std::sqrt(x); });
     m["kiln.tanh"] = unary([](double x) { return std::tanh(x); });
+    m["kiln.erf"] = unary([](double x) { return std::erf(x); });
     m["kiln.sigmoid"] = unary(sigmoid);
     m["kiln.relu"] = unary([](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
                            [](I x) { return std::max<I>(x, 0); });

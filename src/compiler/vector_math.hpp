@@ -4,10 +4,9 @@
 // fused kernels and the f32 fast paths use these.
 //
 // Accuracy against the double-precision reference rounded to f32: add, sub, mul, div,
-// sqrt, min, max, neg, abs, relu are exact; exp, log, tanh, sigmoid, silu within a few
-// ulp; the erf-based GELU within
-// 5e-7 |x| absolute. NaN in gives NaN out; exp overflows to
-// inf and underflows to 0 (no denormal results).
+// sqrt, min, max, neg, abs, relu are exact; exp, log, tanh, erf, sigmoid, silu within a
+// few ulp; the erf-based GELU within 5e-7 |x| absolute. NaN in gives NaN out; exp
+// overflows to inf and underflows to 0 (no denormal results).
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +22,7 @@ enum class Unary : unsigned char {
   sqrt,
   rsqrt,
   tanh,
+  erf,
   sigmoid,
   relu,
   silu,

@@ -279,6 +279,7 @@ Tensor log(const Tensor& x, Loc where) { return unary_float("kiln.log", x, where
 Tensor sqrt(const Tensor& x, Loc where) { return unary_float("kiln.sqrt", x, where); }
 Tensor rsqrt(const Tensor& x, Loc where) { return unary_float("kiln.rsqrt", x, where); }
 Tensor tanh(const Tensor& x, Loc where) { return unary_float("kiln.tanh", x, where); }
+Tensor erf(const Tensor& x, Loc where) { return unary_float("kiln.erf", x, where); }
 Tensor sigmoid(const Tensor& x, Loc where) { return unary_float("kiln.sigmoid", x, where); }
 Tensor relu(const Tensor& x, Loc where) { return unary("kiln.relu", x, where); }
 Tensor gelu(const Tensor& x, const std::string& approximate, Loc where) {

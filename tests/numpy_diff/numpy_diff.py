@@ -25,7 +25,7 @@ a temporary directory, removed at the end).
 Coverage
 --------
 * element-wise: add sub mul div pow maximum minimum (NumPy broadcasting), eq ne lt le gt
-  ge, where, exp log sqrt rsqrt tanh sigmoid silu gelu (erf and tanh forms), neg abs
+  ge, where, exp log sqrt rsqrt tanh erf sigmoid silu gelu (erf and tanh forms), neg abs
   relu, and cast between every pair of the 9 dtypes;
 * reductions: reduce_sum/mean/max/min (random axis sets, keepdim), argmax, softmax,
   log_softmax, layer_norm, rms_norm;
@@ -89,7 +89,7 @@ Tolerances
   every integer op (the kiln-defined rules included), and add/sub/mul/div/sqrt of floats
   (IEEE operations, correctly rounded in every float dtype since f32 or f64 arithmetic
   rounded to the result dtype is innocuous double rounding for them);
-* transcendental ops (exp log rsqrt tanh sigmoid silu gelu pow): |got - want| <=
+* transcendental ops (exp log rsqrt tanh erf sigmoid silu gelu pow): |got - want| <=
   max(4 ulp(want), 1e-6 |want|) for f32, (4 ulp, 1e-14) for f64, and for f16/bf16 the
   f32 bound plus 1 ulp of the result dtype.  Two ops add an absolute term for their
   output scale, as PyTorch's own f32 formulas lose it: sigmoid 1.2e-38 (it underflows
@@ -787,10 +787,11 @@ def erfc(x):
     return np.vectorize(math.erfc, otypes=[np.float64])(x) if x.size else x.copy()
 
 
-UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh")
+UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "silu", "gelu",
+               "gelu_tanh")
 UNARY_PROFILE = {"exp": "exp", "log": "positive", "sqrt": "positive", "rsqrt": "positive",
-                 "tanh": "general", "sigmoid": "exp", "silu": "exp", "gelu": "general",
-                 "gelu_tanh": "general"}
+                 "tanh": "general", "erf": "general", "sigmoid": "exp", "silu": "exp",
+                 "gelu": "general", "gelu_tanh": "general"}
 
 
 def unary_float_expected(op, x):
@@ -805,6 +806,8 @@ def unary_float_expected(op, x):
             return 1.0 / np.sqrt(x)
         if op == "tanh":
             return np.tanh(x)
+        if op == "erf":  # math.erf: the C library's, in double
+            return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x.copy()
         if op == "sigmoid":
             return 1.0 / (1.0 + np.exp(-x))
         if op == "silu":

@@ -197,6 +197,8 @@ Tensor log(const Tensor& x, Loc where = Loc::current());
 Tensor sqrt(const Tensor& x, Loc where = Loc::current());
 Tensor rsqrt(const Tensor& x, Loc where = Loc::current());
 Tensor tanh(const Tensor& x, Loc where = Loc::current());
+/// The error function, erf(x) = 2/sqrt(pi) times the integral of e^(-t²) from 0 to x.
+Tensor erf(const Tensor& x, Loc where = Loc::current());
 Tensor sigmoid(const Tensor& x, Loc where = Loc::current());
 Tensor relu(const Tensor& x, Loc where = Loc::current());
 /// GELU; \p approximate "none" (exact, erf) or "tanh".

@@ -216,6 +216,10 @@ std::vector<ElementwiseDef> make_definitions() {
                   {.unary = [](double x) { return std::tanh(x); },
                    .vector_unary = Unary::tanh,
                    .cuda = [](const CudaTerms& t) { return cat(t.fn("tanh"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.erf", K::unary,
+                  {.unary = [](double x) { return std::erf(x); },
+                   .vector_unary = Unary::erf,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("erf"), "(", t.a, ")"); }}));
   d.push_back(
       def("kiln.sigmoid", K::unary,
           {.unary = sigmoid, .vector_unary = Unary::sigmoid, .cuda = [](const CudaTerms& t) {

@@ -83,7 +83,7 @@ void register_elementwise_ops(OpRegistry& r) {
     r.add(op(cat("kiln.", name), cat("element-wise comparison ", name, "; bool result"), 2,
              infer_compare));
   r.add(op("kiln.where", "select: cond ? a : b, with broadcasting", 3, infer_where));
-  for (const char* name : {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu"})
+  for (const char* name : {"exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "silu"})
     r.add(op(cat("kiln.", name), cat("element-wise ", name), 1, infer_unary_float));
   for (const char* name : {"neg", "abs", "relu"})
     r.add(op(cat("kiln.", name), cat("element-wise ", name), 1, infer_unary_numeric));
