@@ -11,8 +11,10 @@
 
 namespace kiln::compiler {
 
-/// One rank's part of a collective op.
-struct CollectiveLaunch {
+/// One rank's part of a collective op: a collective launch's prepared state.
+struct CollectiveLaunch final : PreparedLaunch {
+  static constexpr Kind kKind = Kind::collective;
+  CollectiveLaunch() : PreparedLaunch(kKind) {}
   std::shared_ptr<Communicator> comm;
   int rank = 0;
   // Set by prepare_collective once the launch's buffers are bound:
@@ -32,14 +34,14 @@ namespace {
 
 using kiln::detail::cat;
 
-std::int64_t product(const Index& shape, std::size_t begin, std::size_t end) {
+std::int64_t product(Dims shape, std::size_t begin, std::size_t end) {
   std::int64_t n = 1;
   for (std::size_t d = begin; d < end; ++d) n *= shape[d];
   return n;
 }
 
 /// \p shape cut along \p axis into pieces of \p sizes, as `Pieces`.
-CollectiveLaunch::Pieces pieces_of(const Index& shape, std::size_t axis, DType dtype,
+CollectiveLaunch::Pieces pieces_of(Dims shape, std::size_t axis, DType dtype,
                                    std::vector<std::int64_t> sizes) {
   return {product(shape, 0, axis), shape[axis],
           product(shape, axis + 1, shape.size()) * static_cast<std::int64_t>(size_of(dtype)),
@@ -71,21 +73,21 @@ std::size_t axis_attr(const ir::OpView& op, const char* name, std::size_t rank) 
   return static_cast<std::size_t>(a < 0 ? a + static_cast<std::int64_t>(rank) : a);
 }
 
-std::size_t elements_of(const Index& shape) {
+std::size_t elements_of(Dims shape) {
   return static_cast<std::size_t>(product(shape, 0, shape.size()));
 }
 
 }  // namespace
 
-std::shared_ptr<CollectiveLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank) {
-  auto c = std::make_shared<CollectiveLaunch>();
+std::unique_ptr<PreparedLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank) {
+  auto c = std::make_unique<CollectiveLaunch>();
   c->comm = std::move(comm);
   c->rank = rank;
   return c;
 }
 
 void prepare_collective(Launch& l) {
-  CollectiveLaunch& c = *l.collective;
+  CollectiveLaunch& c = *l.prepared_as<CollectiveLaunch>();
   const ir::OpView op = l.view();
   const int n = c.comm->size();
   const std::string_view name = op.name();
@@ -130,7 +132,7 @@ void prepare_collective(Launch& l) {
     const std::size_t split = axis_attr(op, "split_axis", in.shape.size());
     const std::size_t join = axis_attr(op, "concat_axis", in.shape.size());
     c.pack = pieces_of(in.shape, split, dtype, shard_sizes(in.shape[split], n));
-    Index piece = in.shape;
+    Index piece = to_index(in.shape);
     piece[split] /= n;
     c.unpack = pieces_of(out.shape, join, dtype,
                          std::vector<std::int64_t>(static_cast<std::size_t>(n), piece[join]));
@@ -147,7 +149,7 @@ void prepare_collective(Launch& l) {
 }
 
 void run_collective(const Launch& l) {
-  CollectiveLaunch& c = *l.collective;
+  CollectiveLaunch& c = *l.prepared_as<CollectiveLaunch>();
   if (c.pack.needed()) move_pieces(c.pack, l.in[0].data, c.scratch_in.data(), true);
   c.comm->run(c.rank, c.collective);
   if (c.unpack.needed()) move_pieces(c.unpack, c.scratch_out.data(), l.out[0].data, false);

@@ -44,7 +44,7 @@ struct Step {
   Kernel kernel = nullptr;
   std::shared_ptr<const compiler::FusedProgram> fused;  // kiln.fused
   const ir::Graph* callee = nullptr;                    // calls
-  std::string prefix{};                                 // calls: kiln.prefix
+  std::string_view prefix{};                            // calls: kiln.prefix (in the IR)
 };
 
 struct Program {
@@ -70,10 +70,12 @@ struct Storage {
   Index strides;
 };
 
-/// Which storage a launch reads and writes, and its kernel.
+/// Which storage a launch reads and writes (`Plan::in`, `Plan::out`: a range of the plan's
+/// `io_storage`), and its kernel.
 struct LaunchIo {
-  std::vector<std::size_t> in, out;
-  Kernel kernel;
+  std::size_t first = 0;  // into `Plan::io_storage`: the inputs, then the outputs
+  std::uint32_t ins = 0, outs = 0;
+  Kernel kernel = nullptr;
   std::size_t device = 0;  // which of the callable's devices runs it
 };
 
@@ -86,10 +88,12 @@ struct Arena {
 struct Plan {
   std::vector<Storage> storage;
   std::vector<Launch> launches;
-  std::vector<LaunchIo> io;          // per launch
-  std::vector<std::size_t> inputs;   // storage of the entry arguments
-  std::vector<std::size_t> outputs;  // storage of the entry results
-  std::vector<std::string> labels;   // per launch: op, weight prefix, location
+  std::vector<LaunchIo> io;             // per launch
+  std::vector<std::size_t> io_storage;  // every launch's inputs and outputs, in launch order
+  std::vector<View> launch_views;       // every launch's views (Launch::in and out)
+  std::vector<std::size_t> inputs;      // storage of the entry arguments
+  std::vector<std::size_t> outputs;     // storage of the entry results
+  std::vector<std::string> labels;      // per launch: op, weight prefix, location
   // Per launch: not launched, because it runs as the epilogue of the launch before it or
   // because its result is a view of its input.
   std::vector<bool> absorbed;
@@ -106,6 +110,13 @@ struct Plan {
   std::shared_ptr<DeviceBuffer<std::int64_t>> cuda_error;
   std::array<std::int64_t, 3> host_error{};
 
+  /// The storage launch \p i reads, in operand order, and the storage it writes.
+  std::span<const std::size_t> in(std::size_t i) const {
+    return {io_storage.data() + io[i].first, io[i].ins};
+  }
+  std::span<const std::size_t> out(std::size_t i) const {
+    return {io_storage.data() + io[i].first + io[i].ins, io[i].outs};
+  }
   /// The storage whose bytes \p s reads: itself, or the base of a view.
   std::size_t root(std::size_t s) const {
     return storage[s].base >= 0 ? static_cast<std::size_t>(storage[s].base) : s;
@@ -178,8 +189,9 @@ std::string launch_label(const ir::OpView& op, const std::string& prefix) {
 }
 
 /// `a.b`, or whichever is not empty.
-std::string join_prefix(const std::string& a, const std::string& b) {
-  return a.empty() ? b : b.empty() ? a : a + "." + b;
+std::string join_prefix(std::string_view a, std::string_view b) {
+  if (a.empty() || b.empty()) return std::string(a.empty() ? b : a);
+  return cat(a, ".", b);
 }
 
 /// The error for weights that do not fit the module: the \p problems (missing, empty or of
@@ -613,12 +625,14 @@ struct CompiledCallable::Impl {
     // the 3 * 10^9 rows of an f32[3037000500, 0] would take minutes to write no bytes.
     // Collectives still run: their ranks meet.
     for (std::size_t i = 0; i < plan->launches.size(); ++i) {
-      const LaunchIo& io = plan->io[i];
+      const std::span<const std::size_t> out = plan->out(i);
       const bool writes_nothing =
-          !io.out.empty() && std::all_of(io.out.begin(), io.out.end(), [&](std::size_t s) {
-            return plan->storage[s].bytes == 0;
-          });
-      if (writes_nothing && !plan->launches[i].collective) plan->absorbed[i] = true;
+          !out.empty() && std::all_of(out.begin(), out.end(),
+                                      [&](std::size_t s) { return plan->storage[s].bytes == 0; });
+      const std::unique_ptr<compiler::PreparedLaunch>& prepared = plan->launches[i].prepared;
+      const bool collective =
+          prepared != nullptr && prepared->kind == compiler::PreparedLaunch::Kind::collective;
+      if (writes_nothing && !collective) plan->absorbed[i] = true;
     }
     return plan;
   }
@@ -632,8 +646,8 @@ struct CompiledCallable::Impl {
     for (std::size_t s : plan.outputs) is_output[s] = true;
     for (std::size_t i = 0; i < plan.launches.size(); ++i) {
       const Launch& l = plan.launches[i];
-      if (l.fused != nullptr || plan.io[i].in.size() != 1 || plan.io[i].out.size() != 1) continue;
-      const std::size_t in = plan.io[i].in[0], out = plan.io[i].out[0];
+      if (l.fused != nullptr || plan.in(i).size() != 1 || plan.out(i).size() != 1) continue;
+      const std::size_t in = plan.in(i)[0], out = plan.out(i)[0];
       const std::optional<Index> strides =
           compiler::view_strides(l.view(), plan.storage[in].shape, plan.storage[in].strides);
       if (!strides || !readers_take(plan, is_output, out, *strides)) continue;
@@ -656,17 +670,17 @@ struct CompiledCallable::Impl {
     if (strides.empty()) return true;  // contiguous: any reader
     for (std::size_t r : plan.storage[s].readers) {
       const Launch& reader = plan.launches[r];
-      const std::vector<std::size_t>& in = plan.io[r].in;
+      const std::span<const std::size_t> in = plan.in(r);
       for (std::size_t k = 0; k < in.size(); ++k) {
         if (in[k] != s) continue;
         if (compiler::reads_strided(*reader.graph, reader.view(), k, plan.storage[s].shape,
                                     strides))
           continue;
         // A reshape or transpose of the view is fine if its own result is taken.
-        if (reader.fused != nullptr || in.size() != 1 || plan.io[r].out.size() != 1) return false;
+        if (reader.fused != nullptr || in.size() != 1 || plan.out(r).size() != 1) return false;
         const std::optional<Index> next =
             compiler::view_strides(reader.view(), plan.storage[s].shape, strides);
-        if (!next || !readers_take(plan, is_output, plan.io[r].out[0], *next)) return false;
+        if (!next || !readers_take(plan, is_output, plan.out(r)[0], *next)) return false;
       }
     }
     return true;
@@ -683,22 +697,21 @@ struct CompiledCallable::Impl {
     for (std::size_t i = 0; i + 1 < plan.launches.size(); ++i) {
       const Launch& producer = plan.launches[i];
       const Launch& consumer = plan.launches[i + 1];
-      if (plan.absorbed[i] || plan.io[i].out.size() != 1 || consumer.fused == nullptr ||
+      if (plan.absorbed[i] || plan.out(i).size() != 1 || consumer.fused == nullptr ||
           plan.io[i].device != plan.io[i + 1].device)
         continue;
-      const std::size_t s = plan.io[i].out[0];
+      const std::size_t s = plan.out(i)[0];
       const Storage& result = plan.storage[s];
       const std::vector<std::size_t>& readers = result.readers;
       const bool only_reader =
           !readers.empty() &&
           std::all_of(readers.begin(), readers.end(), [&](std::size_t r) { return r == i + 1; });
-      if (!only_reader || is_output[s] ||
-          plan.storage[plan.io[i + 1].out[0]].shape != result.shape ||
+      if (!only_reader || is_output[s] || plan.storage[plan.out(i + 1)[0]].shape != result.shape ||
           !compiler::takes_epilogue(*producer.graph, producer.view(), *consumer.fused))
         continue;
       plan.absorbed[i + 1] = true;
       ++plan.epilogues;
-      for (std::size_t in : plan.io[i].in) plan.storage[plan.root(in)].readers.push_back(i + 1);
+      for (std::size_t in : plan.in(i)) plan.storage[plan.root(in)].readers.push_back(i + 1);
       // `kiln.matmul + kiln.fused @fused_3 layers.0 (nn.cpp:29)`: both ops before the
       // place, which traces may truncate.
       std::string epilogue = " + " + std::string(consumer.view().name());
@@ -780,7 +793,13 @@ struct CompiledCallable::Impl {
       out.push_back(s);
     }
     for (std::size_t s : in) plan.storage[s].readers.push_back(launch);
-    plan.io.push_back({in, out, step.kernel, device});
+    plan.io.push_back({.first = plan.io_storage.size(),
+                       .ins = static_cast<std::uint32_t>(in.size()),
+                       .outs = static_cast<std::uint32_t>(out.size()),
+                       .kernel = step.kernel,
+                       .device = device});
+    plan.io_storage.insert(plan.io_storage.end(), in.begin(), in.end());
+    plan.io_storage.insert(plan.io_storage.end(), out.begin(), out.end());
     return launch;
   }
 
@@ -806,15 +825,15 @@ struct CompiledCallable::Impl {
                      sends_only ? std::vector<std::size_t>{}
                                 : std::vector{receives_only ? std::size_t{0} : rank},
                      slots[rank], where, new_storage);
-      plan.launches[launch].collective = compiler::make_collective(comm, static_cast<int>(rank));
+      plan.launches[launch].prepared = compiler::make_collective(comm, static_cast<int>(rank));
     }
   }
 
   // An epilogue writes its output while other tiles of its matmul still read the operands.
   static void check_epilogue_placement(const Plan& plan, std::size_t producer,
                                        std::size_t epilogue) {
-    const Storage& out = plan.storage[plan.io[epilogue].out[0]];
-    for (std::size_t s : plan.io[producer].in) {
+    const Storage& out = plan.storage[plan.out(epilogue)[0]];
+    for (std::size_t s : plan.in(producer)) {
       const Storage& in = plan.storage[plan.root(s)];
       if (in.arena_offset >= 0 && in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
           out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
@@ -869,12 +888,11 @@ struct CompiledCallable::Impl {
     for (std::size_t s : plan.inputs)
       if (!keep[s] && !plan.storage[s].readers.empty()) free_after[last_use[s]].push_back(s);
     for (std::size_t i = 0; i < n; ++i) {
-      const LaunchIo& io = plan.io[i];
       if (plan.is_view[i]) {  // places nothing: its result is its input's bytes
         for (std::size_t s : free_after[i]) release(s);
         continue;
       }
-      for (std::size_t s : io.out) {
+      for (std::size_t s : plan.out(i)) {
         place(s);
         if (!keep[s]) {
           if (plan.storage[s].readers.empty()) {
@@ -905,19 +923,22 @@ struct CompiledCallable::Impl {
                         [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
       }
     }
+    // One view per launch input and output, in one list (sized once: the launches hold
+    // spans into it), each reading its shape and strides from its value's record.
+    plan.launch_views.reserve(plan.io_storage.size());
+    for (std::size_t s : plan.io_storage)
+      plan.launch_views.push_back(
+          {plan.address(s), plan.storage[s].dtype, plan.storage[s].shape, plan.storage[s].strides});
     for (std::size_t i = 0; i < n; ++i) {
       Launch& l = plan.launches[i];
       const LaunchIo& io = plan.io[i];
-      for (std::size_t s : io.in)
-        l.in.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape,
-                        plan.storage[s].strides});
-      for (std::size_t s : io.out)
-        l.out.push_back({plan.address(s), plan.storage[s].dtype, plan.storage[s].shape,
-                         plan.storage[s].strides});
+      l.in = std::span<const View>(plan.launch_views).subspan(io.first, io.ins);
+      l.out = std::span<const View>(plan.launch_views).subspan(io.first + io.ins, io.outs);
+      const std::span<const std::size_t> in = plan.in(i);
       // A weight or constant: the same bytes for the plan's life.
-      l.pack_rhs = prepack_weights && io.in.size() == 2 &&
-                   plan.storage[plan.root(io.in[1])].arena_offset < 0 &&
-                   plan.storage[plan.root(io.in[1])].fixed != nullptr;
+      l.pack_rhs = prepack_weights && in.size() == 2 &&
+                   plan.storage[plan.root(in[1])].arena_offset < 0 &&
+                   plan.storage[plan.root(in[1])].fixed != nullptr;
       l.bf16 = matmul_precision == MatmulPrecision::bf16;
     }
   }
@@ -932,9 +953,12 @@ struct CompiledCallable::Impl {
     for (std::size_t s : plan.outputs) is_output[s] = true;
     for (std::size_t i = 0; i < plan.launches.size(); ++i) {
       Launch& producer = plan.launches[i];
-      if (plan.absorbed[i] || plan.io[i].out.size() != 1) continue;
-      if (producer.matmul == nullptr) {
-        const std::size_t s = plan.io[i].out[0];
+      if (plan.absorbed[i] || plan.out(i).size() != 1) continue;
+      const bool prepared_matmul =
+          producer.prepared != nullptr &&
+          producer.prepared->kind == compiler::PreparedLaunch::Kind::matmul;
+      if (!prepared_matmul) {
+        const std::size_t s = plan.out(i)[0];
         const Storage& out = plan.storage[s];
         if (is_output[s] || out.base >= 0 || out.arena_offset < 0) continue;
         // The launches that read it; an absorbed epilogue is listed among the readers of its
@@ -944,15 +968,14 @@ struct CompiledCallable::Impl {
         for (std::size_t r : out.readers) {
           if (!plan.absorbed[r] && plan.io[r].device == plan.io[i].device)
             readers.push_back(&plan.launches[r]);
-          else if (std::any_of(plan.io[r].in.begin(), plan.io[r].in.end(),
+          else if (std::any_of(plan.in(r).begin(), plan.in(r).end(),
                                [&](std::size_t in) { return plan.root(in) == s; }))
             others = true;
         }
         if (!others && compiler::hand_off_bf16(producer, readers)) ++plan.bf16_handoffs;
         continue;
       }
-      const std::size_t s =
-          producer.epilogue != nullptr ? plan.io[i + 1].out[0] : plan.io[i].out[0];
+      const std::size_t s = producer.epilogue != nullptr ? plan.out(i + 1)[0] : plan.out(i)[0];
       const Storage& out = plan.storage[s];
       if (is_output[s] || out.base >= 0 || out.arena_offset < 0 || out.readers.empty()) continue;
       // The one reader, and its absorbed epilogue (listed to keep the operand live).

@@ -189,9 +189,9 @@ CudaKernelShape cuda_kernel_shape(const Launch& l) {
   for (const View& in : l.in) {
     std::int64_t n = 1;
     for (std::int64_t d : in.shape) n *= d;
-    shape.inputs.push_back(in.shape == l.out[0].shape ? InputAccess::same_shape
-                           : n == 1                   ? InputAccess::scalar
-                                                      : InputAccess::broadcast);
+    shape.inputs.push_back(same_dims(in.shape, l.out[0].shape) ? InputAccess::same_shape
+                           : n == 1                            ? InputAccess::scalar
+                                                               : InputAccess::broadcast);
   }
   return shape;
 }

@@ -180,7 +180,7 @@ DeviceGraphNode add_strided_read(DeviceGraphBuilder& b, const DeviceContext& ctx
                                  const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
   const View& out = l.out[0];
   return add_copy(b, ctx, l,
-                  {l.in[0].data, out.data, out.shape, in_offset, 0, std::move(in_strides),
+                  {l.in[0].data, out.data, to_index(out.shape), in_offset, 0, std::move(in_strides),
                    kernel::strides_of(out.shape)},
                   after, kernels);
 }
@@ -189,7 +189,7 @@ DeviceGraphNode add_strided_read(DeviceGraphBuilder& b, const DeviceContext& ctx
 /// one copy per piece, each after the one before, between the piece and its slab of the
 /// whole along the op's axis.
 DeviceGraphNode add_pieces(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                           const View& whole, const std::vector<View>& pieces, bool into_whole,
+                           const View& whole, std::span<const View> pieces, bool into_whole,
                            const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
   const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), whole.shape.size());
   const Index whole_strides = kernel::strides_of(whole.shape);
@@ -198,11 +198,11 @@ DeviceGraphNode add_pieces(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   for (const View& piece : pieces) {
     const std::int64_t offset = at * whole_strides[axis];
     const Index piece_strides = kernel::strides_of(piece.shape);
-    const StridedCopy copy = into_whole
-                                 ? StridedCopy{piece.data, whole.data,    piece.shape,  0,
-                                               offset,     piece_strides, whole_strides}
-                                 : StridedCopy{whole.data, piece.data,    piece.shape,  offset,
-                                               0,          whole_strides, piece_strides};
+    const StridedCopy copy =
+        into_whole ? StridedCopy{piece.data, whole.data,    to_index(piece.shape), 0,
+                                 offset,     piece_strides, whole_strides}
+                   : StridedCopy{whole.data, piece.data,    to_index(piece.shape), offset,
+                                 0,          whole_strides, piece_strides};
     last = add_copy(b, ctx, l, copy, last ? DeviceGraphDependencies{*last} : after, kernels);
     at += piece.shape[axis];
   }

@@ -49,7 +49,7 @@ void copy_strided(std::byte* dst, const std::byte* src, std::int64_t n, std::int
 /// o[i] = x[base + Σ index·strides]: broadcasts, transposes, slices and splits are all this.
 /// Same dtypes (always, for these ops) copy bytes, a run of the innermost dim at a time;
 /// the launch's blocks split the runs.
-void strided_read(const View& x, const View& o, const Index& strides, std::int64_t base = 0) {
+void strided_read(const View& x, const View& o, Dims strides, std::int64_t base = 0) {
   if (x.dtype == o.dtype && !o.shape.empty() && elements(o.shape) > 0) {
     const std::size_t es = size_of(o.dtype), rank = o.shape.size();
     const std::int64_t inner = o.shape.back(), step = strides.back();
@@ -79,9 +79,10 @@ void strided_read(const View& x, const View& o, const Index& strides, std::int64
     return;
   }
   if (kiln::block_idx().x != 0) return;  // the general path runs on one block
-  for_each_element(o.shape, {strides}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
-    copy_element(o, i, x, base + off[0]);
-  });
+  for_each_element(o.shape, {to_index(strides)},
+                   [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+                     copy_element(o, i, x, base + off[0]);
+                   });
 }
 
 }  // namespace
@@ -97,8 +98,8 @@ Index read_strides_of(const Launch& l) {
 }
 
 void broadcast_to_or_transpose(const Launch& l) {
-  if (!l.read_strides.empty()) {
-    strided_read(l.in[0], l.out[0], l.read_strides[0]);
+  if (const ReadStrides* prepared = l.prepared_as<ReadStrides>()) {
+    strided_read(l.in[0], l.out[0], prepared->strides[0]);
   } else {
     strided_read(l.in[0], l.out[0], read_strides_of(l));
   }

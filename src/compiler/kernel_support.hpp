@@ -73,20 +73,20 @@ inline void copy_element(const View& to, std::int64_t i, const View& from, std::
 
 // ---- indexing ------------------------------------------------------------------------------
 
-inline std::int64_t elements(const Index& s) {
+inline std::int64_t elements(Dims s) {
   std::int64_t n = 1;
   for (std::int64_t d : s) n *= d;
   return n;
 }
 
-inline Index strides_of(const Index& s) {
+inline Index strides_of(Dims s) {
   Index st(s.size(), 1);
   for (std::size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
   return st;
 }
 
 /// Strides of \p in when broadcast to \p out (0 on stretched and missing dims).
-inline Index broadcast_strides(const Index& in, const Index& out) {
+inline Index broadcast_strides(Dims in, Dims out) {
   Index st(out.size(), 0);
   const Index own = strides_of(in);
   const std::size_t lead = out.size() - in.size();
@@ -96,7 +96,7 @@ inline Index broadcast_strides(const Index& in, const Index& out) {
 
 /// Calls f(flat_out, offsets...) for every output element, with each input's offset.
 template <class F>
-void for_each_element(const Index& out, const std::vector<Index>& in_strides, F&& f) {
+void for_each_element(Dims out, const std::vector<Index>& in_strides, F&& f) {
   const std::int64_t n = elements(out);
   Index idx(out.size(), 0);
   std::vector<std::int64_t> off(in_strides.size(), 0);
@@ -155,6 +155,13 @@ void split(const Launch& l);
 void gather(const Launch& l);
 /// The strides a transpose or broadcast_to launch reads its input with.
 Index read_strides_of(const Launch& l);
+/// The prepared state of fused launches (each input's strides broadcast to out[0]) and
+/// of transpose and broadcast_to (one entry: the strides its output reads its input with).
+struct ReadStrides final : PreparedLaunch {
+  static constexpr Kind kKind = Kind::read_strides;
+  explicit ReadStrides(std::vector<Index> s) : PreparedLaunch(kKind), strides(std::move(s)) {}
+  const std::vector<Index> strides;
+};
 
 // ---- row_kernels.cpp: reductions, softmax, norms -------------------------------------------
 

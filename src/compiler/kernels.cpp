@@ -44,7 +44,7 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
                         std::int64_t row_len, std::int64_t row_stride);
 
 /// Offset of batch \p index (row-major over \p shape) in an operand with \p strides.
-std::int64_t batch_offset(std::int64_t index, const Index& shape, const Index& strides) {
+std::int64_t batch_offset(std::int64_t index, Dims shape, Dims strides) {
   std::int64_t offset = 0;
   for (std::size_t d = shape.size(); d-- > 0;) {
     offset += (index % shape[d]) * strides[d];
@@ -65,8 +65,8 @@ struct Matrices {
 };
 
 /// \p v (rank >= 2, already padded for vectors) as matrices over the output \p batch.
-Matrices matrices(const View& v, const Index& shape, const Index& batch) {
-  const Index st = v.strides.empty() ? strides_of(shape) : v.strides;
+Matrices matrices(const View& v, Dims shape, Dims batch) {
+  const Index st = v.strides.empty() ? strides_of(shape) : to_index(v.strides);
   const std::size_t r = shape.size();
   Matrices out{reinterpret_cast<const float*>(v.data), Index(batch.size(), 0), st[r - 2],
                st[r - 1]};
@@ -94,13 +94,26 @@ struct MatmulLayout {
   float* scaled = nullptr;
 };
 
+/// An f32 matmul launch's prepared state: its layout.
+struct PreparedMatmul final : PreparedLaunch {
+  static constexpr Kind kKind = Kind::matmul;
+  explicit PreparedMatmul(MatmulLayout l) : PreparedLaunch(kKind), layout(std::move(l)) {}
+  const MatmulLayout layout;
+};
+
+/// The prepared layout of the f32 matmul launch \p l, else null.
+const MatmulLayout* matmul_of(const Launch& l) {
+  const PreparedMatmul* p = l.prepared_as<PreparedMatmul>();
+  return p != nullptr ? &p->layout : nullptr;
+}
+
 namespace {
 
 /// f32 matmul through oneDNN's sgemm. The grid's blocks split the work into tiles (batch
 /// entries, then row bands, then column bands) and each tile is one single-threaded sgemm
 /// on the worker that runs its block: one thread budget, the context's. An \p epilogue
 /// runs on each tile right after its GEMM, while the tile is in this core's cache.
-void matmul_f32(const Matrices& a, const Matrices& b, float* o, const Index& batch, std::int64_t m,
+void matmul_f32(const Matrices& a, const Matrices& b, float* o, Dims batch, std::int64_t m,
                 std::int64_t k, std::int64_t n, const Launch* epilogue, float alpha = 1.0f) {
   // This thread's OpenMP regions (oneDNN's) use this thread only: the blocks are the
   // parallelism. Checked per call, since the calling thread may be anyone's.
@@ -161,14 +174,18 @@ std::optional<MatmulLayout> matmul_layout(const Launch& l) {
   View a = l.in[0], b = l.in[1];
   const View& o = l.out[0];
   if (a.dtype != DType::f32 || b.dtype != DType::f32 || o.dtype != DType::f32) return std::nullopt;
-  if (a.shape.size() == 1) {
-    a.shape.insert(a.shape.begin(), 1);
-    if (!a.strides.empty()) a.strides.insert(a.strides.begin(), a.shape[1] * a.strides[0]);
+  // Vectors as matrices: [k] as [1, k] on the left, [k, 1] on the right.
+  Index a_shape = to_index(a.shape), a_strides = to_index(a.strides);
+  Index b_shape = to_index(b.shape), b_strides = to_index(b.strides);
+  if (a_shape.size() == 1) {
+    a_shape.insert(a_shape.begin(), 1);
+    if (!a_strides.empty()) a_strides.insert(a_strides.begin(), a_shape[1] * a_strides[0]);
   }
-  if (b.shape.size() == 1) {
-    b.shape.push_back(1);
-    if (!b.strides.empty()) b.strides.push_back(1);
+  if (b_shape.size() == 1) {
+    b_shape.push_back(1);
+    if (!b_strides.empty()) b_strides.push_back(1);
   }
+  a.shape = a_shape, a.strides = a_strides, b.shape = b_shape, b.strides = b_strides;
   const std::int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
   const Index batch(o.shape.begin(), o.shape.end() - static_cast<long>((l.in[0].shape.size() > 1) +
                                                                        (l.in[1].shape.size() > 1)));
@@ -225,28 +242,19 @@ void skinny_matmul(const SkinnyMatmul& skinny, std::int64_t m, std::int64_t n,
 }
 
 void matmul(const Launch& l) {
-  if (l.matmul != nullptr && l.matmul->skinny != nullptr) {
-    skinny_matmul(*l.matmul->skinny, l.matmul->m, l.matmul->n, l.epilogue);
-    return;
-  }
-  if (l.matmul != nullptr && l.matmul->packed != nullptr) {
-    packed_matmul(*l.matmul->packed, l.matmul->n, l.epilogue);
-    return;
-  }
-  if (l.matmul != nullptr && l.matmul->batched_bf16 != nullptr) {
-    batched_bf16_matmul(*l.matmul->batched_bf16, l.matmul->n,
-                        l.matmul->scaled != nullptr ? nullptr : l.epilogue);
-    return;
-  }
-  if (l.matmul != nullptr && l.matmul->scale != nullptr) {
-    const MatmulLayout& p = *l.matmul;
-    matmul_f32(p.a, p.b, p.scaled, p.batch, p.m, p.k, p.n, nullptr, *p.scale);
-    return;
-  }
-  if (l.matmul != nullptr) {
-    const MatmulLayout& p = *l.matmul;
-    matmul_f32(p.a, p.b, reinterpret_cast<float*>(l.out[0].data), p.batch, p.m, p.k, p.n,
-               l.epilogue);
+  if (const MatmulLayout* p = matmul_of(l)) {
+    if (p->skinny != nullptr) {
+      skinny_matmul(*p->skinny, p->m, p->n, l.epilogue);
+    } else if (p->packed != nullptr) {
+      packed_matmul(*p->packed, p->n, l.epilogue);
+    } else if (p->batched_bf16 != nullptr) {
+      batched_bf16_matmul(*p->batched_bf16, p->n, p->scaled != nullptr ? nullptr : l.epilogue);
+    } else if (p->scale != nullptr) {
+      matmul_f32(p->a, p->b, p->scaled, p->batch, p->m, p->k, p->n, nullptr, *p->scale);
+    } else {
+      matmul_f32(p->a, p->b, reinterpret_cast<float*>(l.out[0].data), p->batch, p->m, p->k, p->n,
+                 l.epilogue);
+    }
     return;
   }
   if (const std::optional<MatmulLayout> p = matmul_layout(l)) {
@@ -256,7 +264,7 @@ void matmul(const Launch& l) {
   }
   // Other dtypes (always contiguous): floats summed in double, integers exactly.
   const View &a = l.in[0], &b = l.in[1], &o = l.out[0];
-  Index ashape = a.shape, bshape = b.shape;
+  Index ashape = to_index(a.shape), bshape = to_index(b.shape);
   if (ashape.size() == 1) ashape.insert(ashape.begin(), 1);
   if (bshape.size() == 1) bshape.push_back(1);
   const std::int64_t m = ashape[ashape.size() - 2], k = ashape.back(), n = bshape.back();
@@ -290,8 +298,7 @@ void matmul(const Launch& l) {
 
 }  // namespace
 
-std::optional<Index> view_strides(const ir::OpView& op, const Index& in_shape,
-                                  const Index& in_strides) {
+std::optional<Index> view_strides(const ir::OpView& op, Dims in_shape, const Index& in_strides) {
   if (op.name() == "kiln.reshape") {
     if (in_strides.empty()) return Index{};
     return std::nullopt;
@@ -309,7 +316,7 @@ std::optional<Index> view_strides(const ir::OpView& op, const Index& in_shape,
 }
 
 bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t operand,
-                   const Index& shape, const Index& strides) {
+                   const Index& shape, Dims strides) {
   if (reader.name() != "kiln.matmul" || operand > 1 || shape.size() < 2 ||
       strides.size() != shape.size() || graph.type(reader.result(0)).dtype != DType::f32)
     return false;
@@ -390,8 +397,8 @@ constexpr std::int64_t kTile = 512;  // elements per array op: every live tile s
 
 /// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
 /// run of the innermost dimension at a time.
-void gather_f32(const View& in, const Index& strides, const Index& out, std::int64_t at,
-                std::int64_t len, float* dst) {
+void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::int64_t len,
+                float* dst) {
   const auto* src = reinterpret_cast<const float*>(in.data);
   const std::size_t rank = out.size();
   IndexScratch idx(rank);
@@ -427,6 +434,7 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
                         std::int64_t row_len, std::int64_t row_stride) {
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
+  const std::vector<Index>& read_strides = l.prepared_as<ReadStrides>()->strides;  // prepare's
   // Bodies of up to kStackValues values run on stack buffers: no allocation, on any thread.
   constexpr std::size_t kStackValues = 32;
   Scratch<float, kStackValues * kTile> scratch(p.num_values * static_cast<std::size_t>(kTile));
@@ -436,7 +444,7 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
   std::fill(stride.data(), stride.data() + p.num_values, std::size_t{1});
   const auto slot = [&](std::uint32_t v) { return scratch.data() + v * kTile; };
   for (std::size_t k = 0; k < l.in.size(); ++k)
-    if (l.in[k].shape != o.shape && elements(l.in[k].shape) == 1) {  // a scalar: stride 0
+    if (!same_dims(l.in[k].shape, o.shape) && elements(l.in[k].shape) == 1) {  // a scalar: stride 0
       value[p.args[k]] = reinterpret_cast<const float*>(l.in[k].data);
       stride[p.args[k]] = 0;
     }
@@ -447,10 +455,10 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
       const std::int64_t len = std::min(kTile, end - at);
       for (std::size_t k = 0; k < l.in.size(); ++k) {
         const std::uint32_t v = p.args[k];
-        if (l.in[k].shape == o.shape) {
+        if (same_dims(l.in[k].shape, o.shape)) {
           value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (stride[v] != 0) {
-          gather_f32(l.in[k], l.read_strides[k], o.shape, at, len, slot(v));
+          gather_f32(l.in[k], read_strides[k], o.shape, at, len, slot(v));
           value[v] = slot(v);
         }
       }
@@ -592,9 +600,8 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
 }
 
 /// \p m (matrices over \p batch, each \p rows x \p cols) as one strided operand.
-StridedOperand strided(const Matrices& m, const Index& batch, std::int64_t rows,
-                       std::int64_t cols) {
-  StridedOperand out{m.data, batch, m.batch_strides};
+StridedOperand strided(const Matrices& m, Dims batch, std::int64_t rows, std::int64_t cols) {
+  StridedOperand out{m.data, to_index(batch), m.batch_strides};
   out.shape.insert(out.shape.end(), {rows, cols});
   out.strides.insert(out.strides.end(), {m.row, m.col});
   return out;
@@ -620,14 +627,21 @@ void prepare_batched_bf16(Launch& launch, MatmulLayout& layout) {
 
 void prepare(Launch& launch, int threads) {
   launch.blocks = blocks_for(launch, threads);
-  launch.read_strides.clear();
-  launch.matmul = nullptr;
+  if (!launch.fused && launch.prepared != nullptr &&
+      launch.prepared->kind == PreparedLaunch::Kind::collective) {  // made by the planner
+    prepare_collective(launch);
+    launch.blocks = std::max<std::uint32_t>(launch.blocks, 1);
+    return;
+  }
+  launch.prepared = nullptr;
   const std::string_view name = launch.view().name();
   if (launch.fused) {
+    std::vector<Index> strides;
     for (const View& in : launch.in)
-      launch.read_strides.push_back(broadcast_strides(in.shape, launch.out[0].shape));
+      strides.push_back(broadcast_strides(in.shape, launch.out[0].shape));
+    launch.prepared = std::make_unique<ReadStrides>(std::move(strides));
   } else if (name == "kiln.transpose" || name == "kiln.broadcast_to") {
-    launch.read_strides.push_back(read_strides_of(launch));
+    launch.prepared = std::make_unique<ReadStrides>(std::vector<Index>{read_strides_of(launch)});
   } else if (name == "kiln.matmul") {
     if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
       const MatrixRef a{layout->a.data, layout->a.row, layout->a.col},
@@ -662,21 +676,19 @@ void prepare(Launch& launch, int threads) {
         layout->scale = scale_of(*launch.epilogue, launch.out[0].data, &layout->scaled);
       if (launch.bf16 && !launch.pack_rhs && !layout->batch.empty())
         prepare_batched_bf16(launch, *layout);
-      launch.matmul = std::make_shared<const MatmulLayout>(std::move(*layout));
+      launch.prepared = std::make_unique<PreparedMatmul>(std::move(*layout));
     }
-  } else if (launch.collective) {
-    prepare_collective(launch);
   }
   // An empty output (a dim of size 0) can leave no tiles: one block, which finds no work.
   launch.blocks = std::max<std::uint32_t>(launch.blocks, 1);
 }
 
 bool packed(const Launch& launch) {
-  return launch.matmul != nullptr && launch.matmul->packed != nullptr;
+  return matmul_of(launch) != nullptr && matmul_of(launch)->packed != nullptr;
 }
 
 bool skinny(const Launch& launch) {
-  return launch.matmul != nullptr && launch.matmul->skinny != nullptr;
+  return matmul_of(launch) != nullptr && matmul_of(launch)->skinny != nullptr;
 }
 
 namespace {
@@ -686,8 +698,8 @@ namespace {
 /// recorded: the plan still owns it exclusively.
 PackedMatmul* reads_bf16_rows(const Launch& consumer, const std::byte* out, std::int64_t rows,
                               std::int64_t n) {
-  if (consumer.matmul == nullptr) return nullptr;
-  const MatmulLayout& reader = *consumer.matmul;
+  if (matmul_of(consumer) == nullptr) return nullptr;
+  const MatmulLayout& reader = *matmul_of(consumer);
   if (reader.packed == nullptr || !reader.packed->bf16() ||
       reinterpret_cast<const std::byte*>(reader.a.data) != out || reader.a.col != 1 ||
       reader.a.row != reader.k || reader.m != rows || reader.k != n)
@@ -706,11 +718,11 @@ bool hand_off_rounded_softmax(Launch& softmax, const std::vector<Launch*>& consu
   const auto* out = reinterpret_cast<const float*>(softmax.out[0].data);
   std::vector<BatchedBf16Matmul*> readers;
   for (const Launch* consumer : consumers) {
-    if (consumer->matmul == nullptr || consumer->matmul->batched_bf16 == nullptr ||
+    if (matmul_of(*consumer) == nullptr || matmul_of(*consumer)->batched_bf16 == nullptr ||
         consumer->in[0].data != softmax.out[0].data)
       return false;
     // Prepared, not yet recorded: the plan still owns it exclusively.
-    readers.push_back(const_cast<BatchedBf16Matmul*>(consumer->matmul->batched_bf16.get()));
+    readers.push_back(const_cast<BatchedBf16Matmul*>(matmul_of(*consumer)->batched_bf16.get()));
   }
   for (const BatchedBf16Matmul* reader : readers)
     if (!reader->can_read_rounded_a(out)) return false;
@@ -722,13 +734,13 @@ bool hand_off_rounded_softmax(Launch& softmax, const std::vector<Launch*>& consu
 }  // namespace
 
 bool hand_off_bf16(Launch& producer, Launch& consumer) {
-  if (producer.matmul == nullptr) return false;
-  auto* p = const_cast<PackedMatmul*>(producer.matmul->packed.get());  // see reads_bf16_rows
+  if (matmul_of(producer) == nullptr) return false;
+  auto* p = const_cast<PackedMatmul*>(matmul_of(producer)->packed.get());  // see reads_bf16_rows
   if (p == nullptr || !p->bf16()) return false;
   if (producer.epilogue != nullptr && !p->fuses_epilogue()) return false;
   std::byte* out =
       producer.epilogue != nullptr ? producer.epilogue->out[0].data : producer.out[0].data;
-  PackedMatmul* c = reads_bf16_rows(consumer, out, producer.matmul->m, producer.matmul->n);
+  PackedMatmul* c = reads_bf16_rows(consumer, out, matmul_of(producer)->m, matmul_of(producer)->n);
   if (c == nullptr || !p->write_bf16(out)) return false;
   c->read_bf16(out);
   return true;
@@ -753,16 +765,16 @@ bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
 }
 
 bool in_bf16(const Launch& launch) {
-  if (launch.matmul == nullptr) return false;
-  const MatmulLayout& m = *launch.matmul;
+  if (matmul_of(launch) == nullptr) return false;
+  const MatmulLayout& m = *matmul_of(launch);
   return (m.skinny != nullptr && m.skinny->bf16()) || (m.packed != nullptr && m.packed->bf16()) ||
          m.batched_bf16 != nullptr;
 }
 
 bool epilogue_in_gemm(const Launch& launch) {
-  return launch.matmul != nullptr &&
-         (launch.matmul->scale != nullptr ||
-          (launch.matmul->packed != nullptr && launch.matmul->packed->fuses_epilogue()));
+  return matmul_of(launch) != nullptr &&
+         (matmul_of(launch)->scale != nullptr ||
+          (matmul_of(launch)->packed != nullptr && matmul_of(launch)->packed->fuses_epilogue()));
 }
 
 std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {

@@ -8,10 +8,12 @@
 // ops, matmul through oneDNN, softmax and norms over rows, byte copies for data movement;
 // those split their work over the launch's blocks (see prepare).
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,35 +26,45 @@
 namespace kiln::compiler {
 
 using Index = std::vector<std::int64_t>;
+/// A shape or strides as a launch reads them: elements the plan owns (its values' records),
+/// so that a plan of 10^6 launches holds no copy of them.
+using Dims = std::span<const std::int64_t>;
+inline bool same_dims(Dims a, Dims b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+inline Index to_index(Dims d) { return Index(d.begin(), d.end()); }
 
 /// One buffer of a launch.
 struct View {
   std::byte* data = nullptr;
   DType dtype = DType::f32;
-  Index shape;
-  Index strides;  // in elements; empty: contiguous row-major (only matmul reads others)
+  Dims shape;
+  Dims strides;  // in elements; empty: contiguous row-major (only matmul reads others)
 };
 
 struct FusedProgram;
-struct MatmulLayout;
-struct CollectiveLaunch;
+
+/// What `prepare` (or the planner, for collectives) works out once for a launch, so that
+/// running it computes no layout and allocates nothing: one kind per family of kernels,
+/// each defined beside its kernels (`ReadStrides`, `MatmulLayout`, `CollectiveLaunch`).
+struct PreparedLaunch {
+  enum class Kind : std::uint8_t { read_strides, matmul, collective };
+  explicit PreparedLaunch(Kind k) : kind(k) {}
+  PreparedLaunch(const PreparedLaunch&) = delete;
+  PreparedLaunch& operator=(const PreparedLaunch&) = delete;
+  virtual ~PreparedLaunch() = default;
+  const Kind kind;
+};
 
 /// Everything a kernel needs for one launch.
 struct Launch {
   const ir::Graph* graph = nullptr;
   std::uint32_t op = 0;
-  std::vector<View> in;
-  std::vector<View> out;
-  std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
   std::uint32_t blocks = 1;  // grid size: kernels that split work read block_idx()/grid_dim()
-  // Set by prepare, so that running the launch computes no layout and allocates nothing:
-  // fused launches: each input's strides broadcast to out[0]; transpose and broadcast_to:
-  // the strides its output reads its input with.
-  std::vector<Index> read_strides;
-  std::shared_ptr<const MatmulLayout> matmul;  // f32 matmuls: operands, batch and sizes
-  // Collective ops (one launch per participating device): this rank's part; the planner
-  // sets the communicator and rank, prepare the rest.
-  std::shared_ptr<CollectiveLaunch> collective;
+  std::span<const View> in;  // into the plan's list of views
+  std::span<const View> out;
+  std::shared_ptr<const FusedProgram> fused;  // kiln.fused launches: the body's scalar ops
+  // The launch's prepared state, of the kind its kernel reads (see `prepared_as`); null
+  // for kernels that need none.
+  std::unique_ptr<PreparedLaunch> prepared;
   // matmul launches: an elementwise launch over this one's output whose work runs here, on
   // each tile of the output as soon as it is computed (while it is in cache); the plan does
   // not launch it separately.
@@ -67,6 +79,13 @@ struct Launch {
   // rounded to bf16 for the bf16 matmuls that are its only readers: as bf16 values (the
   // first half of its storage) for bf16 units, else as f32 values rounded in place.
   bool out_bf16 = false;
+  /// The prepared state if it is a \p T (one of the kinds, complete where this is used),
+  /// else null. Kernels may update their own state while they run (collectives do).
+  template <class T>
+  T* prepared_as() const {
+    return prepared != nullptr && prepared->kind == T::kKind ? static_cast<T*>(prepared.get())
+                                                             : nullptr;
+  }
   ir::OpView view() const { return graph->op(op); }
 };
 
@@ -74,8 +93,8 @@ using Kernel = void (*)(const Launch&);
 
 /// This launch's part (rank `rank` of \p comm) of the op's collective; for a transfer,
 /// rank 0 sends (`in` only) and rank 1 receives (`out` only).
-std::shared_ptr<CollectiveLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank);
-/// The kernel of every collective launch (reads `Launch::collective`).
+std::unique_ptr<PreparedLaunch> make_collective(std::shared_ptr<Communicator> comm, int rank);
+/// The kernel of every collective launch (reads its `CollectiveLaunch`).
 void run_collective(const Launch& launch);
 /// Binds a collective launch's runtime collective to its buffers (part of `prepare`).
 void prepare_collective(Launch& launch);
@@ -148,12 +167,11 @@ bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
 /// (empty: contiguous) as \p in_shape, the strides its result has over the same bytes,
 /// so that readers can use it without a copy; nullopt when it has none (a reshape of a
 /// non-contiguous view). Empty strides: the result is contiguous too.
-std::optional<Index> view_strides(const ir::OpView& op, const Index& in_shape,
-                                  const Index& in_strides);
+std::optional<Index> view_strides(const ir::OpView& op, Dims in_shape, const Index& in_strides);
 /// True when operand \p operand of \p reader can be read in place with \p strides over
 /// \p shape (f32 matmul operands whose matrix has a unit stride in one of its dims).
 bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t operand,
-                   const Index& shape, const Index& strides);
+                   const Index& shape, Dims strides);
 /// The kernel of every `kiln.fused` launch (reads `Launch::fused`).
 void run_fused(const Launch& launch);
 

@@ -75,8 +75,7 @@ std::optional<PostOp> activation(vmath::Unary f) {
 /// How an epilogue input of shape \p in, broadcast to the output \p out (rows: all dims
 /// but the last), is read as rows and columns: {row stride, column stride}, or nullopt when
 /// no such pair describes it.
-std::optional<std::pair<std::int64_t, std::int64_t>> row_col_strides(const Index& in,
-                                                                     const Index& out) {
+std::optional<std::pair<std::int64_t, std::int64_t>> row_col_strides(Dims in, Dims out) {
   if (out.empty() || in.size() > out.size()) return std::nullopt;
   const std::size_t r = out.size();
   const Index st = broadcast_strides(in, out);
@@ -104,7 +103,7 @@ std::optional<std::vector<PostOp>> post_ops_of(const Launch& e, const float* c) 
   std::optional<std::uint32_t> current;
   for (std::size_t k = 0; k < e.in.size(); ++k)
     if (reinterpret_cast<const float*>(e.in[k].data) == c) {
-      if (current || e.in[k].shape != e.out[0].shape) return std::nullopt;
+      if (current || !same_dims(e.in[k].shape, e.out[0].shape)) return std::nullopt;
       current = p.args[k];
     }
   if (!current) return std::nullopt;

@@ -37,7 +37,7 @@ struct ReduceShape {
   std::int64_t outer = 1, reduced = 1, inner = 1;
 };
 std::optional<ReduceShape> reduce_shape(const Launch& l) {
-  const Index& shape = l.in[0].shape;
+  const Dims shape = l.in[0].shape;
   if (shape.size() > 64) return std::nullopt;
   std::uint64_t reduced = 0;  // bit d: axis d is reduced
   for (std::int64_t a : l.view().find("axes")->as_int_array())
@@ -133,7 +133,7 @@ void reduce_of(const Launch& l) {
   std::vector<bool> reduced(x.shape.size(), false);
   for (std::int64_t a : l.view().find("axes")->as_int_array())
     reduced[axis_of(a, x.shape.size())] = true;
-  Index kept = x.shape, ost(x.shape.size(), 0);
+  Index kept = to_index(x.shape), ost(x.shape.size(), 0);
   std::int64_t per = 1;
   for (std::size_t d = 0; d < x.shape.size(); ++d)
     if (reduced[d]) {
@@ -175,9 +175,9 @@ void reduce_of(const Launch& l) {
 /// Calls line(offset, stride, count) for every line of \p shape along \p axis, in the
 /// order of the remaining indices.
 template <class F>
-void lines(const Index& shape, std::size_t axis, F&& line) {
+void lines(Dims shape, std::size_t axis, F&& line) {
   const Index st = strides_of(shape);
-  Index outer = shape;
+  Index outer = to_index(shape);
   outer[axis] = 1;
   Index ost = st;
   ost[axis] = 0;

@@ -10,7 +10,7 @@
 
 namespace kiln::detail {
 
-template <class Signature, std::size_t Capacity = 112>
+template <class Signature, std::size_t Capacity = 80>
 class InlineFunction;
 
 /// Like `std::move_only_function<R(Args...)>`, but callables up to \p Capacity bytes live
@@ -107,8 +107,8 @@ class InlineFunction<R(Args...), Capacity> {
 };
 
 /// A host callback run in stream order (small enough to nest inside a BlockRunner).
-using HostCallback = InlineFunction<void(), 96>;
+using HostCallback = InlineFunction<void(), 64>;
 /// Work another CUDA library enqueues on a stream it is given (a CUstream, as void*).
-using CudaWork = InlineFunction<void(void*), 96>;
+using CudaWork = InlineFunction<void(void*), 64>;
 
 }  // namespace kiln::detail
