@@ -93,7 +93,8 @@ struct Plan {
   std::vector<View> launch_views;       // every launch's views (Launch::in and out)
   std::vector<std::size_t> inputs;      // storage of the entry arguments
   std::vector<std::size_t> outputs;     // storage of the entry results
-  std::vector<std::string> labels;      // per launch: op, weight prefix, location
+  std::vector<std::string> labels;      // per launch: op, weight prefix, location (moved into
+                                        // the graphs when they are recorded)
   // Per launch: not launched, because it runs as the epilogue of the launch before it or
   // because its result is a view of its input.
   std::vector<bool> absorbed;
@@ -1027,10 +1028,11 @@ struct CompiledCallable::Impl {
           const DeviceGraphNode node =
               b.add_function(*launch_fns[d], LaunchConfig{plan.launches[i].blocks, 1}, after,
                              &plan.launches[i], plan.io[i].kernel);
-          b.set_label(node, plan.labels[i]);
+          b.set_label(node, std::move(plan.labels[i]));  // the graph's from now on
         }
       });
     }
+    std::vector<std::string>().swap(plan.labels);  // moved into the graphs (plan_dot, traces)
     ++stats.graph_builds;
   }
 
@@ -1056,9 +1058,10 @@ struct CompiledCallable::Impl {
         first = false;
         const DeviceGraphNode node =
             compiler::add_cuda_launch(b, *ctx, plan.launches[i], after, cuda_kernels, error);
-        b.set_label(node, plan.labels[i]);
+        b.set_label(node, std::move(plan.labels[i]));  // the graph's from now on
       }
     });
+    std::vector<std::string>().swap(plan.labels);
     for (std::size_t s : plan.outputs) plan.host_outputs.emplace_back(plan.storage[s].bytes);
     ctx->synchronize();  // the weights' copies
     ++stats.graph_builds;

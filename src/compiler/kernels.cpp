@@ -434,7 +434,8 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
                         std::int64_t row_len, std::int64_t row_stride) {
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
-  const std::vector<Index>& read_strides = l.prepared_as<ReadStrides>()->strides;  // prepare's
+  // Set by prepare when an input is broadcast (read by the gathers below, for no other).
+  const ReadStrides* read = l.prepared_as<ReadStrides>();
   // Bodies of up to kStackValues values run on stack buffers: no allocation, on any thread.
   constexpr std::size_t kStackValues = 32;
   Scratch<float, kStackValues * kTile> scratch(p.num_values * static_cast<std::size_t>(kTile));
@@ -458,7 +459,7 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
         if (same_dims(l.in[k].shape, o.shape)) {
           value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (stride[v] != 0) {
-          gather_f32(l.in[k], read_strides[k], o.shape, at, len, slot(v));
+          gather_f32(l.in[k], read->strides[k], o.shape, at, len, slot(v));
           value[v] = slot(v);
         }
       }
@@ -636,10 +637,17 @@ void prepare(Launch& launch, int threads) {
   launch.prepared = nullptr;
   const std::string_view name = launch.view().name();
   if (launch.fused) {
-    std::vector<Index> strides;
-    for (const View& in : launch.in)
-      strides.push_back(broadcast_strides(in.shape, launch.out[0].shape));
-    launch.prepared = std::make_unique<ReadStrides>(std::move(strides));
+    // Only inputs broadcast to the output's shape are read through strides: a body whose
+    // inputs all have that shape (a chain of tanh ops) needs none.
+    const bool broadcasts = std::any_of(launch.in.begin(), launch.in.end(), [&](const View& in) {
+      return !same_dims(in.shape, launch.out[0].shape);
+    });
+    if (broadcasts) {
+      std::vector<Index> strides;
+      for (const View& in : launch.in)
+        strides.push_back(broadcast_strides(in.shape, launch.out[0].shape));
+      launch.prepared = std::make_unique<ReadStrides>(std::move(strides));
+    }
   } else if (name == "kiln.transpose" || name == "kiln.broadcast_to") {
     launch.prepared = std::make_unique<ReadStrides>(std::vector<Index>{read_strides_of(launch)});
   } else if (name == "kiln.matmul") {
