@@ -551,7 +551,7 @@ struct CompiledCallable::Impl {
   }
 
   // What one planned op takes while it is planned and recorded (docs/benchmarks.md measures
-  // about 1.7 KB): a module whose calls expand past memory / this is refused up front.
+  // about 1.3 KB): a module whose calls expand past memory / this is refused up front.
   static constexpr std::uint64_t kBytesPerPlannedOp = 2048;
 
   // Refuses a module whose calls expand to more ops than this machine can plan.
