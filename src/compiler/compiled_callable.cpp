@@ -1,23 +1,25 @@
-// The compiler's pipeline: programs per graph (once), plans per concrete input shapes
-// (memory + device graph, once), calls (copy in, replay, copy out).
+// CompiledCallable: the public API and the plan cache. Compiling runs the stages of
+// compiler/plan/plan.hpp: programs per graph (once, program.cpp), then per concrete input
+// shapes a plan (instantiate.cpp, the rewrites of rewrites.hpp, memory_plan.cpp) that a
+// lowering records (lowering/lowering.hpp: CPU or CUDA); a call copies in, replays, copies
+// out.
 
 #include "kiln/compiler/compiled_callable.hpp"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <exception>
 #include <mutex>
-#include <numeric>
-#include <optional>
 #include <thread>
 
-#include "compiler/cuda_launches.hpp"
-#include "compiler/kernels.hpp"
+#include "compiler/lowering/lowering.hpp"
 #include "compiler/machine_memory.hpp"
 #include "compiler/onednn_support.hpp"
+#include "compiler/plan/instantiate.hpp"
+#include "compiler/plan/memory_plan.hpp"
+#include "compiler/plan/program.hpp"
+#include "compiler/plan/rewrites.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/core/error.hpp"
@@ -27,147 +29,10 @@
 namespace kiln {
 namespace {
 
-using compiler::Index;
-using compiler::Kernel;
 using compiler::Launch;
-using compiler::View;
+using compiler::Plan;
+using compiler::Storage;
 using detail::cat;
-
-constexpr std::size_t kAlign = 64;
-
-// ---- programs: one per graph ----------------------------------------------------------------
-
-enum class StepKind { kernel, weight, constant, call, collective };
-
-struct Step {
-  StepKind kind = StepKind::kernel;
-  Kernel kernel = nullptr;
-  std::shared_ptr<const compiler::FusedProgram> fused;  // kiln.fused
-  const ir::Graph* callee = nullptr;                    // calls
-  std::string_view prefix{};                            // calls: kiln.prefix (in the IR)
-};
-
-struct Program {
-  const ir::Graph* graph = nullptr;
-  std::vector<Step> steps;  // one per op
-};
-
-// ---- plans: one per concrete input shapes ----------------------------------------------------
-
-/// Where a value lives during a call: an arena slot or fixed storage (weights, constants).
-struct Storage {
-  std::int64_t arena_offset = -1;  // -1: fixed
-  std::size_t device = 0;          // which of the callable's devices (arena) holds it
-  std::byte* fixed = nullptr;
-  std::size_t bytes = 0;
-  DType dtype = DType::f32;
-  Index shape;
-  std::int64_t producer = -1;  // launch that writes it, -1: none (input, fixed)
-  std::vector<std::size_t> readers;
-  // A view: the bytes of storage `base` (never itself a view), read with `strides`
-  // (elements; empty: contiguous). Its launch (a reshape or transpose) does not run.
-  std::int64_t base = -1;
-  Index strides;
-};
-
-/// Which storage a launch reads and writes (`Plan::in`, `Plan::out`: a range of the plan's
-/// `io_storage`), and its kernel.
-struct LaunchIo {
-  std::size_t first = 0;  // into `Plan::io_storage`: the inputs, then the outputs
-  std::uint32_t ins = 0, outs = 0;
-  Kernel kernel = nullptr;
-  std::size_t device = 0;  // which of the callable's devices runs it
-};
-
-/// One device's memory for a plan.
-struct Arena {
-  std::size_t bytes = 0;
-  std::shared_ptr<std::byte> memory;  // host memory, or a CUDA context's device memory
-};
-
-struct Plan {
-  std::vector<Storage> storage;
-  std::vector<Launch> launches;
-  std::vector<LaunchIo> io;             // per launch
-  std::vector<std::size_t> io_storage;  // every launch's inputs and outputs, in launch order
-  std::vector<View> launch_views;       // every launch's views (Launch::in and out)
-  std::vector<std::size_t> inputs;      // storage of the entry arguments
-  std::vector<std::size_t> outputs;     // storage of the entry results
-  std::vector<std::string> labels;      // per launch: op, weight prefix, location (moved into
-                                        // the graphs when they are recorded)
-  // Per launch: not launched, because it runs as the epilogue of the launch before it or
-  // because its result is a view of its input.
-  std::vector<bool> absorbed;
-  std::vector<bool> is_view;
-  std::size_t epilogues = 0, views = 0;
-  std::size_t bf16_handoffs = 0;                   // see hand_off_bf16
-  std::vector<Arena> arenas;                       // per device: places can be reused only
-                                                   // by the device's own later launches
-  std::vector<std::optional<DeviceGraph>> graphs;  // per device with launches
-  // CUDA: each output's bytes, copied back to the host after each call.
-  std::vector<std::vector<std::byte>> host_outputs;
-  // CUDA plans with a gather: where it reports an index out of range ({1, index, axis
-  // length}), and that report's copy on the host after each call.
-  std::shared_ptr<DeviceBuffer<std::int64_t>> cuda_error;
-  std::array<std::int64_t, 3> host_error{};
-
-  /// The storage launch \p i reads, in operand order, and the storage it writes.
-  std::span<const std::size_t> in(std::size_t i) const {
-    return {io_storage.data() + io[i].first, io[i].ins};
-  }
-  std::span<const std::size_t> out(std::size_t i) const {
-    return {io_storage.data() + io[i].first + io[i].ins, io[i].outs};
-  }
-  /// The storage whose bytes \p s reads: itself, or the base of a view.
-  std::size_t root(std::size_t s) const {
-    return storage[s].base >= 0 ? static_cast<std::size_t>(storage[s].base) : s;
-  }
-  std::byte* address(std::size_t s) const {
-    const Storage& st = storage[root(s)];
-    return st.arena_offset >= 0 ? arenas[st.device].memory.get() + st.arena_offset : st.fixed;
-  }
-};
-
-/// First-fit arena allocation with coalescing frees.
-class ArenaAllocator {
- public:
-  std::size_t allocate(std::size_t bytes) {
-    bytes = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= bytes) {
-        const std::size_t at = it->first;
-        if (it->second == bytes) {
-          free_.erase(it);
-        } else {
-          it->first += bytes;
-          it->second -= bytes;
-        }
-        return at;
-      }
-    const std::size_t at = end_;
-    // Saturates: an arena past 2^64 bytes is refused by the size check that follows.
-    end_ = bytes > SIZE_MAX - end_ ? SIZE_MAX : end_ + bytes;
-    return at;
-  }
-  void release(std::size_t at, std::size_t bytes) {
-    bytes = std::max<std::size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
-    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(at, std::size_t{0}));
-    it = free_.insert(it, {at, bytes});
-    if (std::next(it) != free_.end() && it->first + it->second == std::next(it)->first) {
-      it->second += std::next(it)->second;
-      free_.erase(std::next(it));
-    }
-    if (it != free_.begin() && std::prev(it)->first + std::prev(it)->second == it->first) {
-      std::prev(it)->second += it->second;
-      free_.erase(it);
-    }
-  }
-  std::size_t peak() const { return end_; }
-
- private:
-  std::vector<std::pair<std::size_t, std::size_t>> free_;  // sorted by offset
-  std::size_t end_ = 0;
-};
 
 std::string shape_key(const std::vector<Tensor>& inputs) {
   std::string key;
@@ -177,16 +42,6 @@ std::string shape_key(const std::vector<Tensor>& inputs) {
     key += '|';
   }
   return key;
-}
-
-/// What a launch computes, for traces and DOT: `kiln.matmul layers.0.attn (model.cpp:12)`.
-std::string launch_label(const ir::OpView& op, const std::string& prefix) {
-  std::string label = op.name();
-  if (const ir::Attribute* callee = op.find("callee")) label += " @" + callee->as_symbol().name;
-  if (!prefix.empty()) label += " " + prefix;
-  const ir::Location& loc = op.location();
-  if (loc.known()) label += cat(" (", loc.file.substr(loc.file.rfind('/') + 1), ":", loc.line, ")");
-  return label;
 }
 
 /// `a.b`, or whichever is not empty.
@@ -317,15 +172,14 @@ struct CompiledCallable::Impl {
   std::map<std::string, Tensor> weights;
   std::shared_ptr<DeviceContext> ctx;  // the first device's
   // The devices the module computes on (cpu:0 and up; one: whatever `ctx` is), a context
-  // and a launcher for each, and a communicator for each group of devices in a collective.
+  // for each, and a communicator for each group of devices in a collective.
   // With a cluster, devices other processes drive have no context (null): their launches
   // are planned (so that every process makes the same communicators) but never run here.
   std::vector<Device> devices;
   std::vector<std::shared_ptr<DeviceContext>> contexts;
-  std::vector<std::unique_ptr<DeviceFunction<void (*)(const Launch*, Kernel)>>> launch_fns;
   std::shared_ptr<Cluster> cluster;
   std::map<std::vector<std::size_t>, std::shared_ptr<Communicator>> communicators;
-  std::map<const ir::Graph*, Program> programs;
+  std::map<const ir::Graph*, compiler::Program> programs;
   std::size_t expanded_ops = 0;  // the module's ops with calls expanded (ir::expanded_op_count)
   std::map<std::string, std::unique_ptr<Plan>> plans;
   Plan* last_plan = nullptr;  // the plan of the previous call: the common case, checked first
@@ -333,11 +187,8 @@ struct CompiledCallable::Impl {
   // first appears, so that calls check agreement without building a map.
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> symbol_first_use;
   bool replay_graph;
-  // The module runs on a CUDA context: plans in its memory, launches as CUDA kernels.
-  bool on_cuda = false;
-  compiler::CudaKernelCache cuda_kernels;
-  // CUDA: device copies of weights and constants, by their host bytes.
-  std::map<const std::byte*, std::shared_ptr<DeviceBuffer<std::uint8_t>>> device_copies;
+  // How plans become device work: CPU kernels, or CUDA kernels on a CUDA context.
+  std::unique_ptr<compiler::Lowering> lowering;
   bool fuse_epilogues;
   bool prepack_weights;
   MatmulPrecision matmul_precision;
@@ -431,14 +282,9 @@ struct CompiledCallable::Impl {
         throw UserError(cat("CompiledCallable: this process (", cluster->str(),
                             ") drives none of the module's devices"));
     }
-    on_cuda = ctx->device().is_cuda();
-    for (const auto& c : contexts)
-      launch_fns.push_back(
-          c && !on_cuda
-              ? std::make_unique<DeviceFunction<void (*)(const Launch*, Kernel)>>(
-                    c->compile_function(+[](const Launch* l, Kernel k) { k(*l); },
-                                        {.name = "kiln_kernel", .form = KernelForm::per_block}))
-              : nullptr);
+    lowering = ctx->device().is_cuda()
+                   ? compiler::cuda_lowering(ctx)
+                   : compiler::cpu_lowering(contexts, replay_graph, matmul_precision);
   }
 
   /// The slot of \p d in `devices` (single-device modules: 0).
@@ -460,48 +306,8 @@ struct CompiledCallable::Impl {
 
   // Compiles every graph once and checks the weights against what the module declares.
   void compile() {
-    compiler::FusedPrograms fused_programs;  // shared between ops that compute the same
-    for (std::size_t g = 0; g < module.num_graphs(); ++g) {
-      const ir::Graph& graph = module.graph(g);
-      Program p{&graph, {}};
-      p.steps.reserve(graph.num_ops());
-      for (std::size_t i = 0; i < graph.num_ops(); ++i) {
-        const ir::OpView op = graph.op(i);
-        Step step;
-        if (op.name() == "kiln.weight") {
-          step.kind = StepKind::weight;
-        } else if (op.name() == "kiln.constant") {
-          step.kind = StepKind::constant;
-        } else if (op.name() == "kiln.fused") {
-          step.kernel = compiler::run_fused;
-          step.fused = fused_programs.fused(*module.find(op.find("callee")->as_symbol().name));
-        } else if (op.def().has(ir::OpTrait::elementwise)) {
-          step.kernel = compiler::run_fused;
-          step.fused = fused_programs.elementwise(graph, op);
-        } else if (op.def().has(ir::OpTrait::collective)) {
-          step.kind = StepKind::collective;
-          step.kernel = compiler::run_collective;
-        } else if (const ir::Attribute* callee = op.find("callee")) {
-          step.kind = StepKind::call;
-          step.callee = module.find(callee->as_symbol().name);
-          if (const ir::Attribute* prefix = op.find("kiln.prefix"))
-            step.prefix = prefix->as_string();
-        } else {
-          step.kernel = compiler::find_kernel(op.name());
-          if (step.kernel == nullptr)
-            throw UserError(
-                cat("CompiledCallable: no CPU kernel for ", op.describe(), " in @", graph.name()));
-        }
-        if (on_cuda && (step.kind == StepKind::kernel || step.kind == StepKind::collective)) {
-          if (const std::string why = compiler::cuda_unsupported(op.def()); !why.empty())
-            throw UserError(cat("CompiledCallable on ", ctx->device(), ": ", op.describe(), " in @",
-                                graph.name(), ": ", why));
-        }
-        p.steps.push_back(std::move(step));
-      }
-      programs.emplace(&graph, std::move(p));
-      ++stats.bodies_compiled;
-    }
+    programs = compiler::compile_programs(module, *lowering, ctx->device());
+    stats.bodies_compiled += programs.size();
     check_expanded_size();
     // Weights are checked against the staged module (passes may drop unused ones).
     std::vector<std::string> problems;
@@ -532,24 +338,6 @@ struct CompiledCallable::Impl {
 
   // ---- planning ----------------------------------------------------------------------------
 
-  /// Enqueues a copy of \p n bytes on the context (host or device memory either side).
-  void enqueue_copy_bytes(void* dst, const void* src, std::size_t n) const {
-    ctx->enqueue_copy(std::span<std::uint8_t>(static_cast<std::uint8_t*>(dst), n),
-                      std::span<const std::uint8_t>(static_cast<const std::uint8_t*>(src), n));
-  }
-
-  /// CUDA: the device copy of the \p bytes fixed bytes at \p host (a weight or a
-  /// constant), made on first use and kept for the callable's life.
-  std::byte* device_copy(const std::byte* host, std::size_t bytes) {
-    auto& copy = device_copies[host];
-    if (!copy) {
-      copy = std::make_shared<DeviceBuffer<std::uint8_t>>(
-          ctx->enqueue_create_buffer<std::uint8_t>(std::max<std::size_t>(bytes, 1)));
-      enqueue_copy_bytes(copy->data(), host, bytes);
-    }
-    return reinterpret_cast<std::byte*>(copy->data());
-  }
-
   // What one planned op takes while it is planned and recorded (docs/benchmarks.md measures
   // about 1.3 KB): a module whose calls expand past memory / this is refused up front.
   static constexpr std::uint64_t kBytesPerPlannedOp = 2048;
@@ -569,507 +357,34 @@ struct CompiledCallable::Impl {
                         "into one"));
   }
 
+  // A new plan for these inputs' shapes, every stage but recording (see plan.hpp).
   std::unique_ptr<Plan> make_plan(const std::vector<Tensor>& inputs) {
-    auto plan = std::make_unique<Plan>();
-    const ir::Graph& entry = module.entry();
-    // About one launch and one value per op, calls expanded: reserved, so that a huge
-    // module's lists do not grow by doubling to up to twice what they hold.
-    plan->launches.reserve(expanded_ops);
-    plan->io.reserve(expanded_ops);
-    plan->labels.reserve(expanded_ops);
-    plan->storage.reserve(expanded_ops + entry.arguments().size());
-    std::map<std::string, std::int64_t> symbols;
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const Shape& want = entry.type(entry.arguments()[i]).shape;
-      for (std::size_t d = 0; d < want.rank(); ++d)
-        if (!want.dims()[d].is_static())
-          symbols[want.dims()[d].symbol()] = inputs[i].shape().dims()[d].size();
+    const compiler::PlanSetup setup{
+        .module = module,
+        .programs = programs,
+        .weights = weights,
+        .expanded_ops = expanded_ops,
+        .device_slot = [this](const Device& d) { return device_slot(d); },
+        .communicator =
+            [this](const std::vector<std::size_t>& slots) { return communicator(slots); },
+        .lowering = *lowering};
+    std::unique_ptr<Plan> plan = compiler::instantiate_plan(setup, inputs);
+    if (lowering->rewrites_launches()) {
+      compiler::fold_views(*plan);
+      if (fuse_epilogues) compiler::absorb_epilogues(*plan);
     }
-    const auto concrete = [&](const ir::TensorType& t) {
-      Index out;
-      for (const Dim& d : t.shape.dims())
-        out.push_back(d.is_static() ? d.size() : symbols.at(d.symbol()));
-      return out;
-    };
-    const auto new_storage = [&](const ir::TensorType& t) {
-      Storage s;
-      s.device = device_slot(t.device);
-      s.dtype = t.dtype;
-      s.shape = concrete(t);
-      try {
-        s.bytes = static_cast<std::size_t>(checked_tensor_bytes(s.shape, size_of(t.dtype)));
-      } catch (const UserError& e) {
-        throw UserError(cat("CompiledCallable: these input shapes make a value of ",
-                            ir::to_string(t), " too big (", e.what(),
-                            "); call it with smaller inputs"));
-      }
-      plan->storage.push_back(std::move(s));
-      return plan->storage.size() - 1;
-    };
-    std::vector<std::size_t> args;
-    for (ir::Value v : entry.arguments()) args.push_back(new_storage(entry.type(v)));
-    plan->inputs = args;
-    plan->outputs = instantiate(*plan, entry, args, "", new_storage);
-    plan->absorbed.assign(plan->launches.size(), false);
-    plan->is_view.assign(plan->launches.size(), false);
-    if (!on_cuda) {  // views and epilogues are what the CPU kernels read and run
-      fold_views(*plan);
-      if (fuse_epilogues) absorb_epilogues(*plan);
+    const std::vector<std::size_t> sizes = compiler::place_values(*plan, devices.size());
+    for (const std::size_t bytes : sizes) {
+      compiler::Arena& arena = plan->arenas.emplace_back();
+      arena.bytes = bytes;
+      arena.memory = lowering->allocate_arena(bytes);
+      if (!arena.memory)
+        throw UserError(compiler::arena_too_big(*plan, bytes, compiler::memory_and_swap()));
     }
-    assign_memory(*plan);
-    for (std::size_t i = 1; i < plan->launches.size(); ++i)
-      if (plan->absorbed[i] && !plan->is_view[i]) {
-        check_epilogue_placement(*plan, i - 1, i);
-        plan->launches[i - 1].epilogue = &plan->launches[i];
-      }
-    // A launch that writes nothing (every output empty) does not run: a kernel looping over
-    // the 3 * 10^9 rows of an f32[3037000500, 0] would take minutes to write no bytes.
-    // Collectives still run: their ranks meet.
-    for (std::size_t i = 0; i < plan->launches.size(); ++i) {
-      const std::span<const std::size_t> out = plan->out(i);
-      const bool writes_nothing =
-          !out.empty() && std::all_of(out.begin(), out.end(),
-                                      [&](std::size_t s) { return plan->storage[s].bytes == 0; });
-      const std::unique_ptr<compiler::PreparedLaunch>& prepared = plan->launches[i].prepared;
-      const bool collective =
-          prepared != nullptr && prepared->kind == compiler::PreparedLaunch::Kind::collective;
-      if (writes_nothing && !collective) plan->absorbed[i] = true;
-    }
+    compiler::bind_launches(*plan, prepack_weights, matmul_precision);
+    compiler::link_epilogues(*plan);
+    compiler::skip_empty_launches(*plan);
     return plan;
-  }
-
-  // Turns reshapes of contiguous data and transposes whose readers all take strided
-  // operands (matmuls, directly or through further reshapes and transposes) into views:
-  // no copy runs, the readers read the original bytes. The base's liveness then covers
-  // the views' readers.
-  void fold_views(Plan& plan) {
-    std::vector<bool> is_output(plan.storage.size(), false);
-    for (std::size_t s : plan.outputs) is_output[s] = true;
-    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-      const Launch& l = plan.launches[i];
-      if (l.fused != nullptr || plan.in(i).size() != 1 || plan.out(i).size() != 1) continue;
-      const std::size_t in = plan.in(i)[0], out = plan.out(i)[0];
-      const std::optional<Index> strides =
-          compiler::view_strides(l.view(), plan.storage[in].shape, plan.storage[in].strides);
-      if (!strides || !readers_take(plan, is_output, out, *strides)) continue;
-      const std::size_t base = plan.root(in);
-      Storage& view = plan.storage[out];
-      view.base = static_cast<std::int64_t>(base);
-      view.strides = *strides;
-      view.producer = plan.storage[base].producer;
-      view.arena_offset = -1;
-      for (std::size_t r : view.readers) plan.storage[base].readers.push_back(r);
-      plan.absorbed[i] = plan.is_view[i] = true;
-      ++plan.views;
-    }
-  }
-
-  // Whether every reader of \p s can read it laid out with \p strides.
-  static bool readers_take(const Plan& plan, const std::vector<bool>& is_output, std::size_t s,
-                           const Index& strides) {
-    if (is_output[s]) return false;
-    if (strides.empty()) return true;  // contiguous: any reader
-    for (std::size_t r : plan.storage[s].readers) {
-      const Launch& reader = plan.launches[r];
-      const std::span<const std::size_t> in = plan.in(r);
-      for (std::size_t k = 0; k < in.size(); ++k) {
-        if (in[k] != s) continue;
-        if (compiler::reads_strided(*reader.graph, reader.view(), k, plan.storage[s].shape,
-                                    strides))
-          continue;
-        // A reshape or transpose of the view is fine if its own result is taken.
-        if (reader.fused != nullptr || in.size() != 1 || plan.out(r).size() != 1) return false;
-        const std::optional<Index> next =
-            compiler::view_strides(reader.view(), plan.storage[s].shape, strides);
-        if (!next || !readers_take(plan, is_output, plan.out(r)[0], *next)) return false;
-      }
-    }
-    return true;
-  }
-
-  // Marks each elementwise launch that directly follows the matmul whose output it alone
-  // reads, with that output's shape, to run inside the matmul tile by tile (bias, scale,
-  // activation, residual add: the output is read back from cache instead of memory). The
-  // matmul's operands then stay live until the epilogue's slot, so that the epilogue's
-  // output is never placed over bytes a later tile still reads.
-  void absorb_epilogues(Plan& plan) {
-    std::vector<bool> is_output(plan.storage.size(), false);
-    for (std::size_t s : plan.outputs) is_output[s] = true;
-    for (std::size_t i = 0; i + 1 < plan.launches.size(); ++i) {
-      const Launch& producer = plan.launches[i];
-      const Launch& consumer = plan.launches[i + 1];
-      if (plan.absorbed[i] || plan.out(i).size() != 1 || consumer.fused == nullptr ||
-          plan.io[i].device != plan.io[i + 1].device)
-        continue;
-      const std::size_t s = plan.out(i)[0];
-      const Storage& result = plan.storage[s];
-      const std::vector<std::size_t>& readers = result.readers;
-      const bool only_reader =
-          !readers.empty() &&
-          std::all_of(readers.begin(), readers.end(), [&](std::size_t r) { return r == i + 1; });
-      if (!only_reader || is_output[s] || plan.storage[plan.out(i + 1)[0]].shape != result.shape ||
-          !compiler::takes_epilogue(*producer.graph, producer.view(), *consumer.fused))
-        continue;
-      plan.absorbed[i + 1] = true;
-      ++plan.epilogues;
-      for (std::size_t in : plan.in(i)) plan.storage[plan.root(in)].readers.push_back(i + 1);
-      // `kiln.matmul + kiln.fused @fused_3 layers.0 (nn.cpp:29)`: both ops before the
-      // place, which traces may truncate.
-      std::string epilogue = " + " + std::string(consumer.view().name());
-      if (const ir::Attribute* callee = consumer.view().find("callee"))
-        epilogue += " @" + callee->as_symbol().name;
-      plan.labels[i].insert(producer.view().name().size(), epilogue);
-    }
-  }
-
-  // Adds the launches of graph \p g (recursively for calls) and returns its results' storage.
-  template <class NewStorage>
-  std::vector<std::size_t> instantiate(Plan& plan, const ir::Graph& g,
-                                       const std::vector<std::size_t>& args,
-                                       const std::string& prefix, NewStorage& new_storage) {
-    std::vector<std::size_t> where(g.num_values());
-    for (std::size_t i = 0; i < args.size(); ++i) where[g.arguments()[i].id] = args[i];
-    const Program& p = programs.at(&g);
-    for (std::size_t i = 0; i < p.steps.size(); ++i) {
-      const ir::OpView op = g.op(i);
-      const Step& step = p.steps[i];
-      std::vector<std::size_t> in;
-      for (ir::Value v : op.operands()) in.push_back(where[v.id]);
-      if (step.kind == StepKind::call) {
-        const std::vector<std::size_t> results =
-            instantiate(plan, *step.callee, in, join_prefix(prefix, step.prefix), new_storage);
-        for (std::size_t r = 0; r < results.size(); ++r) where[op.result(r).id] = results[r];
-        continue;
-      }
-      if (step.kind == StepKind::weight || step.kind == StepKind::constant) {
-        const std::size_t s = new_storage(g.type(op.result(0)));
-        if (step.kind == StepKind::weight) {
-          const Tensor& w = weights.at(join_prefix(prefix, op.find("name")->as_string()));
-          plan.storage[s].fixed = const_cast<std::byte*>(w.bytes().data());  // read only
-        } else {
-          plan.storage[s].fixed = reinterpret_cast<std::byte*>(
-              const_cast<char*>(op.find("value")->as_dense().bytes.data()));  // read only
-        }
-        if (on_cuda)
-          plan.storage[s].fixed = device_copy(plan.storage[s].fixed, plan.storage[s].bytes);
-        where[op.result(0).id] = s;
-        continue;
-      }
-      if (step.kind == StepKind::collective) {
-        instantiate_collective(plan, g, i, prefix, step, in, where, new_storage);
-        continue;
-      }
-      std::vector<std::size_t> results(op.num_results());
-      std::iota(results.begin(), results.end(), std::size_t{0});
-      const ir::Value on = op.num_results() > 0 ? op.result(0) : op.operand(0);
-      add_launch(plan, g, i, prefix, step, in, results, device_slot(g.type(on).device), where,
-                 new_storage);
-    }
-    std::vector<std::size_t> results;
-    for (ir::Value v : g.results()) results.push_back(where[v.id]);
-    return results;
-  }
-
-  // Adds a launch of op \p i of \p g on device slot \p device, reading \p in and making
-  // the op's results numbered \p results; returns its index.
-  template <class NewStorage>
-  std::size_t add_launch(Plan& plan, const ir::Graph& g, std::size_t i, const std::string& prefix,
-                         const Step& step, const std::vector<std::size_t>& in,
-                         const std::vector<std::size_t>& results, std::size_t device,
-                         std::vector<std::size_t>& where, NewStorage& new_storage) {
-    const ir::OpView op = g.op(i);
-    const std::size_t launch = plan.launches.size();
-    Launch l;
-    l.graph = &g;
-    l.op = static_cast<std::uint32_t>(i);
-    l.fused = step.fused;
-    plan.launches.push_back(std::move(l));
-    plan.labels.push_back(launch_label(op, prefix));
-    std::vector<std::size_t> out;
-    for (std::size_t r : results) {
-      const std::size_t s = new_storage(g.type(op.result(r)));
-      plan.storage[s].producer = static_cast<std::int64_t>(launch);
-      plan.storage[s].arena_offset = 0;  // placed by assign_memory
-      where[op.result(r).id] = s;
-      out.push_back(s);
-    }
-    for (std::size_t s : in) plan.storage[s].readers.push_back(launch);
-    plan.io.push_back({.first = plan.io_storage.size(),
-                       .ins = static_cast<std::uint32_t>(in.size()),
-                       .outs = static_cast<std::uint32_t>(out.size()),
-                       .kernel = step.kernel,
-                       .device = device});
-    plan.io_storage.insert(plan.io_storage.end(), in.begin(), in.end());
-    plan.io_storage.insert(plan.io_storage.end(), out.begin(), out.end());
-    return launch;
-  }
-
-  // A collective op: one launch per participating device, each running its rank's part
-  // over the communicator of those devices. A transfer is a two-rank broadcast: the
-  // source device sends (a launch with no result), the destination receives.
-  template <class NewStorage>
-  void instantiate_collective(Plan& plan, const ir::Graph& g, std::size_t i,
-                              const std::string& prefix, const Step& step,
-                              const std::vector<std::size_t>& in, std::vector<std::size_t>& where,
-                              NewStorage& new_storage) {
-    const ir::OpView op = g.op(i);
-    std::vector<std::size_t> slots;
-    for (ir::Value v : op.operands()) slots.push_back(device_slot(g.type(v).device));
-    if (op.name() == "kiln.transfer") slots.push_back(device_slot(g.type(op.result(0)).device));
-    const std::shared_ptr<Communicator>& comm = communicator(slots);
-    for (std::size_t rank = 0; rank < slots.size(); ++rank) {
-      const bool sends_only = op.name() == "kiln.transfer" && rank == 0;
-      const bool receives_only = op.name() == "kiln.transfer" && rank == 1;
-      const std::size_t launch =
-          add_launch(plan, g, i, prefix, step,
-                     receives_only ? std::vector<std::size_t>{} : std::vector{in[rank]},
-                     sends_only ? std::vector<std::size_t>{}
-                                : std::vector{receives_only ? std::size_t{0} : rank},
-                     slots[rank], where, new_storage);
-      plan.launches[launch].prepared = compiler::make_collective(comm, static_cast<int>(rank));
-    }
-  }
-
-  // An epilogue writes its output while other tiles of its matmul still read the operands.
-  static void check_epilogue_placement(const Plan& plan, std::size_t producer,
-                                       std::size_t epilogue) {
-    const Storage& out = plan.storage[plan.out(epilogue)[0]];
-    for (std::size_t s : plan.in(producer)) {
-      const Storage& in = plan.storage[plan.root(s)];
-      if (in.arena_offset >= 0 && in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
-          out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
-        throw InternalError(cat("CompiledCallable: the epilogue of ", plan.labels[producer],
-                                " writes over an operand it is still reading"));
-    }
-  }
-
-  // The error for an arena of \p bytes that cannot be allocated: how much, and the largest
-  // value in it, by the launch that makes it (attention's scores, say, at a long sequence).
-  static std::string arena_too_big(const Plan& plan, std::size_t bytes, std::size_t machine) {
-    const auto gib = [](std::size_t b) { return cat(static_cast<double>(b) / (1u << 30), " GiB"); };
-    std::size_t largest = 0, most = 0;  // among the values in the arena
-    for (std::size_t s = 0; s < plan.storage.size(); ++s)
-      if (plan.storage[s].arena_offset >= 0 && plan.storage[s].bytes > most) {
-        largest = s;
-        most = plan.storage[s].bytes;
-      }
-    const Storage& big = plan.storage[largest];
-    return cat(
-        "CompiledCallable: these input shapes need ", gib(bytes),
-        " for the values of one call, more than ",
-        machine != 0 && bytes > machine ? cat("this machine's memory and swap (", gib(machine), ")")
-                                        : std::string("could be allocated"),
-        "; the largest is ", big.dtype, "[", detail::join(big.shape, ", "), "] (", gib(big.bytes),
-        ")",
-        big.producer >= 0 ? cat(", made by ", plan.labels[static_cast<std::size_t>(big.producer)])
-                          : std::string(", an input"),
-        "; call it with smaller inputs");
-  }
-
-  // Liveness-based placement in one arena per device, linear in the number of launches.
-  void assign_memory(Plan& plan) {
-    std::vector<ArenaAllocator> arenas(devices.size());  // one per device
-    const auto release = [&](std::size_t s) {
-      const Storage& st = plan.storage[s];
-      arenas[st.device].release(static_cast<std::size_t>(st.arena_offset), st.bytes);
-    };
-    const std::size_t n = plan.launches.size();
-    std::vector<std::size_t> last_use(plan.storage.size(), 0);
-    std::vector<bool> keep(plan.storage.size(), false);
-    for (std::size_t s : plan.outputs) keep[s] = true;
-    for (std::size_t s = 0; s < plan.storage.size(); ++s)
-      for (std::size_t r : plan.storage[s].readers) last_use[s] = std::max(last_use[s], r);
-    std::vector<std::vector<std::size_t>> free_after(n);
-    // Inputs live from the start to their last use (or the end when they are outputs).
-    const auto place = [&](std::size_t s) {
-      Storage& st = plan.storage[s];
-      st.arena_offset = static_cast<std::int64_t>(arenas[st.device].allocate(st.bytes));
-    };
-    for (std::size_t s : plan.inputs) place(s);
-    for (std::size_t s : plan.inputs)
-      if (!keep[s] && !plan.storage[s].readers.empty()) free_after[last_use[s]].push_back(s);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (plan.is_view[i]) {  // places nothing: its result is its input's bytes
-        for (std::size_t s : free_after[i]) release(s);
-        continue;
-      }
-      for (std::size_t s : plan.out(i)) {
-        place(s);
-        if (!keep[s]) {
-          if (plan.storage[s].readers.empty()) {
-            free_after[i].push_back(s);
-          } else {
-            free_after[last_use[s]].push_back(s);
-          }
-        }
-      }
-      for (std::size_t s : free_after[i]) release(s);
-    }
-    for (const ArenaAllocator& a : arenas) {
-      Arena& arena = plan.arenas.emplace_back();
-      arena.bytes = std::max<std::size_t>(a.peak(), kAlign);
-      if (on_cuda) {
-        auto buffer = std::make_shared<DeviceBuffer<std::uint8_t>>(
-            ctx->enqueue_create_buffer<std::uint8_t>(arena.bytes));
-        arena.memory =
-            std::shared_ptr<std::byte>(buffer, reinterpret_cast<std::byte*>(buffer->data()));
-      } else {
-        const std::size_t machine = compiler::memory_and_swap();  // Linux overcommits
-        auto* bytes = machine != 0 && arena.bytes > machine
-                          ? nullptr
-                          : static_cast<std::byte*>(::operator new (
-                                arena.bytes, std::align_val_t{kAlign}, std::nothrow));
-        if (bytes == nullptr) throw UserError(arena_too_big(plan, arena.bytes, machine));
-        arena.memory = {bytes,
-                        [](std::byte* p) { ::operator delete (p, std::align_val_t{kAlign}); }};
-      }
-    }
-    // One view per launch input and output, in one list (sized once: the launches hold
-    // spans into it), each reading its shape and strides from its value's record.
-    plan.launch_views.reserve(plan.io_storage.size());
-    for (std::size_t s : plan.io_storage)
-      plan.launch_views.push_back(
-          {plan.address(s), plan.storage[s].dtype, plan.storage[s].shape, plan.storage[s].strides});
-    for (std::size_t i = 0; i < n; ++i) {
-      Launch& l = plan.launches[i];
-      const LaunchIo& io = plan.io[i];
-      l.in = std::span<const View>(plan.launch_views).subspan(io.first, io.ins);
-      l.out = std::span<const View>(plan.launch_views).subspan(io.first + io.ins, io.outs);
-      const std::span<const std::size_t> in = plan.in(i);
-      // A weight or constant: the same bytes for the plan's life.
-      l.pack_rhs = prepack_weights && in.size() == 2 &&
-                   plan.storage[plan.root(in[1])].arena_offset < 0 &&
-                   plan.storage[plan.root(in[1])].fixed != nullptr;
-      l.bf16 = matmul_precision == MatmulPrecision::bf16;
-    }
-  }
-
-  // bf16 plans: a bf16 weight matmul whose output (or fused epilogue's) only another bf16
-  // weight matmul reads, as its left operand (an MLP's two layers), writes it as bf16 into
-  // the first half of its storage for that matmul to read as it is; so does a layer or
-  // RMS norm read only by bf16 weight matmuls (attention's Q, K and V; an MLP's first).
-  void hand_off_bf16(Plan& plan) {
-    if (matmul_precision != MatmulPrecision::bf16) return;
-    std::vector<bool> is_output(plan.storage.size(), false);
-    for (std::size_t s : plan.outputs) is_output[s] = true;
-    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-      Launch& producer = plan.launches[i];
-      if (plan.absorbed[i] || plan.out(i).size() != 1) continue;
-      const bool prepared_matmul =
-          producer.prepared != nullptr &&
-          producer.prepared->kind == compiler::PreparedLaunch::Kind::matmul;
-      if (!prepared_matmul) {
-        const std::size_t s = plan.out(i)[0];
-        const Storage& out = plan.storage[s];
-        if (is_output[s] || out.base >= 0 || out.arena_offset < 0) continue;
-        // The launches that read it; an absorbed epilogue is listed among the readers of its
-        // matmul's operands to keep them live, and may not read it itself.
-        std::vector<Launch*> readers;
-        bool others = false;
-        for (std::size_t r : out.readers) {
-          if (!plan.absorbed[r] && plan.io[r].device == plan.io[i].device)
-            readers.push_back(&plan.launches[r]);
-          else if (std::any_of(plan.in(r).begin(), plan.in(r).end(),
-                               [&](std::size_t in) { return plan.root(in) == s; }))
-            others = true;
-        }
-        if (!others && compiler::hand_off_bf16(producer, readers)) ++plan.bf16_handoffs;
-        continue;
-      }
-      const std::size_t s = producer.epilogue != nullptr ? plan.out(i + 1)[0] : plan.out(i)[0];
-      const Storage& out = plan.storage[s];
-      if (is_output[s] || out.base >= 0 || out.arena_offset < 0 || out.readers.empty()) continue;
-      // The one reader, and its absorbed epilogue (listed to keep the operand live).
-      const std::size_t j = out.readers[0];
-      const bool one_reader =
-          std::all_of(out.readers.begin(), out.readers.end(), [&](std::size_t r) {
-            return r == j ||
-                   (r == j + 1 && plan.absorbed[r] && plan.launches[j].epilogue != nullptr);
-          });
-      if (!one_reader || plan.io[j].device != plan.io[i].device) continue;
-      plan.bf16_handoffs += compiler::hand_off_bf16(producer, plan.launches[j]) ? 1 : 0;
-    }
-  }
-
-  // Records the launches as a chain in program order: each kernel spreads its blocks over
-  // every worker, which on a few cores beats running independent small kernels side by
-  // side. Every data and arena-reuse dependency points backwards in program order, so the
-  // chain honours them all without listing them.
-  // One graph per device, of that device's launches. Devices meet only in collectives,
-  // whose launches block until every rank has reached them.
-  void record(Plan& plan) {
-    if (on_cuda) {
-      record_cuda(plan);
-      return;
-    }
-    for (std::size_t i = 0; i < plan.launches.size(); ++i)
-      if (contexts[plan.io[i].device])
-        compiler::prepare(plan.launches[i], contexts[plan.io[i].device]->num_threads());
-    hand_off_bf16(plan);
-    plan.graphs.resize(devices.size());
-    for (std::size_t d = 0; d < devices.size(); ++d) {
-      if (!contexts[d]) continue;  // another process's device
-      const auto runs_here = [&](std::size_t i) {
-        return plan.io[i].device == d && !plan.absorbed[i];
-      };
-      bool any = false;
-      for (std::size_t i = 0; i < plan.launches.size() && !any; ++i) any = runs_here(i);
-      if (!any && contexts[d] != ctx) continue;  // the first device has a graph (maybe empty)
-      std::size_t nodes = 0;
-      for (std::size_t i = 0; i < plan.launches.size(); ++i) nodes += runs_here(i) ? 1 : 0;
-      plan.graphs[d] = DeviceGraph::create(*contexts[d], [&](DeviceGraphBuilder& b) {
-        b.reserve(nodes);
-        bool first = true;
-        for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-          if (!runs_here(i)) continue;
-          const DeviceGraphDependencies after =
-              first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
-          first = false;
-          const DeviceGraphNode node =
-              b.add_function(*launch_fns[d], LaunchConfig{plan.launches[i].blocks, 1}, after,
-                             &plan.launches[i], plan.io[i].kernel);
-          b.set_label(node, std::move(plan.labels[i]));  // the graph's from now on
-        }
-      });
-    }
-    std::vector<std::string>().swap(plan.labels);  // moved into the graphs (plan_dot, traces)
-    ++stats.graph_builds;
-  }
-
-  // CUDA: one graph of the launches in program order (CUDA kernels, cuBLAS GEMMs captured
-  // into it, copies), and host buffers for the outputs.
-  void record_cuda(Plan& plan) {
-    for (std::size_t i = 0; i < plan.launches.size() && !plan.cuda_error; ++i)
-      if (plan.launches[i].view().name() == "kiln.gather") {
-        plan.cuda_error = std::make_shared<DeviceBuffer<std::int64_t>>(
-            ctx->enqueue_create_buffer<std::int64_t>(3));
-        ctx->enqueue_memset(*plan.cuda_error, std::int64_t{0});
-      }
-    long long* const error =
-        plan.cuda_error ? reinterpret_cast<long long*>(plan.cuda_error->data()) : nullptr;
-    plan.graphs.resize(1);
-    plan.graphs[0] = DeviceGraph::create(*ctx, [&](DeviceGraphBuilder& b) {
-      b.reserve(plan.launches.size());
-      bool first = true;
-      for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-        if (plan.absorbed[i]) continue;  // writes nothing (CUDA plans absorb nothing else)
-        const DeviceGraphDependencies after =
-            first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
-        first = false;
-        const DeviceGraphNode node =
-            compiler::add_cuda_launch(b, *ctx, plan.launches[i], after, cuda_kernels, error);
-        b.set_label(node, std::move(plan.labels[i]));  // the graph's from now on
-      }
-    });
-    std::vector<std::string>().swap(plan.labels);
-    for (std::size_t s : plan.outputs) plan.host_outputs.emplace_back(plan.storage[s].bytes);
-    ctx->synchronize();  // the weights' copies
-    ++stats.graph_builds;
-  }
-
-  /// Where output \p i of \p plan is readable on the host after a call.
-  const std::byte* host_output(const Plan& plan, std::size_t i) const {
-    return on_cuda ? plan.host_outputs[i].data() : plan.address(plan.outputs[i]);
   }
 
   // The plan for these inputs' shapes, made (and recorded) on first use. Locked by caller.
@@ -1082,9 +397,10 @@ struct CompiledCallable::Impl {
     auto it = plans.find(key);
     if (it == plans.end()) {
       std::unique_ptr<Plan> plan = make_plan(inputs);
-      record(*plan);
+      lowering->record(*plan);
+      ++stats.graph_builds;
       std::size_t bytes = 0;
-      for (const Arena& a : plan->arenas) bytes += a.bytes;
+      for (const compiler::Arena& a : plan->arenas) bytes += a.bytes;
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, bytes);
       stats.launches = plan->launches.size() - plan->epilogues - plan->views;
       stats.epilogues = plan->epilogues;
@@ -1137,7 +453,7 @@ struct CompiledCallable::Impl {
         continue;
       }
       out.push_back(Tensor::from_bytes(st.dtype, Shape(std::move(dims)), devices[st.device],
-                                       host_output(plan, i), st.bytes));
+                                       lowering->host_output(plan, i), st.bytes));
     }
     return out;
   }
@@ -1154,7 +470,8 @@ struct CompiledCallable::Impl {
       if (outputs[i].size() != st.bytes)
         throw UserError(cat("CompiledCallable::execute_into: output ", i, " is ", st.bytes,
                             " bytes but its buffer has ", outputs[i].size()));
-      if (contexts[st.device]) std::memcpy(outputs[i].data(), host_output(plan, i), st.bytes);
+      if (contexts[st.device])
+        std::memcpy(outputs[i].data(), lowering->host_output(plan, i), st.bytes);
     }
   }
 
@@ -1166,58 +483,10 @@ struct CompiledCallable::Impl {
     return out;
   }
 
-  // CUDA: the inputs copied to the device, one replay, the outputs copied back.
-  void run_cuda(Plan& plan, const std::vector<Tensor>& inputs) {
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      enqueue_copy_bytes(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
-                         plan.storage[plan.inputs[i]].bytes);
-    plan.graphs[0]->replay();
-    for (std::size_t i = 0; i < plan.outputs.size(); ++i)
-      enqueue_copy_bytes(plan.host_outputs[i].data(), plan.address(plan.outputs[i]),
-                         plan.host_outputs[i].size());
-    if (plan.cuda_error) ctx->enqueue_copy(plan.host_error, *plan.cuda_error);
-    ctx->synchronize();
-    if (plan.cuda_error && plan.host_error[0] != 0) {
-      ctx->enqueue_memset(*plan.cuda_error, std::int64_t{0});
-      ctx->synchronize();
-      throw UserError(cat("CompiledCallable on ", ctx->device(), ": a gather's index ",
-                          plan.host_error[1], " is outside [0, ", plan.host_error[2],
-                          "); the outputs of this call are not valid"));
-    }
-  }
-
   // Copies the inputs in, runs the plan for their shapes and waits for it. Locked by caller.
   Plan& run_plan(const std::vector<Tensor>& inputs) {
     Plan& plan = plan_for(inputs);
-    if (on_cuda) {
-      run_cuda(plan, inputs);
-      return plan;
-    }
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      std::memcpy(plan.address(plan.inputs[i]), inputs[i].bytes().data(),
-                  plan.storage[plan.inputs[i]].bytes);
-    if (replay_graph) {
-      for (const std::optional<DeviceGraph>& g : plan.graphs)
-        if (g) g->replay();
-    } else {
-      for (std::size_t i = 0; i < plan.launches.size(); ++i)
-        if (!plan.absorbed[i] && contexts[plan.io[i].device])
-          contexts[plan.io[i].device]->enqueue_function(*launch_fns[plan.io[i].device],
-                                                        LaunchConfig{plan.launches[i].blocks, 1},
-                                                        &plan.launches[i], plan.io[i].kernel);
-    }
-    // Every device is waited for, even after one fails, so that none is still running
-    // when the call returns; the first failure is rethrown.
-    std::exception_ptr failure;
-    for (const auto& c : contexts) {
-      if (!c) continue;
-      try {
-        c->synchronize();
-      } catch (...) {
-        if (!failure) failure = std::current_exception();
-      }
-    }
-    if (failure) std::rethrow_exception(failure);
+    lowering->run(plan, inputs);
     return plan;
   }
 };

@@ -1,0 +1,38 @@
+#pragma once
+// Internal: the rewrites of a plan, listed beside the IR passes (kiln/compiler/passes.hpp):
+// each changes which launches run and how they read their operands, never what the plan
+// computes. The CPU lowering runs them all; the CUDA kernels read neither views nor
+// epilogues, so CUDA plans run none.
+
+#include <cstddef>
+
+#include "compiler/plan/plan.hpp"
+
+namespace kiln::compiler {
+
+/// Turns reshapes of contiguous data and transposes whose readers all take strided operands
+/// (matmuls, directly or through further reshapes and transposes) into views: no copy runs,
+/// the readers read the original bytes, and the base's liveness covers the views' readers.
+/// Before memory is placed.
+void fold_views(Plan& plan);
+
+/// Marks each elementwise launch that directly follows the matmul whose output it alone
+/// reads, with that output's shape, to run inside the matmul tile by tile (bias, scale,
+/// activation, residual add: the output is read back from cache instead of memory). The
+/// matmul's operands then stay live until the epilogue's slot. Before memory is placed.
+void absorb_epilogues(Plan& plan);
+
+/// After memory is placed and the views bound: points each matmul at its absorbed epilogue
+/// (`Launch::epilogue`). \throws InternalError if an epilogue's output was placed over an
+/// operand its matmul still reads (which absorb_epilogues' liveness rules out).
+void link_epilogues(Plan& plan);
+
+/// bf16 plans, after the CPU lowering prepared the launches: a bf16 weight matmul whose
+/// output (or fused epilogue's) only another bf16 weight matmul reads, as its left operand
+/// (an MLP's two layers), writes it as bf16 for that matmul to read as it is; so does a
+/// layer or RMS norm read only by bf16 weight matmuls (attention's Q, K and V), and without
+/// bf16 units a softmax read only by batched bf16 matmuls. Counts them in
+/// `Plan::bf16_handoffs`.
+void hand_off_bf16(Plan& plan);
+
+}  // namespace kiln::compiler
