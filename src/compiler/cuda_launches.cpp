@@ -9,6 +9,7 @@
 #include "compiler/cuda_codegen.hpp"
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "runtime/gemm.hpp"
@@ -24,6 +25,9 @@ std::function<void(const std::string&, const std::string&)>& source_observer() {
   static std::function<void(const std::string&, const std::string&)> observer;
   return observer;
 }
+
+/// The launch's op's KernelDef::variant (which of a family of ops it is).
+int variant_of(const Launch& l) { return find_kernel_def(l.view().def())->variant; }
 
 bool all_f32(const Launch& l) {
   for (const View& v : l.in)
@@ -114,9 +118,8 @@ struct GatherArgs {
 DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                          const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
   if (!all_f32(l)) refuse(l, "softmax and norms run on CUDA over f32 values only so far");
-  const std::string& name = l.view().name();
   const View& x = l.in[0];
-  const bool softmax = name == "kiln.softmax" || name == "kiln.log_softmax";
+  const bool softmax = variant_of(l) < 2;  // softmax, log_softmax; else a norm
   const std::size_t axis = softmax
                                ? kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size())
                                : x.shape.size() - 1;
@@ -126,10 +129,7 @@ DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const 
   a.outer = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis)));
   a.len = x.shape.empty() ? 1 : x.shape[axis];
   a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
-  a.kind = name == "kiln.softmax"       ? 0
-           : name == "kiln.log_softmax" ? 1
-           : name == "kiln.layer_norm"  ? 2
-                                        : 3;
+  a.kind = variant_of(l);
   if (!softmax) {
     a.eps = static_cast<float>(l.view().find("eps")->as_float());
     a.gamma = reinterpret_cast<const float*>(l.in[1].data);
@@ -253,11 +253,7 @@ DeviceGraphNode add_reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
       a.outputs *= x.shape[d];
     }
   }
-  const std::string& name = l.view().name();
-  a.kind = name == "kiln.reduce_sum"    ? 0
-           : name == "kiln.reduce_mean" ? 1
-           : name == "kiln.reduce_max"  ? 2
-                                        : 3;
+  a.kind = variant_of(l);
   std::int64_t threads = 32;
   while (threads < 256 && threads < a.count) threads *= 2;
   return add_struct_launch(b, library_kernel(ctx, "kiln_reduce", kernels),
@@ -378,72 +374,106 @@ void set_cuda_source_observer(
 }
 
 std::string cuda_unsupported(const ir::OpDef& op) {
-  const std::string_view op_name = op.name;
-  static const std::string_view kSupported[] = {
-      "kiln.fused",        "kiln.matmul",     "kiln.reshape",     "kiln.softmax",
-      "kiln.log_softmax",  "kiln.layer_norm", "kiln.rms_norm",    "kiln.transpose",
-      "kiln.broadcast_to", "kiln.gather",     "kiln.slice",       "kiln.concat",
-      "kiln.split",        "kiln.reduce_sum", "kiln.reduce_mean", "kiln.reduce_max",
-      "kiln.reduce_min",   "kiln.argmax"};
-  if (op.has(ir::OpTrait::elementwise) ||
-      std::find(std::begin(kSupported), std::end(kSupported), op_name) != std::end(kSupported))
-    return {};
-  return cat("no CUDA kernel for ", op_name,
-             " yet: compiled graphs on CUDA run every op but collectives so far; compile the "
-             "module for a CPU device");
+  const KernelDef* def = find_kernel_def(op);
+  if (def == nullptr || def->cuda != nullptr) return {};  // elementwise, fused: generated
+  return cat("no CUDA kernel for ", op.name, " yet: ", def->no_cuda);
 }
 
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels,
                                 long long* error) {
-  const std::string& name = l.view().name();
-  if (name == "kiln.matmul") {
-    const detail::GemmF32 g = gemm_of(l);
-    return b.add_cuda_work([ctx, g](void* stream) { detail::enqueue_gemm_f32(ctx, stream, g); },
-                           after);
-  }
-  if (name == "kiln.reshape") {  // the same bytes under another shape
-    const std::size_t bytes =
-        static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype);
-    return b.add_copy(
-        std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(l.out[0].data), bytes),
-        std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(l.in[0].data), bytes),
-        after);
-  }
-  if (name == "kiln.softmax" || name == "kiln.log_softmax" || name == "kiln.layer_norm" ||
-      name == "kiln.rms_norm")
-    return add_rows(b, ctx, l, after, kernels);
-  if (name == "kiln.transpose") {
-    const Index perm = l.view().find("perm")->as_int_array();
-    const Index in_strides = kernel::strides_of(l.in[0].shape);
-    Index strides;
-    for (std::int64_t p : perm) strides.push_back(in_strides[kernel::axis_of(p, perm.size())]);
-    return add_strided_read(b, ctx, l, strides, 0, after, kernels);
-  }
-  if (name == "kiln.broadcast_to")
-    return add_strided_read(b, ctx, l, broadcast_strides(l.in[0].shape, l.out[0].shape), 0, after,
-                            kernels);
-  if (name == "kiln.slice") {
-    const View& x = l.in[0];
-    const Index starts = l.view().find("starts")->as_int_array();
-    const Index steps = l.view().find("steps")->as_int_array();
-    const Index st = kernel::strides_of(x.shape);
-    Index strides;
-    std::int64_t offset = 0;
-    for (std::size_t d = 0; d < x.shape.size(); ++d) {
-      offset += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * st[d];
-      // An axis the slice takes one element of needs no stride (and a huge step times
-      // the input's stride could overflow).
-      strides.push_back(l.out[0].shape[d] > 1 ? steps[d] * st[d] : 0);
-    }
-    return add_strided_read(b, ctx, l, strides, offset, after, kernels);
-  }
-  if (name == "kiln.concat") return add_pieces(b, ctx, l, l.out[0], l.in, true, after, kernels);
-  if (name == "kiln.split") return add_pieces(b, ctx, l, l.in[0], l.out, false, after, kernels);
-  if (name.starts_with("kiln.reduce_")) return add_reduce(b, ctx, l, after, kernels);
-  if (name == "kiln.argmax") return add_argmax(b, ctx, l, after, kernels);
-  if (name == "kiln.gather") return add_gather(b, ctx, l, after, kernels, error);
-  return add_elementwise(b, ctx, l, after, kernels);
+  if (l.fused) return add_elementwise(b, ctx, l, after, kernels);
+  const KernelDef* def = find_kernel_def(l.view().def());
+  if (def == nullptr || def->cuda == nullptr)  // the compile refused it (cuda_unsupported)
+    throw InternalError(cat("add_cuda_launch: ", l.view().describe(), " has no CUDA launch"));
+  return def->cuda(b, ctx, l, after, kernels, error);
 }
+
+namespace cuda_op {
+
+DeviceGraphNode matmul(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache&, long long*) {
+  const detail::GemmF32 g = gemm_of(l);
+  return b.add_cuda_work([ctx, g](void* stream) { detail::enqueue_gemm_f32(ctx, stream, g); },
+                         after);
+}
+
+DeviceGraphNode reshape(DeviceGraphBuilder& b, const DeviceContext&, const Launch& l,
+                        const DeviceGraphDependencies& after, CudaKernelCache&, long long*) {
+  // The same bytes under another shape.
+  const std::size_t bytes =
+      static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype);
+  return b.add_copy(
+      std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(l.out[0].data), bytes),
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(l.in[0].data), bytes),
+      after);
+}
+
+DeviceGraphNode transpose(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                          const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                          long long*) {
+  const Index perm = l.view().find("perm")->as_int_array();
+  const Index in_strides = kernel::strides_of(l.in[0].shape);
+  Index strides;
+  for (std::int64_t p : perm) strides.push_back(in_strides[kernel::axis_of(p, perm.size())]);
+  return add_strided_read(b, ctx, l, strides, 0, after, kernels);
+}
+
+DeviceGraphNode broadcast_to(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                             const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                             long long*) {
+  return add_strided_read(b, ctx, l, broadcast_strides(l.in[0].shape, l.out[0].shape), 0, after,
+                          kernels);
+}
+
+DeviceGraphNode slice(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                      const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  const View& x = l.in[0];
+  const Index starts = l.view().find("starts")->as_int_array();
+  const Index steps = l.view().find("steps")->as_int_array();
+  const Index st = kernel::strides_of(x.shape);
+  Index strides;
+  std::int64_t offset = 0;
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    offset += std::clamp<std::int64_t>(starts[d], 0, x.shape[d]) * st[d];
+    // An axis the slice takes one element of needs no stride (and a huge step times
+    // the input's stride could overflow).
+    strides.push_back(l.out[0].shape[d] > 1 ? steps[d] * st[d] : 0);
+  }
+  return add_strided_read(b, ctx, l, strides, offset, after, kernels);
+}
+
+DeviceGraphNode concat(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_pieces(b, ctx, l, l.out[0], l.in, true, after, kernels);
+}
+
+DeviceGraphNode split(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                      const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_pieces(b, ctx, l, l.in[0], l.out, false, after, kernels);
+}
+
+DeviceGraphNode gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                       long long* error) {
+  return add_gather(b, ctx, l, after, kernels, error);
+}
+
+DeviceGraphNode reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_reduce(b, ctx, l, after, kernels);
+}
+
+DeviceGraphNode argmax(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_argmax(b, ctx, l, after, kernels);
+}
+
+DeviceGraphNode rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                     const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_rows(b, ctx, l, after, kernels);
+}
+
+}  // namespace cuda_op
 
 }  // namespace kiln::compiler

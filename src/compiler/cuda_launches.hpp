@@ -25,8 +25,44 @@ using CudaKernelCache = std::map<std::string, DeviceFunction<CudaKernel>>;
 void set_cuda_source_observer(
     std::function<void(const std::string& name, const std::string& source)> observer);
 
-/// Empty when launches of op \p op can run on CUDA, else what to tell the user.
+/// Empty when launches of op \p op can run on CUDA, else what to tell the user (the op's
+/// `KernelDef::no_cuda`).
 std::string cuda_unsupported(const ir::OpDef& op);
+
+/// How the CUDA lowering records one launch of an op that is a kernel of its own (see
+/// `KernelDef::cuda`): \p l (its views bound to device memory of \p ctx) added to \p b
+/// after \p after; \p error as for add_cuda_launch.
+using CudaLaunchFn = DeviceGraphNode (*)(DeviceGraphBuilder& b, const DeviceContext& ctx,
+                                         const Launch& l, const DeviceGraphDependencies& after,
+                                         CudaKernelCache& kernels, long long* error);
+
+/// The CUDA launches of the ops that have one, each a CudaLaunchFn.
+namespace cuda_op {
+DeviceGraphNode matmul(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode reshape(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode transpose(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                          const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode broadcast_to(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                             const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode slice(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                      const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode concat(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode split(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                      const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode gather(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+/// Reductions (the kind is the op's `KernelDef::variant`).
+DeviceGraphNode reduce(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode argmax(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+/// Softmax, log_softmax, layer_norm and rms_norm (by the op's `KernelDef::variant`).
+DeviceGraphNode rows(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                     const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+}  // namespace cuda_op
 
 /// The CUDA C++ of kiln's kernel library (entries kiln_rows, kiln_copy, kiln_reduce,
 /// kiln_gather).

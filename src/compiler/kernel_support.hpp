@@ -145,6 +145,15 @@ class Scratch {
 /// Index scratch: ranks up to 16 stay on the stack.
 using IndexScratch = Scratch<std::int64_t, 16>;
 
+// ---- kernels.cpp: matmul -------------------------------------------------------------------
+
+void matmul(const Launch& l);
+/// The matmul's layout (operands, batch, sizes; oneDNN's packed or skinny forms), its grid
+/// adjusted to them.
+void prepare_matmul(Launch& launch, int threads);
+/// A transpose's or broadcast_to's strides (`ReadStrides`, one entry).
+void prepare_read_strides(Launch& launch, int threads);
+
 // ---- data_kernels.cpp: copies -------------------------------------------------------------
 
 void copy_all(const Launch& l);  // a reshape that is not a view

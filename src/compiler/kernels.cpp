@@ -14,6 +14,7 @@
 #include "compiler/batched_bf16_matmul.hpp"
 #include "compiler/fused_program.hpp"
 #include "compiler/kernel_support.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "compiler/packed_matmul.hpp"
 #include "compiler/skinny_matmul.hpp"
 #include "compiler/vector_math.hpp"
@@ -241,7 +242,7 @@ void skinny_matmul(const SkinnyMatmul& skinny, std::int64_t m, std::int64_t n,
   if (epilogue != nullptr) run_fused_f32_rows(*epilogue, c0, m, skinny.first_column(last) - c0, n);
 }
 
-void matmul(const Launch& l) {
+void run_matmul(const Launch& l) {
   if (const MatmulLayout* p = matmul_of(l)) {
     if (p->skinny != nullptr) {
       skinny_matmul(*p->skinny, p->m, p->n, l.epilogue);
@@ -558,7 +559,6 @@ constexpr std::int64_t kPackedBandRows = 16;
 
 std::uint32_t blocks_for(const Launch& l, int threads) {
   if (threads <= 1 || l.out.empty()) return 1;
-  const std::string& name = l.view().name();
   const View& o = l.out[0];
   std::int64_t items = 0, per_block = 1, most = 4 * static_cast<std::int64_t>(threads);
   const auto all_f32 = [&] {
@@ -567,28 +567,29 @@ std::uint32_t blocks_for(const Launch& l, int threads) {
     return o.dtype == DType::f32;
   };
   constexpr std::int64_t kMinElements = 16384;  // below this a worker's wake-up costs more
-  if (name == "kiln.fused" && l.fused && l.fused->f32 && o.dtype == DType::f32) {
+  const KernelDef* def = l.fused ? nullptr : find_kernel_def(l.view().def());
+  const KernelGrid grid = def != nullptr ? def->grid : KernelGrid::single;
+  if (l.fused) {
+    // A kiln.fused body, which calls its callee (a lone elementwise op runs as one block).
+    if (!l.fused->f32 || o.dtype != DType::f32 || l.view().find("callee") == nullptr) return 1;
     items = (elements(o.shape) + kTile - 1) / kTile;
     per_block = kMinElements / kTile;
-  } else if (name == "kiln.matmul" && all_f32()) {
+  } else if (grid == KernelGrid::matmul && all_f32()) {
     const View& a = l.in[0];
     const std::int64_t k = a.shape.empty() ? 1 : a.shape.back();
     items = elements(o.shape) * k;  // multiply-adds
     per_block = std::int64_t{1} << 18;
     most = threads;  // one tile per worker: each tile packs its own operands
-  } else if (name == "kiln.reshape" || name == "kiln.transpose" || name == "kiln.broadcast_to" ||
-             name == "kiln.slice" || name == "kiln.split" || name == "kiln.concat" ||
-             name == "kiln.gather") {
+  } else if (grid == KernelGrid::copy) {
     // Copies: worth a worker from a quarter MiB of f32 on.
     for (const View& out : l.out) items += elements(out.shape);
     per_block = 4 * kMinElements;
-  } else if (name.starts_with("kiln.reduce_")) {
+  } else if (grid == KernelGrid::reduce) {
     if (!all_f32()) return 1;
     items = elements(l.in[0].shape);
     per_block = kMinElements;
-  } else if (name == "kiln.softmax" || name == "kiln.log_softmax" || name == "kiln.layer_norm" ||
-             name == "kiln.rms_norm") {
-    const bool softmax = name == "kiln.softmax" || name == "kiln.log_softmax";
+  } else if (grid == KernelGrid::rows) {
+    const bool softmax = def->variant < 2;  // softmax, log_softmax; else a norm
     const std::size_t axis =
         softmax ? axis_of(l.view().find("axis")->as_int(), o.shape.size()) : o.shape.size() - 1;
     if (o.shape.empty() || !all_f32() || !f32_last_axis_rows(l, axis)) return 1;
@@ -626,16 +627,52 @@ void prepare_batched_bf16(Launch& launch, MatmulLayout& layout) {
 
 }  // namespace
 
+void kernel::matmul(const Launch& l) { run_matmul(l); }
+
+void kernel::prepare_read_strides(Launch& launch, int) {
+  launch.prepared = std::make_unique<ReadStrides>(std::vector<Index>{read_strides_of(launch)});
+}
+
+void kernel::prepare_matmul(Launch& launch, int threads) {
+  if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
+    const MatrixRef a{layout->a.data, layout->a.row, layout->a.col},
+        b{layout->b.data, layout->b.row, layout->b.col};
+    if (layout->batch.empty() && SkinnyMatmul::suits(layout->m, b, launch.pack_rhs)) {
+      layout->skinny = std::make_shared<const SkinnyMatmul>(
+          a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
+          launch.pack_rhs, launch.bf16);
+      launch.blocks = static_cast<std::uint32_t>(layout->skinny->blocks(threads));
+    } else if (launch.pack_rhs && layout->batch.empty() &&
+               (launch.bf16 || PackedMatmul::worth_packing(layout->m, layout->k, layout->n))) {
+      // One row band per block. Each band reads all of B, so with fewer rows than that
+      // per block (a batch-16 Linear layer on 2 threads) column bands instead: each block
+      // reads its part of B, packed (1.27x sgemm's column tiles for [16, 512] x [512,
+      // 256], interleaved, its output's copy included). In bf16 (several times faster than
+      // f32) fewer, taller row bands instead.
+      const bool bands = launch.blocks == 1 || layout->m >= kPackedBandRows * launch.blocks;
+      if (launch.bf16 && !bands)
+        launch.blocks =
+            static_cast<std::uint32_t>(std::max<std::int64_t>(1, layout->m / kPackedBandRows));
+      const bool columns = !bands && !launch.bf16;
+      try {
+        layout->packed = std::make_shared<const PackedMatmul>(
+            a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
+            launch.blocks, launch.epilogue, launch.bf16, columns);
+      } catch (const DeviceError&) {
+        // No primitive for it on this CPU: the sgemm tiles compute it, in f32.
+        launch.blocks = blocks_for(launch, threads);
+      }
+    }
+    if (!layout->packed && !layout->skinny && launch.epilogue != nullptr)
+      layout->scale = scale_of(*launch.epilogue, launch.out[0].data, &layout->scaled);
+    if (launch.bf16 && !launch.pack_rhs && !layout->batch.empty())
+      prepare_batched_bf16(launch, *layout);
+    launch.prepared = std::make_unique<PreparedMatmul>(std::move(*layout));
+  }
+}
+
 void prepare(Launch& launch, int threads) {
   launch.blocks = blocks_for(launch, threads);
-  if (!launch.fused && launch.prepared != nullptr &&
-      launch.prepared->kind == PreparedLaunch::Kind::collective) {  // made by the planner
-    prepare_collective(launch);
-    launch.blocks = std::max<std::uint32_t>(launch.blocks, 1);
-    return;
-  }
-  launch.prepared = nullptr;
-  const std::string_view name = launch.view().name();
   if (launch.fused) {
     // Only inputs broadcast to the output's shape are read through strides: a body whose
     // inputs all have that shape (a chain of tanh ops) needs none.
@@ -648,44 +685,9 @@ void prepare(Launch& launch, int threads) {
         strides.push_back(broadcast_strides(in.shape, launch.out[0].shape));
       launch.prepared = std::make_unique<ReadStrides>(std::move(strides));
     }
-  } else if (name == "kiln.transpose" || name == "kiln.broadcast_to") {
-    launch.prepared = std::make_unique<ReadStrides>(std::vector<Index>{read_strides_of(launch)});
-  } else if (name == "kiln.matmul") {
-    if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
-      const MatrixRef a{layout->a.data, layout->a.row, layout->a.col},
-          b{layout->b.data, layout->b.row, layout->b.col};
-      if (layout->batch.empty() && SkinnyMatmul::suits(layout->m, b, launch.pack_rhs)) {
-        layout->skinny = std::make_shared<const SkinnyMatmul>(
-            a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
-            launch.pack_rhs, launch.bf16);
-        launch.blocks = static_cast<std::uint32_t>(layout->skinny->blocks(threads));
-      } else if (launch.pack_rhs && layout->batch.empty() &&
-                 (launch.bf16 || PackedMatmul::worth_packing(layout->m, layout->k, layout->n))) {
-        // One row band per block. Each band reads all of B, so with fewer rows than that
-        // per block (a batch-16 Linear layer on 2 threads) column bands instead: each block
-        // reads its part of B, packed (1.27x sgemm's column tiles for [16, 512] x [512,
-        // 256], interleaved, its output's copy included). In bf16 (several times faster than
-        // f32) fewer, taller row bands instead.
-        const bool bands = launch.blocks == 1 || layout->m >= kPackedBandRows * launch.blocks;
-        if (launch.bf16 && !bands)
-          launch.blocks =
-              static_cast<std::uint32_t>(std::max<std::int64_t>(1, layout->m / kPackedBandRows));
-        const bool columns = !bands && !launch.bf16;
-        try {
-          layout->packed = std::make_shared<const PackedMatmul>(
-              a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
-              launch.blocks, launch.epilogue, launch.bf16, columns);
-        } catch (const DeviceError&) {
-          // No primitive for it on this CPU: the sgemm tiles compute it, in f32.
-          launch.blocks = blocks_for(launch, threads);
-        }
-      }
-      if (!layout->packed && !layout->skinny && launch.epilogue != nullptr)
-        layout->scale = scale_of(*launch.epilogue, launch.out[0].data, &layout->scaled);
-      if (launch.bf16 && !launch.pack_rhs && !layout->batch.empty())
-        prepare_batched_bf16(launch, *layout);
-      launch.prepared = std::make_unique<PreparedMatmul>(std::move(*layout));
-    }
+  } else if (const KernelDef* def = find_kernel_def(launch.view().def());
+             def != nullptr && def->prepare != nullptr) {
+    def->prepare(launch, threads);
   }
   // An empty output (a dim of size 0) can leave no tiles: one block, which finds no work.
   launch.blocks = std::max<std::uint32_t>(launch.blocks, 1);
@@ -818,30 +820,6 @@ std::shared_ptr<const FusedProgram> FusedPrograms::fused(const ir::Graph& body) 
   std::shared_ptr<const FusedProgram>& program = fused_[&body];
   if (program == nullptr) program = compile_fused(body);
   return program;
-}
-
-Kernel find_kernel(std::string_view op) {
-  static const std::unordered_map<std::string_view, Kernel> kernels = {
-      {"kiln.reshape", copy_all},
-      {"kiln.broadcast_to", broadcast_to_or_transpose},
-      {"kiln.transpose", broadcast_to_or_transpose},
-      {"kiln.slice", slice},
-      {"kiln.concat", concat},
-      {"kiln.split", split},
-      {"kiln.gather", gather},
-      {"kiln.matmul", matmul},
-      {"kiln.reduce_sum", reduce_sum},
-      {"kiln.reduce_mean", reduce_mean},
-      {"kiln.reduce_max", reduce_max},
-      {"kiln.reduce_min", reduce_min},
-      {"kiln.argmax", argmax},
-      {"kiln.softmax", softmax},
-      {"kiln.log_softmax", log_softmax},
-      {"kiln.layer_norm", layer_norm},
-      {"kiln.rms_norm", rms_norm},
-  };
-  auto it = kernels.find(op);
-  return it == kernels.end() ? nullptr : it->second;
 }
 
 }  // namespace kiln::compiler

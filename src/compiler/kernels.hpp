@@ -99,9 +99,6 @@ void run_collective(const Launch& launch);
 /// Binds a collective launch's runtime collective to its buffers (part of `prepare`).
 void prepare_collective(Launch& launch);
 
-/// The kernel of \p op, or nullptr when there is none (weights, constants, calls, fused
-/// and elementwise ops are not table kernels: the planner handles them).
-Kernel find_kernel(std::string_view op);
 
 /// Readies a launch whose views are bound, once per plan, so that running it computes no
 /// layout: its grid (how many blocks it splits its work into on \p threads workers; 1 for

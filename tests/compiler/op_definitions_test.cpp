@@ -12,6 +12,7 @@
 
 #include "compiler/kernels.hpp"
 #include "compiler/ops/elementwise.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "compiler/reference_ops.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/graph.hpp"
@@ -37,16 +38,51 @@ TEST(OpDefinitions, EveryOpHasItsKernelAndItsReferenceEvaluator) {
     EXPECT_FALSE(def.has(ir::OpTrait::elementwise) && def.has(ir::OpTrait::collective));
     if (def.has(ir::OpTrait::elementwise)) {
       ++elementwise;
-    } else if (def.has(ir::OpTrait::collective)) {
-      ++collective;  // run_collective runs every one
     } else if (kPlannerSteps.count(name) == 0) {
-      EXPECT_NE(compiler::find_kernel(name), nullptr) << "no CPU kernel";
+      collective += def.has(ir::OpTrait::collective) ? 1 : 0;
+      EXPECT_NE(compiler::find_kernel_def(def), nullptr)
+          << "an op that is neither elementwise nor the planner's has a definition in "
+             "compiler/ops/kernel_defs.cpp";
+    } else {
+      EXPECT_EQ(compiler::find_kernel_def(def), nullptr) << "the planner's own";
     }
   }
   // The traits are declared where the ops are (src/ir/ops/): some of each kind exist.
   EXPECT_GE(elementwise, 20u);
   EXPECT_EQ(collective, 5u);  // allreduce_sum, allgather, reduce_scatter_sum, all_to_all, transfer
   for (const std::string& name : kPlannerSteps) EXPECT_NE(registry.find(name), nullptr) << name;
+}
+
+TEST(OpDefinitions, EveryKernelOpHasACpuKernelAndACudaLaunchOrTheReasonItHasNone) {
+  std::size_t defs = 0;
+  for (const compiler::KernelDef& d : compiler::kernel_defs()) {
+    SCOPED_TRACE(d.op->name);
+    ++defs;
+    EXPECT_EQ(compiler::find_kernel_def(*d.op), &d);
+    EXPECT_FALSE(d.op->has(ir::OpTrait::elementwise));
+    EXPECT_NE(d.cpu, nullptr) << "no CPU kernel";
+    EXPECT_NE(d.cuda == nullptr, d.no_cuda.empty())
+        << "a CUDA launch, or (only then) the reason there is none";
+    const std::string unsupported = compiler::cuda_unsupported(*d.op);
+    if (d.cuda != nullptr) {
+      EXPECT_EQ(unsupported, "");
+    } else {
+      EXPECT_NE(unsupported.find(d.no_cuda), std::string::npos) << unsupported;
+      EXPECT_NE(unsupported.find(d.op->name), std::string::npos) << unsupported;
+    }
+    if (d.op->has(ir::OpTrait::collective)) {
+      EXPECT_EQ(d.cpu, &compiler::run_collective);
+      EXPECT_NE(d.prepare, nullptr) << "binds the rank's collective to its buffers";
+    }
+    if (d.grid == compiler::KernelGrid::rows || d.grid == compiler::KernelGrid::reduce) {
+      // A family shares one kernel and tells its members apart by `variant`: distinct.
+      for (const compiler::KernelDef& e : compiler::kernel_defs()) {
+        if (&e == &d || e.grid != d.grid) continue;
+        EXPECT_NE(e.variant, d.variant) << e.op->name;
+      }
+    }
+  }
+  EXPECT_GE(defs, 22u);  // 17 kernels of their own and 5 collectives
 }
 
 /// Whether the IR accepts \p def on two (or one) operands of dtype \p d; the result's dtype.

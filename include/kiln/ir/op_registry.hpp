@@ -2,8 +2,10 @@
 /// \file
 /// The op registry: what each op of the IR takes, what it produces, and how to check it.
 ///
-/// Adding an op is one `OpDef` registered in one place (see `src/ir/ops/`) plus its kernel
-/// in the compiler; nothing else in the IR switches on op names. Each op declares its
+/// Adding an op is one `OpDef` registered in one place (see `src/ir/ops/`) plus its one
+/// definition in the compiler (`src/compiler/ops/`: elementwise.cpp, or kernel_defs.cpp for
+/// an op with a kernel of its own) and its reference evaluator; nothing else in the IR
+/// switches on op names. Each op declares its
 /// operand count, its attributes (name, kind, required or optional), what passes and the
 /// compiler may assume of it (`OpTrait`: elementwise, collective) and a rule that infers
 /// its result types from operand types and attributes. The same rule serves building

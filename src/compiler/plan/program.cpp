@@ -3,6 +3,7 @@
 #include "compiler/plan/program.hpp"
 
 #include "compiler/lowering/lowering.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -30,18 +31,16 @@ std::map<const ir::Graph*, Program> compile_programs(const ir::Module& module,
       } else if (op.def().has(ir::OpTrait::elementwise)) {
         step.kernel = run_fused;
         step.fused = fused_programs.elementwise(graph, op);
-      } else if (op.def().has(ir::OpTrait::collective)) {
-        step.kind = StepKind::collective;
-        step.kernel = run_collective;
       } else if (const ir::Attribute* callee = op.find("callee")) {
         step.kind = StepKind::call;
         step.callee = module.find(callee->as_symbol().name);
         if (const ir::Attribute* prefix = op.find("kiln.prefix")) step.prefix = prefix->as_string();
+      } else if (const KernelDef* def = find_kernel_def(op.def())) {
+        step.kind = op.def().has(ir::OpTrait::collective) ? StepKind::collective : StepKind::kernel;
+        step.kernel = def->cpu;
       } else {
-        step.kernel = find_kernel(op.name());
-        if (step.kernel == nullptr)
-          throw UserError(detail::cat("CompiledCallable: no CPU kernel for ", op.describe(),
-                                      " in @", graph.name()));
+        throw UserError(detail::cat("CompiledCallable: no CPU kernel for ", op.describe(), " in @",
+                                    graph.name()));
       }
       if (step.kind == StepKind::kernel || step.kind == StepKind::collective) {
         if (const std::string why = lowering.unsupported(op.def()); !why.empty())

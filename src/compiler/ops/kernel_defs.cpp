@@ -1,0 +1,87 @@
+// One definition per op that runs as a kernel of its own (see kernel_defs.hpp).
+
+#include "compiler/ops/kernel_defs.hpp"
+
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/kernel_support.hpp"
+
+namespace kiln::compiler {
+namespace {
+
+using G = KernelGrid;
+
+/// What compiled graphs on CUDA cannot run yet, and what to do instead.
+constexpr std::string_view kNoCudaCollectives =
+    "compiled graphs on CUDA run every op but collectives so far; compile the module for a "
+    "CPU device";
+
+std::vector<KernelDef> make_definitions() {
+  const auto def = [](const char* name, Kernel cpu, G grid, CudaLaunchFn cuda,
+                      void (*prepare)(Launch&, int) = nullptr, std::uint8_t variant = 0) {
+    return KernelDef{.op = &ir::lookup_op(name),
+                     .cpu = cpu,
+                     .grid = grid,
+                     .prepare = prepare,
+                     .cuda = cuda,
+                     .variant = variant};
+  };
+  const auto collective = [](const char* name) {
+    return KernelDef{.op = &ir::lookup_op(name),
+                     .cpu = run_collective,
+                     .prepare = [](Launch& l, int) { prepare_collective(l); },
+                     .no_cuda = kNoCudaCollectives};
+  };
+  using namespace kernel;
+  return {
+      // ---- data movement ----------------------------------------------------------------
+      def("kiln.reshape", copy_all, G::copy, cuda_op::reshape),
+      def("kiln.broadcast_to", broadcast_to_or_transpose, G::copy, cuda_op::broadcast_to,
+          prepare_read_strides),
+      def("kiln.transpose", broadcast_to_or_transpose, G::copy, cuda_op::transpose,
+          prepare_read_strides),
+      def("kiln.slice", slice, G::copy, cuda_op::slice),
+      def("kiln.concat", concat, G::copy, cuda_op::concat),
+      def("kiln.split", split, G::copy, cuda_op::split),
+      def("kiln.gather", gather, G::copy, cuda_op::gather),
+      // ---- matmul -----------------------------------------------------------------------
+      def("kiln.matmul", kernel::matmul, G::matmul, cuda_op::matmul, prepare_matmul),
+      // ---- reductions ---------------------------------------------------------------------
+      def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, 0),
+      def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, 1),
+      def("kiln.reduce_max", reduce_max, G::reduce, cuda_op::reduce, nullptr, 2),
+      def("kiln.reduce_min", reduce_min, G::reduce, cuda_op::reduce, nullptr, 3),
+      def("kiln.argmax", argmax, G::single, cuda_op::argmax),
+      // ---- rows: softmax and norms --------------------------------------------------------
+      def("kiln.softmax", softmax, G::rows, cuda_op::rows, nullptr, 0),
+      def("kiln.log_softmax", log_softmax, G::rows, cuda_op::rows, nullptr, 1),
+      def("kiln.layer_norm", layer_norm, G::rows, cuda_op::rows, nullptr, 2),
+      def("kiln.rms_norm", rms_norm, G::rows, cuda_op::rows, nullptr, 3),
+      // ---- collectives: one launch per participating device (the planner's) -------------
+      collective("kiln.transfer"),
+      collective("kiln.allreduce_sum"),
+      collective("kiln.allgather"),
+      collective("kiln.reduce_scatter_sum"),
+      collective("kiln.all_to_all"),
+  };
+}
+
+}  // namespace
+
+std::span<const KernelDef> kernel_defs() {
+  static const std::vector<KernelDef> defs = make_definitions();
+  return defs;
+}
+
+const KernelDef* find_kernel_def(const ir::OpDef& op) {
+  static const std::unordered_map<const ir::OpDef*, const KernelDef*> by_op = [] {
+    std::unordered_map<const ir::OpDef*, const KernelDef*> m;
+    for (const KernelDef& d : kernel_defs()) m.emplace(d.op, &d);
+    return m;
+  }();
+  const auto it = by_op.find(&op);
+  return it == by_op.end() ? nullptr : it->second;
+}
+
+}  // namespace kiln::compiler
