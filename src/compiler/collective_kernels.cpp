@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "compiler/kernels.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -90,17 +91,17 @@ void prepare_collective(Launch& l) {
   CollectiveLaunch& c = *l.prepared_as<CollectiveLaunch>();
   const ir::OpView op = l.view();
   const int n = c.comm->size();
-  const std::string_view name = op.name();
-  if (name == "kiln.transfer") {  // rank 0 sends its input, rank 1 receives into its output
+  const std::uint8_t kind = find_kernel_def(op.def())->variant;
+  if (kind == variant::transfer) {  // rank 0 sends its input, rank 1 receives into its output
     const View& v = c.rank == 0 ? l.in[0] : l.out[0];
     c.collective = Collective::broadcast(v.data, v.data, elements_of(v.shape), 0, v.dtype);
     return;
   }
   const View &in = l.in[0], &out = l.out[0];
   const DType dtype = in.dtype;
-  if (name == "kiln.allreduce_sum") {
+  if (kind == variant::allreduce_sum) {
     c.collective = Collective::allreduce_sum(in.data, out.data, elements_of(in.shape), dtype);
-  } else if (name == "kiln.allgather") {
+  } else if (kind == variant::allgather) {
     const std::size_t axis = axis_attr(op, "axis", out.shape.size());
     std::vector<std::int64_t> sizes;  // every rank's shard along the axis (static: verified)
     for (ir::Value v : op.operands()) sizes.push_back(l.graph->type(v).shape.dims()[axis].size());
@@ -115,7 +116,7 @@ void prepare_collective(Launch& l) {
       to = c.scratch_out.data();
     }
     c.collective = Collective::allgather(in.data, to, std::move(counts), dtype);
-  } else if (name == "kiln.reduce_scatter_sum") {
+  } else if (kind == variant::reduce_scatter_sum) {
     const std::size_t axis = axis_attr(op, "axis", in.shape.size());
     c.pack = pieces_of(in.shape, axis, dtype, shard_sizes(in.shape[axis], n));
     std::vector<std::size_t> counts;
@@ -128,7 +129,7 @@ void prepare_collective(Launch& l) {
       from = c.scratch_in.data();
     }
     c.collective = Collective::reduce_scatter_sum(from, out.data, std::move(counts), dtype);
-  } else if (name == "kiln.all_to_all") {
+  } else if (kind == variant::all_to_all) {
     const std::size_t split = axis_attr(op, "split_axis", in.shape.size());
     const std::size_t join = axis_attr(op, "concat_axis", in.shape.size());
     c.pack = pieces_of(in.shape, split, dtype, shard_sizes(in.shape[split], n));

@@ -87,23 +87,44 @@ void strided_read(const View& x, const View& o, Dims strides, std::int64_t base 
 
 }  // namespace
 
-Index read_strides_of(const Launch& l) {
+namespace {
+
+Index broadcast_read_strides(const Launch& l) {
+  return broadcast_strides(l.in[0].shape, l.out[0].shape);
+}
+
+Index transpose_read_strides(const Launch& l) {
   const View& x = l.in[0];
-  if (l.view().name() == "kiln.broadcast_to") return broadcast_strides(x.shape, l.out[0].shape);
-  const Index perm = l.view().find("perm")->as_int_array();  // a transpose
+  const Index perm = l.view().find("perm")->as_int_array();
   const Index own = strides_of(x.shape);
   Index st(perm.size());
   for (std::size_t d = 0; d < perm.size(); ++d) st[d] = own[axis_of(perm[d], x.shape.size())];
   return st;
 }
 
-void broadcast_to_or_transpose(const Launch& l) {
+/// \p l's output read from its input through prepare's strides (else \p strides_of's).
+void read_through(const Launch& l, Index (*strides_of_launch)(const Launch&)) {
   if (const ReadStrides* prepared = l.prepared_as<ReadStrides>()) {
     strided_read(l.in[0], l.out[0], prepared->strides[0]);
   } else {
-    strided_read(l.in[0], l.out[0], read_strides_of(l));
+    strided_read(l.in[0], l.out[0], strides_of_launch(l));
   }
 }
+
+}  // namespace
+
+void prepare_broadcast_to(Launch& launch, int) {
+  launch.prepared =
+      std::make_unique<ReadStrides>(std::vector<Index>{broadcast_read_strides(launch)});
+}
+
+void prepare_transpose(Launch& launch, int) {
+  launch.prepared =
+      std::make_unique<ReadStrides>(std::vector<Index>{transpose_read_strides(launch)});
+}
+
+void broadcast_to(const Launch& l) { read_through(l, broadcast_read_strides); }
+void transpose(const Launch& l) { read_through(l, transpose_read_strides); }
 
 void slice(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0];

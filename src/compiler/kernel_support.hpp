@@ -151,19 +151,25 @@ void matmul(const Launch& l);
 /// The matmul's layout (operands, batch, sizes; oneDNN's packed or skinny forms), its grid
 /// adjusted to them.
 void prepare_matmul(Launch& launch, int threads);
-/// A transpose's or broadcast_to's strides (`ReadStrides`, one entry).
-void prepare_read_strides(Launch& launch, int threads);
+/// A reshape's and a transpose's strides over their operand's bytes (KernelDef::view_strides).
+std::optional<Index> reshape_view_strides(const ir::OpView& op, Dims in_shape,
+                                          const Index& in_strides);
+std::optional<Index> transpose_view_strides(const ir::OpView& op, Dims in_shape,
+                                            const Index& in_strides);
 
 // ---- data_kernels.cpp: copies -------------------------------------------------------------
 
 void copy_all(const Launch& l);  // a reshape that is not a view
-void broadcast_to_or_transpose(const Launch& l);
+void broadcast_to(const Launch& l);
+void transpose(const Launch& l);
+/// The strides a broadcast_to's or a transpose's output reads its input with
+/// (`ReadStrides`, one entry).
+void prepare_broadcast_to(Launch& launch, int threads);
+void prepare_transpose(Launch& launch, int threads);
 void slice(const Launch& l);
 void concat(const Launch& l);
 void split(const Launch& l);
 void gather(const Launch& l);
-/// The strides a transpose or broadcast_to launch reads its input with.
-Index read_strides_of(const Launch& l);
 /// The prepared state of fused launches (each input's strides broadcast to out[0]) and
 /// of transpose and broadcast_to (one entry: the strides its output reads its input with).
 struct ReadStrides final : PreparedLaunch {

@@ -300,11 +300,19 @@ void run_matmul(const Launch& l) {
 }  // namespace
 
 std::optional<Index> view_strides(const ir::OpView& op, Dims in_shape, const Index& in_strides) {
-  if (op.name() == "kiln.reshape") {
-    if (in_strides.empty()) return Index{};
-    return std::nullopt;
-  }
-  if (op.name() != "kiln.transpose") return std::nullopt;
+  const KernelDef* def = find_kernel_def(op.def());
+  if (def == nullptr || def->view_strides == nullptr) return std::nullopt;
+  return def->view_strides(op, in_shape, in_strides);
+}
+
+std::optional<Index> kernel::reshape_view_strides(const ir::OpView&, Dims,
+                                                  const Index& in_strides) {
+  if (in_strides.empty()) return Index{};  // the same bytes under another shape
+  return std::nullopt;
+}
+
+std::optional<Index> kernel::transpose_view_strides(const ir::OpView& op, Dims in_shape,
+                                                    const Index& in_strides) {
   const Index perm = op.find("perm")->as_int_array();
   const Index own = in_strides.empty() ? strides_of(in_shape) : in_strides;
   Index shape(perm.size()), st(perm.size());
@@ -318,7 +326,8 @@ std::optional<Index> view_strides(const ir::OpView& op, Dims in_shape, const Ind
 
 bool reads_strided(const ir::Graph& graph, const ir::OpView& reader, std::size_t operand,
                    const Index& shape, Dims strides) {
-  if (reader.name() != "kiln.matmul" || operand > 1 || shape.size() < 2 ||
+  const KernelDef* def = find_kernel_def(reader.def());
+  if (def == nullptr || !def->strided_operands || operand > 1 || shape.size() < 2 ||
       strides.size() != shape.size() || graph.type(reader.result(0)).dtype != DType::f32)
     return false;
   for (ir::Value v : reader.operands())
@@ -495,7 +504,8 @@ void run_fused_f32(const Launch& l) {
 
 bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
                     const FusedProgram& consumer) {
-  if (producer.name() != "kiln.matmul" || !consumer.f32) return false;
+  const KernelDef* def = find_kernel_def(producer.def());
+  if (def == nullptr || !def->takes_epilogue || !consumer.f32) return false;
   for (ir::Value v : producer.operands())
     if (graph.type(v).dtype != DType::f32) return false;
   return graph.type(producer.result(0)).dtype == DType::f32;
@@ -629,10 +639,6 @@ void prepare_batched_bf16(Launch& launch, MatmulLayout& layout) {
 
 void kernel::matmul(const Launch& l) { run_matmul(l); }
 
-void kernel::prepare_read_strides(Launch& launch, int) {
-  launch.prepared = std::make_unique<ReadStrides>(std::vector<Index>{read_strides_of(launch)});
-}
-
 void kernel::prepare_matmul(Launch& launch, int threads) {
   if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
     const MatrixRef a{layout->a.data, layout->a.row, layout->a.col},
@@ -757,10 +763,12 @@ bool hand_off_bf16(Launch& producer, Launch& consumer) {
 }
 
 bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
-  const std::string_view name = norm.view().name();
-  if (name == "kiln.softmax") return hand_off_rounded_softmax(norm, consumers);
-  if ((name != "kiln.layer_norm" && name != "kiln.rms_norm") || consumers.empty() ||
-      norm.out.size() != 1 || norm.out[0].shape.empty() || !f32_rows_norm(norm))
+  const KernelDef* def = find_kernel_def(norm.view().def());
+  if (def == nullptr || def->grid != KernelGrid::rows) return false;
+  if (def->variant == variant::softmax) return hand_off_rounded_softmax(norm, consumers);
+  const bool is_norm = def->variant == variant::layer_norm || def->variant == variant::rms_norm;
+  if (!is_norm || consumers.empty() || norm.out.size() != 1 || norm.out[0].shape.empty() ||
+      !f32_rows_norm(norm))
     return false;
   const std::int64_t n = norm.out[0].shape.back(), rows = elements(norm.out[0].shape) / n;
   const std::byte* out = norm.out[0].data;

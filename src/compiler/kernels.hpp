@@ -99,7 +99,6 @@ void run_collective(const Launch& launch);
 /// Binds a collective launch's runtime collective to its buffers (part of `prepare`).
 void prepare_collective(Launch& launch);
 
-
 /// Readies a launch whose views are bound, once per plan, so that running it computes no
 /// layout: its grid (how many blocks it splits its work into on \p threads workers; 1 for
 /// kernels that do not split or work too small to be worth waking a worker for), for

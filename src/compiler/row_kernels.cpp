@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "compiler/kernel_support.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "compiler/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
@@ -22,7 +23,7 @@ bool f32_last_axis_rows(const Launch& l, std::size_t axis) {
 }
 
 bool f32_rows_norm(const Launch& l) {
-  const bool rms = l.view().name() == "kiln.rms_norm";
+  const bool rms = find_kernel_def(l.view().def())->variant == variant::rms_norm;
   return f32_last_axis_rows(l, l.in[0].shape.empty() ? 0 : l.in[0].shape.size() - 1) &&
          l.in[1].dtype == DType::f32 && (rms || l.in[2].dtype == DType::f32);
 }

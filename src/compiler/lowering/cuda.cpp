@@ -4,6 +4,7 @@
 
 #include "compiler/cuda_launches.hpp"
 #include "compiler/lowering/lowering.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -47,7 +48,8 @@ class CudaLowering final : public Lowering {
   void record(Plan& plan) override {
     auto state = std::make_unique<CudaPlan>();
     for (std::size_t i = 0; i < plan.launches.size() && !state->error; ++i)
-      if (plan.launches[i].view().name() == "kiln.gather") {
+      if (const KernelDef* def = find_kernel_def(plan.launches[i].view().def());
+          def != nullptr && def->reports_errors) {
         state->error = std::make_shared<DeviceBuffer<std::int64_t>>(
             ctx_->enqueue_create_buffer<std::int64_t>(3));
         ctx_->enqueue_memset(*state->error, std::int64_t{0});

@@ -18,6 +18,7 @@ constexpr std::string_view kNoCudaCollectives =
     "CPU device";
 
 std::vector<KernelDef> make_definitions() {
+  using namespace kernel;
   const auto def = [](const char* name, Kernel cpu, G grid, CudaLaunchFn cuda,
                       void (*prepare)(Launch&, int) = nullptr, std::uint8_t variant = 0) {
     return KernelDef{.op = &ir::lookup_op(name),
@@ -27,43 +28,51 @@ std::vector<KernelDef> make_definitions() {
                      .cuda = cuda,
                      .variant = variant};
   };
-  const auto collective = [](const char* name) {
+  const auto collective = [](const char* name, variant::Collective v) {
     return KernelDef{.op = &ir::lookup_op(name),
                      .cpu = run_collective,
                      .prepare = [](Launch& l, int) { prepare_collective(l); },
-                     .no_cuda = kNoCudaCollectives};
+                     .no_cuda = kNoCudaCollectives,
+                     .variant = v};
   };
-  using namespace kernel;
+  KernelDef reshape = def("kiln.reshape", copy_all, G::copy, cuda_op::reshape);
+  reshape.view_strides = reshape_view_strides;
+  KernelDef transpose_def =
+      def("kiln.transpose", transpose, G::copy, cuda_op::transpose, prepare_transpose);
+  transpose_def.view_strides = transpose_view_strides;
+  KernelDef matmul_def =
+      def("kiln.matmul", kernel::matmul, G::matmul, cuda_op::matmul, prepare_matmul);
+  matmul_def.strided_operands = matmul_def.takes_epilogue = true;
+  KernelDef gather_def = def("kiln.gather", gather, G::copy, cuda_op::gather);
+  gather_def.reports_errors = true;
   return {
       // ---- data movement ----------------------------------------------------------------
-      def("kiln.reshape", copy_all, G::copy, cuda_op::reshape),
-      def("kiln.broadcast_to", broadcast_to_or_transpose, G::copy, cuda_op::broadcast_to,
-          prepare_read_strides),
-      def("kiln.transpose", broadcast_to_or_transpose, G::copy, cuda_op::transpose,
-          prepare_read_strides),
+      reshape,
+      def("kiln.broadcast_to", broadcast_to, G::copy, cuda_op::broadcast_to, prepare_broadcast_to),
+      transpose_def,
       def("kiln.slice", slice, G::copy, cuda_op::slice),
       def("kiln.concat", concat, G::copy, cuda_op::concat),
       def("kiln.split", split, G::copy, cuda_op::split),
-      def("kiln.gather", gather, G::copy, cuda_op::gather),
+      gather_def,
       // ---- matmul -----------------------------------------------------------------------
-      def("kiln.matmul", kernel::matmul, G::matmul, cuda_op::matmul, prepare_matmul),
+      matmul_def,
       // ---- reductions ---------------------------------------------------------------------
-      def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, 0),
-      def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, 1),
-      def("kiln.reduce_max", reduce_max, G::reduce, cuda_op::reduce, nullptr, 2),
-      def("kiln.reduce_min", reduce_min, G::reduce, cuda_op::reduce, nullptr, 3),
+      def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, variant::sum),
+      def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, variant::mean),
+      def("kiln.reduce_max", reduce_max, G::reduce, cuda_op::reduce, nullptr, variant::max),
+      def("kiln.reduce_min", reduce_min, G::reduce, cuda_op::reduce, nullptr, variant::min),
       def("kiln.argmax", argmax, G::single, cuda_op::argmax),
       // ---- rows: softmax and norms --------------------------------------------------------
-      def("kiln.softmax", softmax, G::rows, cuda_op::rows, nullptr, 0),
-      def("kiln.log_softmax", log_softmax, G::rows, cuda_op::rows, nullptr, 1),
-      def("kiln.layer_norm", layer_norm, G::rows, cuda_op::rows, nullptr, 2),
-      def("kiln.rms_norm", rms_norm, G::rows, cuda_op::rows, nullptr, 3),
+      def("kiln.softmax", softmax, G::rows, cuda_op::rows, nullptr, variant::softmax),
+      def("kiln.log_softmax", log_softmax, G::rows, cuda_op::rows, nullptr, variant::log_softmax),
+      def("kiln.layer_norm", layer_norm, G::rows, cuda_op::rows, nullptr, variant::layer_norm),
+      def("kiln.rms_norm", rms_norm, G::rows, cuda_op::rows, nullptr, variant::rms_norm),
       // ---- collectives: one launch per participating device (the planner's) -------------
-      collective("kiln.transfer"),
-      collective("kiln.allreduce_sum"),
-      collective("kiln.allgather"),
-      collective("kiln.reduce_scatter_sum"),
-      collective("kiln.all_to_all"),
+      collective("kiln.transfer", variant::transfer),
+      collective("kiln.allreduce_sum", variant::allreduce_sum),
+      collective("kiln.allgather", variant::allgather),
+      collective("kiln.reduce_scatter_sum", variant::reduce_scatter_sum),
+      collective("kiln.all_to_all", variant::all_to_all),
   };
 }
 

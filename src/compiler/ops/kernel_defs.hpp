@@ -11,6 +11,7 @@
 // OpDefinitions.EveryKernelOpHasADefinition walks the IR registry for missing entries.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -29,6 +30,19 @@ enum class KernelGrid : std::uint8_t {
   matmul,  ///< f32 matmuls, by multiply-adds, one tile per worker
 };
 
+/// The members of the families of ops that share a kernel (`KernelDef::variant`).
+namespace variant {
+enum Rows : std::uint8_t { softmax, log_softmax, layer_norm, rms_norm };
+enum Reduce : std::uint8_t { sum, mean, max, min };
+enum Collective : std::uint8_t {
+  transfer,
+  allreduce_sum,
+  allgather,
+  reduce_scatter_sum,
+  all_to_all
+};
+}  // namespace variant
+
 struct KernelDef {
   const ir::OpDef* op = nullptr;
   /// The CPU kernel: correct for every dtype the op's IR rule accepts.
@@ -40,9 +54,20 @@ struct KernelDef {
   /// How the CUDA lowering records a launch; null when there is none, and then:
   CudaLaunchFn cuda = nullptr;
   std::string_view no_cuda{};  ///< why not (quoted by the error for a module that uses it)
-  /// Which member of a family sharing one CPU kernel or CUDA kernel the op is (softmax 0,
-  /// log_softmax 1, layer_norm 2, rms_norm 3; reduce_sum 0, mean 1, max 2, min 3).
+  /// Which member of a family sharing one CPU kernel or CUDA kernel the op is (one of
+  /// variant::Rows, Reduce or Collective).
   std::uint8_t variant = 0;
+  /// Ops whose result can be a view of their operand's bytes (reshape, transpose): the
+  /// strides the result has over an operand laid out with \p in_strides (empty:
+  /// contiguous) as \p in_shape; nullopt when it has none (see `view_strides`).
+  std::optional<Index> (*view_strides)(const ir::OpView& op, Dims in_shape,
+                                       const Index& in_strides) = nullptr;
+  /// The CPU kernel reads its two f32 operands through strides (matmul: a transposed or
+  /// head-split view copies nothing) and runs an elementwise epilogue on each output tile.
+  bool strided_operands = false;
+  bool takes_epilogue = false;
+  /// Its CUDA launch reports an index out of range through the plan's error words (gather).
+  bool reports_errors = false;
 };
 
 /// Every definition, in the order of the IR's op reference.

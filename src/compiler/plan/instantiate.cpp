@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "compiler/lowering/lowering.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -150,7 +151,7 @@ class Instantiation {
     const ir::OpView op = g.op(i);
     std::vector<std::size_t> slots;
     for (ir::Value v : op.operands()) slots.push_back(setup_.device_slot(g.type(v).device));
-    const bool transfer = op.name() == "kiln.transfer";
+    const bool transfer = find_kernel_def(op.def())->variant == variant::transfer;
     if (transfer) slots.push_back(setup_.device_slot(g.type(op.result(0)).device));
     const std::shared_ptr<Communicator> comm = setup_.communicator(slots);
     for (std::size_t rank = 0; rank < slots.size(); ++rank) {
