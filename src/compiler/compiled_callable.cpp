@@ -16,6 +16,7 @@
 #include "compiler/lowering/lowering.hpp"
 #include "compiler/machine_memory.hpp"
 #include "compiler/onednn_support.hpp"
+#include "compiler/ops/structural.hpp"
 #include "compiler/plan/instantiate.hpp"
 #include "compiler/plan/memory_plan.hpp"
 #include "compiler/plan/program.hpp"
@@ -93,7 +94,7 @@ void count_weights(const ir::Module& module, const ir::Graph& g,
   for (std::size_t i = 0; i < g.num_ops(); ++i) {
     const ir::OpView op = g.op(i);
     std::uint64_t more = 0;
-    if (op.name() == "kiln.weight") {
+    if (compiler::is_op(op, compiler::weight_op())) {
       more = 1;
     } else if (const ir::Attribute* callee = op.find("callee")) {
       const ir::Graph& c = *module.find(callee->as_symbol().name);
@@ -112,7 +113,7 @@ void for_each_weight_in(const ir::Module& module, const ir::Graph& g, const std:
                         const std::map<const ir::Graph*, std::uint64_t>& weights_in, F& f) {
   for (std::size_t i = 0; i < g.num_ops(); ++i) {
     const ir::OpView op = g.op(i);
-    if (op.name() == "kiln.weight") {
+    if (compiler::is_op(op, compiler::weight_op())) {
       f(join_prefix(prefix, op.find("name")->as_string()), op, g);
     } else if (const ir::Attribute* callee = op.find("callee")) {
       const ir::Graph& c = *module.find(callee->as_symbol().name);

@@ -11,6 +11,9 @@
 #include <set>
 
 #include "compiler/kernels.hpp"
+#include "compiler/ops/elementwise.hpp"
+#include "compiler/ops/kernel_defs.hpp"
+#include "compiler/ops/structural.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
@@ -59,7 +62,8 @@ ir::Module rebuild(const ir::Module& module, const std::function<Decide(const ir
 /// The value of every element of a constant op when they are all equal.
 std::optional<double> splat_value(const ir::Graph& g, ir::Value v) {
   const std::int64_t p = g.producer(v);
-  if (p < 0 || g.op(static_cast<std::size_t>(p)).name() != "kiln.constant") return std::nullopt;
+  if (p < 0 || !compiler::is_op(g.op(static_cast<std::size_t>(p)), compiler::constant_op()))
+    return std::nullopt;
   const ir::DenseData& d = g.op(static_cast<std::size_t>(p)).find("value")->as_dense();
   const std::vector<double> values =
       Tensor::from_bytes(d.dtype, d.shape, Device::cpu(), d.bytes.data(), d.bytes.size())
@@ -135,7 +139,7 @@ ir::Module fold_constants(const ir::Module& module) {
       if (!type.shape.is_static() || type.shape.num_elements() > 4096) return std::nullopt;
       for (ir::Value v : operands) {
         const std::int64_t p = out.producer(v);
-        if (p < 0 || out.op(static_cast<std::size_t>(p)).name() != "kiln.constant")
+        if (p < 0 || !compiler::is_op(out.op(static_cast<std::size_t>(p)), compiler::constant_op()))
           return std::nullopt;
       }
       // Evaluate the op alone with the reference interpreter.
@@ -155,7 +159,7 @@ ir::Module fold_constants(const ir::Module& module) {
       ir::DenseData dense{
           type.dtype, type.shape,
           std::string(reinterpret_cast<const char*>(value.bytes().data()), value.bytes().size())};
-      return std::vector<ir::Value>{out.add_op_typed(ir::lookup_op("kiln.constant"), {},
+      return std::vector<ir::Value>{out.add_op_typed(compiler::constant_op(), {},
                                                      {{"value", std::move(dense)}}, {type},
                                                      op.location())
                                         .result(0)};
@@ -168,7 +172,6 @@ ir::Module canonicalize(const ir::Module& module) {
     return [&g](const ir::OpView& op, const std::vector<ir::Value>& operands,
                 ir::Graph& out) -> std::optional<std::vector<ir::Value>> {
       if (op.num_results() != 1) return std::nullopt;
-      const std::string& name = op.name();
       const ir::TensorType& result = g.type(op.result(0));
       const auto same_type = [&](ir::Value v) { return out.type(v) == result; };
       // Only folds exact for every input: x + 0.0 is +0.0 for x = -0.0, so for floats the
@@ -182,31 +185,27 @@ ir::Module canonicalize(const ir::Module& module) {
           return std::vector<ir::Value>{operands[keep]};
         return std::nullopt;
       };
-      if (name == "kiln.add") {
-        if (auto r = identity(0, 1, 0, true)) return r;
-        return identity(1, 0, 0, true);
-      }
-      if (name == "kiln.mul") {
-        if (auto r = identity(0, 1, 1)) return r;
-        return identity(1, 0, 1);
-      }
-      if (name == "kiln.sub") return identity(0, 1, 0);
-      if (name == "kiln.div") return identity(0, 1, 1);
-      if (name == "kiln.neg") {
-        const std::int64_t p = out.producer(operands[0]);
-        if (p >= 0 && out.op(static_cast<std::size_t>(p)).name() == "kiln.neg")
-          return std::vector<ir::Value>{out.op(static_cast<std::size_t>(p)).operand(0)};
+      // What may fold is the op's definition's (compiler/ops/): its algebra as data.
+      if (const compiler::ElementwiseDef* e = compiler::find_elementwise(op.def())) {
+        if (const std::optional<compiler::NeutralOperand>& n = e->neutral) {
+          if (auto r = identity(0, 1, n->value, n->negative)) return r;
+          if (n->either_side) return identity(1, 0, n->value, n->negative);
+          return std::nullopt;
+        }
+        if (e->involution) {  // f(f(x)) is x
+          const std::int64_t p = out.producer(operands[0]);
+          if (p >= 0 && &out.op(static_cast<std::size_t>(p)).def() == e->op)
+            return std::vector<ir::Value>{out.op(static_cast<std::size_t>(p)).operand(0)};
+          return std::nullopt;
+        }
+        if (e->identity_on_same_type && same_type(operands[0]))
+          return std::vector<ir::Value>{operands[0]};
         return std::nullopt;
       }
-      if ((name == "kiln.cast" || name == "kiln.reshape" || name == "kiln.broadcast_to") &&
-          same_type(operands[0]))
+      const compiler::KernelDef* k = compiler::find_kernel_def(op.def());
+      if (k != nullptr && k->returns_operand != nullptr && !operands.empty() &&
+          k->returns_operand(op, same_type(operands[0])))
         return std::vector<ir::Value>{operands[0]};
-      if (name == "kiln.transpose") {
-        const std::vector<std::int64_t> perm = op.find("perm")->as_int_array();
-        for (std::size_t i = 0; i < perm.size(); ++i)
-          if (perm[i] != static_cast<std::int64_t>(i)) return std::nullopt;
-        return std::vector<ir::Value>{operands[0]};
-      }
       return std::nullopt;
     };
   });
@@ -223,7 +222,7 @@ ir::Module fuse_elementwise(const ir::Module& module) {
   std::set<std::string> bodies;
   for (std::size_t g = 0; g < module.num_graphs(); ++g)
     for (std::size_t i = 0; i < module.graph(g).num_ops(); ++i)
-      if (const ir::OpView op = module.graph(g).op(i); op.name() == "kiln.fused")
+      if (const ir::OpView op = module.graph(g).op(i); compiler::is_op(op, compiler::fused_op()))
         if (const ir::Attribute* callee = op.find("callee"))
           bodies.insert(callee->as_symbol().name);
   int next_body = 0;
@@ -308,11 +307,11 @@ ir::Module fuse_elementwise(const ir::Module& module) {
                 .result(0);
       }
       body.set_results({inner[op.result(0).id]});
-      map[op.result(0).id] = graph
-                                 ->add_op_typed(ir::lookup_op("kiln.fused"), externals,
-                                                {{"callee", ir::SymbolRef{name}}},
-                                                {in->type(op.result(0))}, op.location())
-                                 .result(0);
+      map[op.result(0).id] =
+          graph
+              ->add_op_typed(compiler::fused_op(), externals, {{"callee", ir::SymbolRef{name}}},
+                             {in->type(op.result(0))}, op.location())
+              .result(0);
     }
     std::vector<ir::Value> results;
     for (ir::Value v : in->results()) results.push_back(map[v.id]);

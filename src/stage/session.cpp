@@ -140,17 +140,12 @@ StagedGraph StagedGraph::from_module(ir::Module module) {
 }
 
 std::vector<int> StagedGraph::signal_device_ids() const {
-  static constexpr std::string_view kCollectives[] = {"kiln.allreduce_sum", "kiln.allgather",
-                                                      "kiln.reduce_scatter_sum", "kiln.all_to_all",
-                                                      "kiln.transfer"};
   std::set<int> ids;
   for (std::size_t g = 0; g < module_->num_graphs(); ++g) {
     const ir::Graph& graph = module_->graph(g);
     for (std::size_t i = 0; i < graph.num_ops(); ++i) {
       const ir::OpView op = graph.op(i);
-      if (std::find(std::begin(kCollectives), std::end(kCollectives), op.name()) ==
-          std::end(kCollectives))
-        continue;
+      if (!op.def().has(ir::OpTrait::collective)) continue;
       for (ir::Value v : op.operands()) ids.insert(graph.type(v).device.index());
       for (std::size_t r = 0; r < op.num_results(); ++r)
         ids.insert(graph.type(op.result(r)).device.index());

@@ -76,6 +76,7 @@ std::vector<ElementwiseDef> make_definitions() {
                        [](const CudaTerms& t) {
                          return cat("kiln_wrap(", unsigned_a(t), " + ", unsigned_b(t), ")");
                        }}));
+  d.back().neutral = NeutralOperand{.value = 0, .negative = true, .either_side = true};
   d.push_back(def("kiln.sub", K::binary,
                   {.binary = [](double a, double b) { return a - b; },
                    .int_binary = [](I a, I b) { return wrap(U64(a) - U64(b)); },
@@ -85,6 +86,7 @@ std::vector<ElementwiseDef> make_definitions() {
                        [](const CudaTerms& t) {
                          return cat("kiln_wrap(", unsigned_a(t), " - ", unsigned_b(t), ")");
                        }}));
+  d.back().neutral = NeutralOperand{.value = 0};
   d.push_back(def("kiln.mul", K::binary,
                   {.binary = [](double a, double b) { return a * b; },
                    .int_binary = [](I a, I b) { return wrap(U64(a) * U64(b)); },
@@ -94,6 +96,7 @@ std::vector<ElementwiseDef> make_definitions() {
                        [](const CudaTerms& t) {
                          return cat("kiln_wrap(", unsigned_a(t), " * ", unsigned_b(t), ")");
                        }}));
+  d.back().neutral = NeutralOperand{.value = 1, .either_side = true};
   d.push_back(
       def("kiln.div", K::binary,
           {.binary = [](double a, double b) { return a / b; },
@@ -105,6 +108,7 @@ std::vector<ElementwiseDef> make_definitions() {
            .vector_binary = Binary::div,
            .cuda = [](const CudaTerms& t) { return cat(t.a, " / ", t.b); },
            .cuda_int = [](const CudaTerms& t) { return cat("kiln_idiv(", t.a, ", ", t.b, ")"); }}));
+  d.back().neutral = NeutralOperand{.value = 1};
   d.push_back(
       def("kiln.pow", K::binary,
           {.binary = [](double a, double b) { return std::pow(a, b); },
@@ -170,6 +174,7 @@ std::vector<ElementwiseDef> make_definitions() {
            .cuda = [](const CudaTerms& t) { return cat("-", t.a); },
            .cuda_int =
                [](const CudaTerms& t) { return cat("kiln_wrap(0ull - ", unsigned_a(t), ")"); }}));
+  d.back().involution = true;
   d.push_back(def("kiln.abs", K::unary,
                   {.unary = [](double x) { return std::fabs(x); },
                    .int_unary = [](I x) { return x < 0 ? ineg(x) : x; },
@@ -262,6 +267,7 @@ std::vector<ElementwiseDef> make_definitions() {
   d.push_back(def("kiln.where", K::select, {}));  // the interpreter and codegen select
   d.push_back(def("kiln.cast", K::cast,           // the conversion is the caller's
                   {.vector_unary = Unary::copy, .cuda = cuda_operand, .cuda_int = cuda_operand}));
+  d.back().identity_on_same_type = true;
   return d;
 }
 

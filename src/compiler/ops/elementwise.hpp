@@ -72,6 +72,15 @@ struct ElementwiseForm {
 };
 
 /// The compiler's definition of one elementwise op.
+/// A constant operand that makes a binary op return its other operand, exactly for every
+/// input: canonicalize folds it (x + -0.0, x - 0.0, x * 1, x / 1; not x + 0.0, which is +0.0
+/// for x = -0.0).
+struct NeutralOperand {
+  double value = 0;
+  bool negative = false;     ///< floats: the sign the constant must have (-0.0 for add)
+  bool either_side = false;  ///< the op commutes: the constant may be either operand
+};
+
 struct ElementwiseDef {
   const ir::OpDef* op = nullptr;
   ElementwiseKind kind = ElementwiseKind::unary;
@@ -79,6 +88,10 @@ struct ElementwiseDef {
   ElementwiseForm variant{};  ///< with `picks_variant`: what it computes when that says so
   /// Null, or true when the op's attributes select `variant` (gelu: approximate = "tanh").
   bool (*picks_variant)(const ir::OpView&) = nullptr;
+  /// The algebra canonicalize may use, each exact for every input:
+  std::optional<NeutralOperand> neutral{};  ///< binary ops with a neutral constant
+  bool involution = false;                  ///< f(f(x)) is x (neg)
+  bool identity_on_same_type = false;       ///< its operand when the types match (cast)
 
   /// The form \p view (an op of this definition) computes.
   const ElementwiseForm& form_of(const ir::OpView& view) const {

@@ -35,11 +35,22 @@ std::vector<KernelDef> make_definitions() {
                      .no_cuda = kNoCudaCollectives,
                      .variant = v};
   };
+  const auto same_type = [](const ir::OpView&, bool same) { return same; };
   KernelDef reshape = def("kiln.reshape", copy_all, G::copy, cuda_op::reshape);
   reshape.view_strides = reshape_view_strides;
+  reshape.returns_operand = same_type;
+  KernelDef broadcast =
+      def("kiln.broadcast_to", broadcast_to, G::copy, cuda_op::broadcast_to, prepare_broadcast_to);
+  broadcast.returns_operand = same_type;
   KernelDef transpose_def =
       def("kiln.transpose", transpose, G::copy, cuda_op::transpose, prepare_transpose);
   transpose_def.view_strides = transpose_view_strides;
+  transpose_def.returns_operand = [](const ir::OpView& op, bool) {
+    const Index perm = op.find("perm")->as_int_array();
+    for (std::size_t i = 0; i < perm.size(); ++i)
+      if (perm[i] != static_cast<std::int64_t>(i)) return false;
+    return true;
+  };
   KernelDef matmul_def =
       def("kiln.matmul", kernel::matmul, G::matmul, cuda_op::matmul, prepare_matmul);
   matmul_def.strided_operands = matmul_def.takes_epilogue = true;
@@ -48,7 +59,7 @@ std::vector<KernelDef> make_definitions() {
   return {
       // ---- data movement ----------------------------------------------------------------
       reshape,
-      def("kiln.broadcast_to", broadcast_to, G::copy, cuda_op::broadcast_to, prepare_broadcast_to),
+      broadcast,
       transpose_def,
       def("kiln.slice", slice, G::copy, cuda_op::slice),
       def("kiln.concat", concat, G::copy, cuda_op::concat),

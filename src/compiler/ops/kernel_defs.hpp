@@ -66,6 +66,10 @@ struct KernelDef {
   /// head-split view copies nothing) and runs an elementwise epilogue on each output tile.
   bool strided_operands = false;
   bool takes_epilogue = false;
+  /// Whether \p op (whose result has its operand's type when \p same_type) returns its
+  /// operand unchanged, for canonicalize (a reshape or broadcast_to to the same shape, a
+  /// transpose by the identity permutation); null: never.
+  bool (*returns_operand)(const ir::OpView& op, bool same_type) = nullptr;
   /// Its CUDA launch reports an index out of range through the plan's error words (gather).
   bool reports_errors = false;
 };

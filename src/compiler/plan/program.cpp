@@ -4,6 +4,7 @@
 
 #include "compiler/lowering/lowering.hpp"
 #include "compiler/ops/kernel_defs.hpp"
+#include "compiler/ops/structural.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -21,11 +22,11 @@ std::map<const ir::Graph*, Program> compile_programs(const ir::Module& module,
     for (std::size_t i = 0; i < graph.num_ops(); ++i) {
       const ir::OpView op = graph.op(i);
       Step step;
-      if (op.name() == "kiln.weight") {
+      if (is_op(op, weight_op())) {
         step.kind = StepKind::weight;
-      } else if (op.name() == "kiln.constant") {
+      } else if (is_op(op, constant_op())) {
         step.kind = StepKind::constant;
-      } else if (op.name() == "kiln.fused") {
+      } else if (is_op(op, fused_op())) {
         step.kernel = run_fused;
         step.fused = fused_programs.fused(*module.find(op.find("callee")->as_symbol().name));
       } else if (op.def().has(ir::OpTrait::elementwise)) {
