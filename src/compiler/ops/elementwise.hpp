@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "kiln/ir/graph.hpp"
 
 namespace kiln::compiler {

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "compiler/kernel_support.hpp"
+#include "compiler/cpu/kernel_support.hpp"
 
 namespace kiln::compiler {
 namespace {

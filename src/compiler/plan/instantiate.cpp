@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "compiler/lowering/lowering.hpp"
+#include "compiler/lowering.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"

@@ -13,7 +13,7 @@
 //   absorb_epilogues.cpp  elementwise launches run inside the matmul before them
 //   memory_plan.cpp       liveness and arena offsets, linear in the launches
 //   instantiate.cpp       (bind_launches) each launch's views over the placed memory
-// and a Lowering (lowering/lowering.hpp) prepares and records it: CPU kernels in CPU
+// and a Lowering (compiler/lowering.hpp) prepares and records it: CPU kernels in CPU
 // device graphs (after which bf16_handoff.cpp runs, on prepared launches), or CUDA
 // kernels in a CUDA graph.
 
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/kernels.hpp"
 #include "kiln/runtime/device_graph.hpp"
 
 namespace kiln::compiler {

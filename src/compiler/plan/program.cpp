@@ -2,7 +2,7 @@
 
 #include "compiler/plan/program.hpp"
 
-#include "compiler/lowering/lowering.hpp"
+#include "compiler/lowering.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "compiler/ops/structural.hpp"
 #include "core/str.hpp"

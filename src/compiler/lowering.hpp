@@ -1,9 +1,10 @@
 #pragma once
 // Internal: how a plan's launches become device work, behind one interface with one
 // implementation per kind of device, chosen once per callable by the context it runs on:
-// CPU kernels recorded as the kernel nodes of one CPU device graph per device (cpu.cpp), or
-// CUDA kernels and cuBLAS GEMMs recorded into one CUDA graph (cuda.cpp). Everything above
-// it (programs, plans, their rewrites, memory) is the same for both.
+// CPU kernels recorded as the kernel nodes of one CPU device graph per device
+// (cpu/lowering.cpp), or CUDA kernels and cuBLAS GEMMs recorded into one CUDA graph
+// (cuda/lowering.cpp). Everything above it (programs, plans, their rewrites, memory) is the
+// same for both.
 
 #include <cstddef>
 #include <memory>

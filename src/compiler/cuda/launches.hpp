@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/kernels.hpp"
 #include "kiln/runtime/device_graph.hpp"
 
 namespace kiln::compiler {

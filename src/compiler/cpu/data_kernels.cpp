@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "compiler/kernel_support.hpp"
+#include "compiler/cpu/kernel_support.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "compiler/packed_matmul.hpp"
+#include "compiler/cpu/packed_matmul.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,11 +8,11 @@
 #include <tuple>
 #include <vector>
 
-#include "compiler/bf16_emulation.hpp"
-#include "compiler/fused_program.hpp"
-#include "compiler/kernel_support.hpp"
-#include "compiler/onednn_support.hpp"
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/bf16_emulation.hpp"
+#include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernel_support.hpp"
+#include "compiler/cpu/onednn_support.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"

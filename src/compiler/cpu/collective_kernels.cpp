@@ -5,7 +5,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/kernels.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <utility>
 
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 
 #define KILN_INLINE inline __attribute__((always_inline))
 

@@ -1,4 +1,4 @@
-#include "compiler/skinny_matmul.hpp"
+#include "compiler/cpu/skinny_matmul.hpp"
 
 #include <algorithm>
 #include <new>

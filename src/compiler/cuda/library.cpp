@@ -1,4 +1,4 @@
-#include "compiler/cuda_launches.hpp"
+#include "compiler/cuda/launches.hpp"
 
 namespace kiln::compiler {
 

@@ -5,7 +5,7 @@
 #include <exception>
 #include <new>
 
-#include "compiler/lowering/lowering.hpp"
+#include "compiler/lowering.hpp"
 #include "compiler/machine_memory.hpp"
 #include "compiler/plan/memory_plan.hpp"
 #include "compiler/plan/rewrites.hpp"

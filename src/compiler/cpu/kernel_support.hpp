@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/fused_program.hpp"
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernels.hpp"
 #include "kiln/runtime/launch.hpp"
 
 namespace kiln::compiler::kernel {

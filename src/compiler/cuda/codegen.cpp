@@ -1,8 +1,8 @@
-#include "compiler/cuda_codegen.hpp"
+#include "compiler/cuda/codegen.hpp"
 
 #include <sstream>
 
-#include "compiler/fused_program.hpp"
+#include "compiler/cpu/fused_program.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 

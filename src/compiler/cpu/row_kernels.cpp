@@ -5,9 +5,9 @@
 #include <limits>
 #include <optional>
 
-#include "compiler/kernel_support.hpp"
+#include "compiler/cpu/kernel_support.hpp"
 #include "compiler/ops/kernel_defs.hpp"
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"

@@ -1,11 +1,11 @@
-#include "compiler/bf16_emulation.hpp"
+#include "compiler/cpu/bf16_emulation.hpp"
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
 
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 
 namespace kiln::compiler {
 namespace {

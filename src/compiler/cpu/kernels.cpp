@@ -1,4 +1,4 @@
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/kernels.hpp"
 
 #include <dnnl.h>
 #include <omp.h>
@@ -11,13 +11,13 @@
 #include <optional>
 #include <unordered_map>
 
-#include "compiler/batched_bf16_matmul.hpp"
-#include "compiler/fused_program.hpp"
-#include "compiler/kernel_support.hpp"
+#include "compiler/cpu/batched_bf16_matmul.hpp"
+#include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernel_support.hpp"
 #include "compiler/ops/kernel_defs.hpp"
-#include "compiler/packed_matmul.hpp"
-#include "compiler/skinny_matmul.hpp"
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/packed_matmul.hpp"
+#include "compiler/cpu/skinny_matmul.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/launch.hpp"

@@ -2,7 +2,7 @@
 // Internal: the per-instruction-set copies of the array loops (vector_math_{avx512,avx2,
 // base}.cpp), declared for the dispatcher and for tests that check every copy.
 
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 
 #define KILN_VMATH_DECLARE_TARGET(target)                                                        \
   namespace kiln::compiler::vmath::target {                                                      \

@@ -1,8 +1,8 @@
 // Picks the array loops built for the best instruction set this CPU has, once.
 
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 
-#include "compiler/vector_math_targets.hpp"
+#include "compiler/cpu/vector_math_targets.hpp"
 #include "kiln/core/cpu_isa.hpp"
 
 namespace kiln::compiler::vmath {

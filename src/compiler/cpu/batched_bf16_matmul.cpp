@@ -1,12 +1,12 @@
-#include "compiler/batched_bf16_matmul.hpp"
+#include "compiler/cpu/batched_bf16_matmul.hpp"
 
 #include <algorithm>
 #include <deque>
 #include <string_view>
 #include <utility>
 
-#include "compiler/bf16_emulation.hpp"
-#include "compiler/onednn_support.hpp"
+#include "compiler/cpu/bf16_emulation.hpp"
+#include "compiler/cpu/onednn_support.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"

@@ -1,4 +1,4 @@
-#include "compiler/cuda_launches.hpp"
+#include "compiler/cuda/launches.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -6,9 +6,9 @@
 #include <optional>
 #include <vector>
 
-#include "compiler/cuda_codegen.hpp"
-#include "compiler/fused_program.hpp"
-#include "compiler/kernel_support.hpp"
+#include "compiler/cuda/codegen.hpp"
+#include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernel_support.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "compiler/ops/elementwise.hpp"
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "kiln/core/dtype.hpp"
 
 namespace kiln::compiler {

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "compiler/packed_matmul.hpp"
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/packed_matmul.hpp"
+#include "compiler/cpu/vector_math.hpp"
 
 namespace kiln::compiler {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/kernels.hpp"
 
 namespace kiln::compiler {
 

@@ -1,7 +1,7 @@
 // Caps oneDNN's kernels at the instruction-set level kiln uses, so that KILN_CPU_ISA
 // tests oneDNN's fallbacks too (AVX2 sgemm, no bf16 units) on any machine.
 
-#include "compiler/onednn_support.hpp"
+#include "compiler/cpu/onednn_support.hpp"
 
 #include <mutex>
 
