@@ -145,7 +145,22 @@ class Scratch {
 /// Index scratch: ranks up to 16 stay on the stack.
 using IndexScratch = Scratch<std::int64_t, 16>;
 
-// ---- kernels.cpp: matmul -------------------------------------------------------------------
+// ---- kernels.cpp: grids ---------------------------------------------------------------------
+
+/// How many blocks \p l's work splits into on \p threads workers (1 below ~16 K elements).
+std::uint32_t blocks_for(const Launch& l, int threads);
+
+// ---- fused_kernels.cpp: elementwise bodies ------------------------------------------------------
+
+/// Elements per array op of an f32 body: every live tile stays in L1/L2.
+constexpr std::int64_t kTile = 512;
+/// A fused f32 body over \p rows runs of its output, run r being the elements
+/// [first + r * row_stride, first + r * row_stride + row_len) (matmul epilogues run it on
+/// each output tile).
+void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
+                        std::int64_t row_len, std::int64_t row_stride);
+
+// ---- matmul_kernels.cpp: matmul ---------------------------------------------------------------
 
 void matmul(const Launch& l);
 /// The matmul's layout (operands, batch, sizes; oneDNN's packed or skinny forms), its grid

@@ -1,11 +1,12 @@
 // The CPU lowering (see lowering.hpp): each launch runs its CPU kernel as one kernel node
 // of its device's graph, the nodes of a device in a chain in program order.
 
+#include "compiler/lowering.hpp"
+
 #include <cstring>
 #include <exception>
 #include <new>
 
-#include "compiler/lowering.hpp"
 #include "compiler/machine_memory.hpp"
 #include "compiler/plan/memory_plan.hpp"
 #include "compiler/plan/rewrites.hpp"

@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "compiler/cpu/kernel_support.hpp"
-#include "compiler/ops/kernel_defs.hpp"
 #include "compiler/cpu/vector_math.hpp"
+#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"

@@ -1,0 +1,275 @@
+// CPU kernels of elementwise ops, fused or alone: bodies compiled into scalar programs,
+// run a tile at a time as array ops when all-f32, else element by element.
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include "compiler/cpu/batched_bf16_matmul.hpp"
+#include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernel_support.hpp"
+#include "compiler/cpu/kernels.hpp"
+#include "compiler/cpu/packed_matmul.hpp"
+#include "compiler/cpu/skinny_matmul.hpp"
+#include "compiler/cpu/vector_math.hpp"
+#include "compiler/ops/kernel_defs.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/runtime/launch.hpp"
+
+namespace kiln::compiler {
+
+using namespace kernel;  // the shared helpers
+using kiln::detail::cat;
+
+namespace {
+/// The f32 array form of \p s, if it has one.
+std::optional<VectorOp> vector_op(const Scalar& s) {
+  VectorOp v;
+  v.result = s.result;
+  v.a = s.a;
+  if (s.kind == ElementwiseKind::select || !s.form->has_array_op(s.kind)) return std::nullopt;
+  v.is_binary = s.kind == ElementwiseKind::binary;
+  if (v.is_binary) {
+    v.binary = *s.form->vector_binary;
+    v.b = s.b;
+  } else {
+    v.unary = *s.form->vector_unary;
+  }
+  return v;
+}
+}  // namespace
+
+std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
+  auto p = std::make_shared<FusedProgram>();
+  p->num_values = static_cast<std::uint32_t>(body.num_values());
+  for (ir::Value a : body.arguments()) p->args.push_back(a.id);
+  for (std::size_t i = 0; i < body.num_ops(); ++i) {
+    const ir::OpView op = body.op(i);
+    const ElementwiseDef* def = find_elementwise(op.def());
+    if (def == nullptr)
+      throw UserError(cat("kiln.fused body @", body.name(), " holds ", op.describe(),
+                          ", which is not elementwise"));
+    Scalar s;
+    s.form = &def->form_of(op);
+    s.kind = def->kind;
+    s.result = op.result(0).id;
+    s.dtype = body.type(op.result(0)).dtype;
+    s.a = op.operand(0).id;
+    s.operand_dtype = body.type(op.operand(0)).dtype;
+    s.is_float = is_floating(s.operand_dtype);
+    if (s.kind == ElementwiseKind::binary || s.kind == ElementwiseKind::select)
+      s.b = op.operand(1).id;
+    if (s.kind == ElementwiseKind::select) s.c = op.operand(2).id;
+    if (s.kind <= ElementwiseKind::binary && !s.is_float && !s.form->has_integer_function(s.kind))
+      throw UserError(cat("kiln.fused body @", body.name(), " holds ", op.describe(), " on ",
+                          name(s.operand_dtype),
+                          ", which it computes on floating-point dtypes only"));
+    p->ops.push_back(s);
+  }
+  if (body.results().size() != 1)
+    throw UserError(cat("kiln.fused body @", body.name(), " must return one value"));
+  p->result = body.results()[0].id;
+  p->f32 = true;
+  for (std::size_t v = 0; v < body.num_values(); ++v)
+    if (body.type(ir::Value{static_cast<std::uint32_t>(v)}).dtype != DType::f32) p->f32 = false;
+  for (std::size_t i = 0; i < p->ops.size() && p->f32; ++i) {
+    const std::optional<VectorOp> v = vector_op(p->ops[i]);
+    if (v) {
+      p->vector_ops.push_back(*v);
+    } else {
+      p->f32 = false;
+    }
+  }
+  return p;
+}
+
+namespace {
+
+/// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
+/// run of the innermost dimension at a time.
+void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::int64_t len,
+                float* dst) {
+  const auto* src = reinterpret_cast<const float*>(in.data);
+  const std::size_t rank = out.size();
+  IndexScratch idx(rank);
+  for (std::size_t d = rank, rest = static_cast<std::size_t>(at); d-- > 0;) {
+    idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
+    rest /= static_cast<std::size_t>(out[d]);
+  }
+  const std::int64_t inner = out[rank - 1], inner_stride = strides[rank - 1];
+  while (len > 0) {
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < rank; ++d) offset += idx[d] * strides[d];
+    const std::int64_t run = std::min(len, inner - idx[rank - 1]);
+    if (inner_stride == 0) {
+      std::fill(dst, dst + run, src[offset]);
+    } else {
+      for (std::int64_t i = 0; i < run; ++i) dst[i] = src[offset + i * inner_stride];
+    }
+    dst += run;
+    len -= run;
+    idx[rank - 1] += run;
+    for (std::size_t d = rank - 1; d > 0 && idx[d] == out[d]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+}  // namespace
+
+/// A fused f32 body over \p rows runs of its output, run r being the elements
+/// [first + r * row_stride, first + r * row_stride + row_len), a tile at a time: each
+/// input is read once (in place when it has the output's shape), each op is one vectorised
+/// array loop, and the last op writes straight into the output.
+void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
+                                std::int64_t row_len, std::int64_t row_stride) {
+  const FusedProgram& p = *l.fused;
+  const View& o = l.out[0];
+  // Set by prepare when an input is broadcast (read by the gathers below, for no other).
+  const ReadStrides* read = l.prepared_as<ReadStrides>();
+  // Bodies of up to kStackValues values run on stack buffers: no allocation, on any thread.
+  constexpr std::size_t kStackValues = 32;
+  Scratch<float, kStackValues * kTile> scratch(p.num_values * static_cast<std::size_t>(kTile));
+  Scratch<const float*, kStackValues> value(p.num_values);
+  Scratch<std::size_t, kStackValues> stride(p.num_values);
+  std::fill(value.data(), value.data() + p.num_values, nullptr);
+  std::fill(stride.data(), stride.data() + p.num_values, std::size_t{1});
+  const auto slot = [&](std::uint32_t v) { return scratch.data() + v * kTile; };
+  for (std::size_t k = 0; k < l.in.size(); ++k)
+    if (!same_dims(l.in[k].shape, o.shape) && elements(l.in[k].shape) == 1) {  // a scalar: stride 0
+      value[p.args[k]] = reinterpret_cast<const float*>(l.in[k].data);
+      stride[p.args[k]] = 0;
+    }
+  auto* out = reinterpret_cast<float*>(o.data);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t begin = first + r * row_stride, end = begin + row_len;
+    for (std::int64_t at = begin; at < end; at += kTile) {
+      const std::int64_t len = std::min(kTile, end - at);
+      for (std::size_t k = 0; k < l.in.size(); ++k) {
+        const std::uint32_t v = p.args[k];
+        if (same_dims(l.in[k].shape, o.shape)) {
+          value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
+        } else if (stride[v] != 0) {
+          gather_f32(l.in[k], read->strides[k], o.shape, at, len, slot(v));
+          value[v] = slot(v);
+        }
+      }
+      for (const VectorOp& op : p.vector_ops) {
+        float* dst = op.result == p.result ? out + at : slot(op.result);
+        const auto count = static_cast<std::size_t>(len);
+        if (op.is_binary) {
+          vmath::binary(op.binary, value[op.a], stride[op.a], value[op.b], stride[op.b], dst,
+                        count);
+        } else if (stride[op.a] == 0) {  // a scalar operand: compute once, broadcast
+          vmath::unary(op.unary, value[op.a], dst, 1);
+          std::fill(dst + 1, dst + len, dst[0]);
+        } else {
+          vmath::unary(op.unary, value[op.a], dst, count);
+        }
+        value[op.result] = dst;
+        stride[op.result] = 1;
+      }
+      if (value[p.result] != out + at)  // the body returns an argument unchanged
+        for (std::int64_t i = 0; i < len; ++i) out[at + i] = value[p.result][stride[p.result] * i];
+    }
+  }
+}
+
+namespace {
+
+/// A fused f32 body over this block's share of the output.
+void run_fused_f32(const Launch& l) {
+  const auto [begin, end] = block_range(elements(l.out[0].shape), kTile);
+  if (begin < end) run_fused_f32_rows(l, begin, 1, end - begin, 0);
+}
+
+}  // namespace
+
+bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
+                    const FusedProgram& consumer) {
+  const KernelDef* def = find_kernel_def(producer.def());
+  if (def == nullptr || !def->takes_epilogue || !consumer.f32) return false;
+  for (ir::Value v : producer.operands())
+    if (graph.type(v).dtype != DType::f32) return false;
+  return graph.type(producer.result(0)).dtype == DType::f32;
+}
+
+void run_fused(const Launch& l) {
+  const FusedProgram& p = *l.fused;
+  if (p.f32 && l.out[0].dtype == DType::f32) {
+    run_fused_f32(l);
+    return;
+  }
+  const View& o = l.out[0];
+  std::vector<Index> strides;
+  for (const View& v : l.in) strides.push_back(broadcast_strides(v.shape, o.shape));
+  std::vector<Number> values(p.num_values);
+  for_each_element(o.shape, strides, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
+    for (std::size_t k = 0; k < p.args.size(); ++k)
+      values[p.args[k]] = load_number(l.in[k], off[k]);
+    for (const Scalar& s : p.ops) {
+      const Number& a = values[s.a];
+      Number& x = values[s.result];
+      const bool two = s.kind == ElementwiseKind::binary;
+      if (s.kind == ElementwiseKind::select) {
+        x = a.i != 0 ? values[s.b] : values[s.c];
+      } else if (s.kind == ElementwiseKind::cast) {
+        x = cast_number(s.operand_dtype, a, s.dtype);
+      } else if (s.is_float) {  // computed in double, rounded as if stored between ops
+        x = fit_number(s.dtype, {two ? s.form->binary(a.f, values[s.b].f) : s.form->unary(a.f), 0},
+                       true);
+      } else {
+        x = fit_number(s.dtype,
+                       {0, two ? s.form->int_binary(a.i, values[s.b].i) : s.form->int_unary(a.i)},
+                       false);
+      }
+    }
+    store_number(o, i, values[p.result]);
+  });
+}
+
+std::shared_ptr<const FusedProgram> compile_elementwise(const ir::Graph& g, const ir::OpView& op) {
+  ir::Module module;
+  ir::Graph& body = module.add_graph("op");
+  std::vector<ir::Value> args;
+  for (ir::Value v : op.operands()) args.push_back(body.add_argument(g.type(v)));
+  std::vector<ir::TensorType> results;
+  for (std::size_t r = 0; r < op.num_results(); ++r) results.push_back(g.type(op.result(r)));
+  const ir::OpView copy =
+      body.add_op_typed(op.def(), args, {op.attributes().begin(), op.attributes().end()}, results);
+  body.set_results({copy.result(0)});
+  return compile_fused(body);
+}
+
+std::shared_ptr<const FusedProgram> FusedPrograms::elementwise(const ir::Graph& graph,
+                                                               const ir::OpView& op) {
+  std::string signature(op.name());
+  for (ir::Value v : op.operands()) signature.append(" ").append(name(graph.type(v).dtype));
+  signature += " ->";
+  for (std::size_t r = 0; r < op.num_results(); ++r)
+    signature.append(" ").append(name(graph.type(op.result(r)).dtype));
+  const std::span<const ir::NamedAttribute> attributes = op.attributes();
+  std::vector<Entry>& entries = elementwise_[signature];
+  for (const Entry& e : entries)
+    if (std::equal(e.attributes.begin(), e.attributes.end(), attributes.begin(), attributes.end()))
+      return e.program;
+  entries.push_back({{attributes.begin(), attributes.end()}, compile_elementwise(graph, op)});
+  return entries.back().program;
+}
+
+std::shared_ptr<const FusedProgram> FusedPrograms::fused(const ir::Graph& body) {
+  std::shared_ptr<const FusedProgram>& program = fused_[&body];
+  if (program == nullptr) program = compile_fused(body);
+  return program;
+}
+
+}  // namespace kiln::compiler
