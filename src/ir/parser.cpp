@@ -9,6 +9,7 @@
 
 #include "core/str.hpp"
 #include "ir/text_common.hpp"
+#include "ir/text_cursor.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"
 
@@ -27,13 +28,11 @@ using kiln::detail::cat;
 
 constexpr int kMaxDepth = 64;  // nested arrays / dense lists
 
-bool is_id_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.';
-}
+using detail::is_id_char;
 
-class Parser {
+class Parser : detail::TextCursor {
  public:
-  Parser(std::string_view text, std::string_view file) : text_(text), file_(file) {}
+  Parser(std::string_view text, std::string_view file) : TextCursor(text, file) {}
 
   Module run() {
     skip_space();
@@ -77,177 +76,6 @@ class Parser {
   }
 
  private:
-  struct Position {
-    std::size_t offset;
-    std::uint32_t line, column;
-  };
-
-  // ---- errors ----------------------------------------------------------------------------
-
-  [[noreturn]] void fail_at(const Position& p, const std::string& message) const {
-    throw ParseError(std::string(file_), p.line, p.column, message);
-  }
-  [[noreturn]] void fail(const std::string& message) const { fail_at(here(), message); }
-  [[noreturn]] void expected(std::string_view what) const {
-    fail(cat("expected ", what, " but found ", found()));
-  }
-  std::string found() const {
-    if (pos_ >= text_.size()) return "end of input";
-    std::size_t end = pos_;
-    while (end < text_.size() && end - pos_ < 24 &&
-           !std::isspace(static_cast<unsigned char>(text_[end])))
-      ++end;
-    if (end == pos_) ++end;
-    std::string token;
-    for (std::size_t i = pos_; i < end; ++i) {
-      const auto c = static_cast<unsigned char>(text_[i]);
-      token += std::isprint(c) ? static_cast<char>(c) : '?';
-    }
-    return "'" + token + "'";
-  }
-  Position here() const { return {pos_, line_, column_}; }
-
-  // ---- characters ------------------------------------------------------------------------
-
-  char peek(std::size_t ahead = 0) const {
-    return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
-  }
-  void advance() {
-    if (pos_ >= text_.size()) return;
-    if (text_[pos_] == '\n') {
-      ++line_;
-      column_ = 1;
-    } else {
-      ++column_;
-    }
-    ++pos_;
-  }
-  void skip_space() {
-    for (;;) {
-      const char c = peek();
-      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
-        advance();
-      } else if (c == '/' && peek(1) == '/') {  // MLIR line comment
-        while (pos_ < text_.size() && peek() != '\n') advance();
-      } else {
-        return;
-      }
-    }
-  }
-  bool try_char(char c) {
-    skip_space();
-    if (peek() != c) return false;
-    advance();
-    return true;
-  }
-  void expect(char c) {
-    if (!try_char(c)) expected(cat("'", c, "'"));
-  }
-  bool try_literal(std::string_view s) {
-    skip_space();
-    if (text_.substr(pos_, s.size()) != s) return false;
-    for (std::size_t i = 0; i < s.size(); ++i) advance();
-    return true;
-  }
-  // A word that must not run on into an identifier (`module`, not `modules`).
-  bool try_keyword(std::string_view word) {
-    skip_space();
-    if (text_.substr(pos_, word.size()) != word || is_id_char(peek(word.size()))) return false;
-    for (std::size_t i = 0; i < word.size(); ++i) advance();
-    return true;
-  }
-  void keyword(std::string_view word) {
-    if (!try_keyword(word)) expected(cat("'", word, "'"));
-  }
-
-  std::string bare_id(std::string_view what) {
-    skip_space();
-    const char c = peek();
-    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) expected(what);
-    std::string out;
-    while (is_id_char(peek())) {
-      out += peek();
-      advance();
-    }
-    return out;
-  }
-
-  std::string string_literal() {
-    skip_space();
-    if (peek() != '"') expected("a string literal");
-    advance();
-    std::string out;
-    for (;;) {
-      if (pos_ >= text_.size()) fail("unterminated string literal");
-      const char c = peek();
-      if (c == '"') {
-        advance();
-        return out;
-      }
-      if (c == '\n') fail("newline in string literal (write it as \\0A)");
-      if (c != '\\') {
-        out += c;
-        advance();
-        continue;
-      }
-      advance();
-      const char e = peek();
-      if (e == '"' || e == '\\') {
-        out += e;
-        advance();
-      } else if (e == 'n') {
-        out += '\n';
-        advance();
-      } else if (e == 't') {
-        out += '\t';
-        advance();
-      } else if (std::isxdigit(static_cast<unsigned char>(e)) &&
-                 std::isxdigit(static_cast<unsigned char>(peek(1)))) {
-        out += static_cast<char>(hex_value(e) * 16 + hex_value(peek(1)));
-        advance();
-        advance();
-      } else {
-        fail("bad escape in string literal (use \\\\, \\\", \\n, \\t or two hex digits)");
-      }
-    }
-  }
-  static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return c - 'A' + 10;
-  }
-
-  std::string symbol_name() {
-    skip_space();
-    if (peek() != '@') expected("a symbol (@name)");
-    advance();
-    if (peek() == '"') return string_literal();
-    std::string name;
-    while (is_id_char(peek())) {
-      name += peek();
-      advance();
-    }
-    if (name.empty()) expected("a symbol name after '@'");
-    return name;
-  }
-
-  std::int64_t integer(std::string_view what) {
-    skip_space();
-    const std::size_t start = pos_;
-    if (peek() == '-') advance();
-    while (std::isdigit(static_cast<unsigned char>(peek()))) advance();
-    std::int64_t value = 0;
-    const char* first = text_.data() + start;
-    const char* last = text_.data() + pos_;
-    const auto [end, ec] = std::from_chars(first, last, value);
-    if (ec != std::errc() || end != last || first == last) {
-      column_ -= static_cast<std::uint32_t>(pos_ - start);  // report at the number's start
-      pos_ = start;
-      expected(what);
-    }
-    return value;
-  }
-
   Device parse_device(std::string_view text, const Position& where) const {
     try {
       return Device::parse(text);
@@ -765,10 +593,6 @@ class Parser {
     return static_cast<std::uint32_t>(n);
   }
 
-  std::string_view text_;
-  std::string_view file_;
-  std::size_t pos_ = 0;
-  std::uint32_t line_ = 1, column_ = 1;
   Module module_;
   Position entry_at_{0, 1, 1};
   std::unordered_map<std::string_view, Named> values_;
