@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "compiler/cuda_codegen.hpp"
+#include "compiler/cuda/codegen.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/stage/stage.hpp"

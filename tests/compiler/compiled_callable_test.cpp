@@ -8,7 +8,7 @@
 #include <span>
 
 #include "../error_matchers.hpp"
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/ir/text.hpp"

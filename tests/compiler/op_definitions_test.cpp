@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "compiler/kernels.hpp"
+#include "compiler/cpu/kernels.hpp"
 #include "compiler/ops/elementwise.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "compiler/reference_ops.hpp"

@@ -1,4 +1,4 @@
-#include "compiler/vector_math.hpp"
+#include "compiler/cpu/vector_math.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/bf16_emulation.hpp"
-#include "compiler/vector_math_targets.hpp"
+#include "compiler/cpu/bf16_emulation.hpp"
+#include "compiler/cpu/vector_math_targets.hpp"
 
 namespace kiln::compiler::vmath {
 namespace {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "../error_matchers.hpp"
-#include "compiler/cuda_launches.hpp"
+#include "compiler/cuda/launches.hpp"
 #include "fake_cuda_driver.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/core/error.hpp"
@@ -274,6 +274,26 @@ TEST_P(CudaBackend, EventsTimeWorkAndRefuseOtherDevices) {
   DeviceEvent cpu_event = cpu.create_event();
   KILN_EXPECT_THROW_MSG(ctx.enqueue_wait(cpu_event), UserError, "another kind of device");
   KILN_EXPECT_THROW_MSG(cpu.enqueue_record(start), UserError, "another kind of device");
+}
+
+TEST_P(CudaBackend, AnEventWaitOrdersWorkAcrossTheStreamsOfOneGpu) {
+  // Two contexts of one GPU are two streams. `reader` sees what `writer` wrote only
+  // because it waits for writer's event: the fake driver runs a stream's work only when
+  // something needs it done, so without the wait the copy back reads the old values.
+  DeviceContext writer = context(), reader = context();
+  auto buffer = writer.enqueue_create_buffer<float>(1024);
+  writer.enqueue_memset(buffer, 1.0f);
+  writer.synchronize();
+  writer.enqueue_memset(buffer, 7.0f);
+  DeviceEvent written = writer.create_event();
+  writer.enqueue_record(written);
+  reader.enqueue_wait(written);
+  std::vector<float> host(1024, 0.0f);
+  reader.enqueue_copy(host, buffer);
+  reader.synchronize();  // the reader's stream only
+  EXPECT_EQ(host, std::vector<float>(1024, 7.0f));
+  EXPECT_TRUE(written.is_complete());
+  writer.synchronize();
 }
 
 TEST_P(CudaBackend, AProfilerSeesEveryNodeOfEveryReplay) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -19,19 +21,79 @@ T* from_handle(std::uintptr_t h) {
 }
 void* host(CUdeviceptr p) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p)); }
 
+struct FakeStream;
+
+/// An event: complete once the stream it was last recorded on has run its work up to the
+/// record (`sequence`), as on a GPU.
 struct FakeEvent {
-  bool recorded = false;
+  bool recorded = false;  // the record has run
   std::chrono::steady_clock::time_point at;
+  FakeStream* stream = nullptr;  // of the last record; null: recorded in a graph or never
+  std::uint64_t sequence = 0;    // that stream's work up to and including the record
 };
 struct FakeExec {
   std::shared_ptr<FakeGraph> graph;
 };
-/// A stream; in capture, work enqueued on it becomes nodes of `capture`, each depending on
-/// the one before, instead of running.
+/// A stream. Work enqueued on it waits in `queue` and runs in order only when something
+/// needs it done: a synchronisation of the stream or the context, a synchronous copy or
+/// free, an event synchronisation or query (the GPU making progress), or another stream's
+/// wait on an event recorded here, when that stream runs. So work that a missing wait or
+/// synchronisation leaves unordered does not run early by chance, as it might on a GPU.
+/// In capture, work enqueued on it becomes nodes of `capture`, each depending on the one
+/// before, instead.
 struct FakeStream {
   std::unique_ptr<FakeGraph> capture;
   bool invalidated = false;
+  std::deque<std::function<void()>> queue;
+  std::uint64_t enqueued = 0, executed = 0;
 };
+
+/// Every live stream (to drain them all).
+std::set<FakeStream*>& streams() {
+  static std::set<FakeStream*> all;
+  return all;
+}
+
+/// Runs \p s's queued work in order until \p upto items of its work have run.
+void drain(FakeStream* s, std::uint64_t upto = UINT64_MAX) {
+  while (s->executed < upto && !s->queue.empty()) {
+    std::function<void()> work = std::move(s->queue.front());
+    s->queue.pop_front();
+    ++s->executed;
+    work();  // may drain other streams (an event wait)
+  }
+}
+
+/// What the legacy default stream and synchronous calls do: finish every stream's work.
+void drain_all() {
+  bool again = true;
+  while (again) {  // work may enqueue more (a host function)
+    again = false;
+    for (FakeStream* s : std::vector<FakeStream*>(streams().begin(), streams().end())) {
+      again = again || !s->queue.empty();
+      drain(s);
+    }
+  }
+}
+
+/// Runs \p work in \p stream's order: queued on a stream, at once (after every stream's
+/// work) on the null stream.
+CUresult on_stream(CUstream stream, std::function<void()> work) {
+  auto* s = reinterpret_cast<FakeStream*>(stream);
+  if (s == nullptr) {
+    drain_all();
+    work();
+    return CUDA_SUCCESS;
+  }
+  s->queue.push_back(std::move(work));
+  ++s->enqueued;
+  return CUDA_SUCCESS;
+}
+
+/// Runs \p e's stream up to \p e's last record: the event completes.
+void complete(FakeEvent* e) {
+  if (e->stream != nullptr) drain(e->stream, e->sequence);
+}
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
@@ -131,8 +193,7 @@ CUresult memset_on(CUstream stream, const CUDA_MEMSET_NODE_PARAMS& p) {
     node->memset = p;
     return capture(s, std::move(node));
   }
-  memset_2d(p);
-  return CUDA_SUCCESS;
+  return on_stream(stream, [p] { memset_2d(p); });
 }
 
 }  // namespace
@@ -245,22 +306,28 @@ const detail::CudaDriver& FakeCuda::driver() const {
       ++fake().context_switches;
       return CUDA_SUCCESS;
     };
-    d.cuCtxSynchronize = [] { return CUDA_SUCCESS; };
+    d.cuCtxSynchronize = [] {
+      drain_all();
+      return CUDA_SUCCESS;
+    };
     d.cuMemAlloc = [](CUdeviceptr* p, std::size_t n) {
       ++fake().live_allocations;
       *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
       return CUDA_SUCCESS;
     };
-    d.cuMemFree = [](CUdeviceptr p) {
+    d.cuMemFree = [](CUdeviceptr p) {  // synchronous: waits for the device
+      drain_all();
       --fake().live_allocations;
       std::free(host(p));
       return CUDA_SUCCESS;
     };
     d.cuMemcpyHtoD = [](CUdeviceptr dst, const void* src, std::size_t n) {
+      drain_all();  // synchronous, on the legacy default stream
       std::memcpy(host(dst), src, n);
       return CUDA_SUCCESS;
     };
     d.cuMemcpyDtoH = [](void* dst, CUdeviceptr src, std::size_t n) {
+      drain_all();
       std::memcpy(dst, host(src), n);
       return CUDA_SUCCESS;
     };
@@ -270,10 +337,11 @@ const detail::CudaDriver& FakeCuda::driver() const {
       *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
       return CUDA_SUCCESS;
     };
-    d.cuMemFreeAsync = [](CUdeviceptr p, CUstream) {
-      --fake().live_allocations;
-      std::free(host(p));
-      return CUDA_SUCCESS;
+    d.cuMemFreeAsync = [](CUdeviceptr p, CUstream stream) {  // in stream order
+      return on_stream(stream, [p] {
+        --fake().live_allocations;
+        std::free(host(p));
+      });
     };
     d.cuMemAllocHost = [](void** p, std::size_t n) {
       ++fake().live_allocations;
@@ -296,8 +364,7 @@ const detail::CudaDriver& FakeCuda::driver() const {
         node->copy.Height = node->copy.Depth = 1;
         return capture(s, std::move(node));
       }
-      std::memcpy(host(dst), host(src), n);
-      return CUDA_SUCCESS;
+      return on_stream(stream, [dst, src, n] { std::memcpy(host(dst), host(src), n); });
     };
     d.cuMemsetD8Async = [](CUdeviceptr dst, unsigned char v, std::size_t n, CUstream stream) {
       return memset_on(stream, CUDA_MEMSET_NODE_PARAMS{dst, 0, v, 1, n, 1});
@@ -360,14 +427,24 @@ const detail::CudaDriver& FakeCuda::driver() const {
     d.cuLaunchKernel = [](CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                           unsigned by, unsigned bz, unsigned shared, CUstream stream, void** params,
                           void** extra) {
-      if (params != nullptr) return CUDA_ERROR_INVALID_VALUE;  // kiln packs into `extra`
       if (!shared_fits(f, shared)) return CUDA_ERROR_INVALID_VALUE;
-      const unsigned char* args = nullptr;
-      if (extra != nullptr) {
+      if (params != nullptr && extra != nullptr) return CUDA_ERROR_INVALID_VALUE;
+      // The parameters, copied as the driver copies them: from `params` (one pointer per
+      // parameter) or from the packed buffer in `extra`.
+      std::vector<unsigned char> packed;
+      if (params != nullptr) {
+        const auto& sizes = reinterpret_cast<const FakeKernel*>(f)->param_sizes;
+        for (std::size_t k = 0; k < sizes.size(); ++k) {
+          packed.resize(align_up(packed.size(), std::min<std::size_t>(sizes[k], 8)));
+          const auto* bytes = static_cast<const unsigned char*>(params[k]);
+          packed.insert(packed.end(), bytes, bytes + sizes[k]);
+        }
+      } else if (extra != nullptr) {
         if (extra[0] != CU_LAUNCH_PARAM_BUFFER_POINTER || extra[2] != CU_LAUNCH_PARAM_BUFFER_SIZE ||
             extra[4] != CU_LAUNCH_PARAM_END)
           return CUDA_ERROR_INVALID_VALUE;
-        args = static_cast<const unsigned char*>(extra[1]);
+        const auto* bytes = static_cast<const unsigned char*>(extra[1]);
+        packed.assign(bytes, bytes + *static_cast<std::size_t*>(extra[3]));
       }
       const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
       if (FakeStream* s = capturing(stream)) {
@@ -377,10 +454,13 @@ const detail::CudaDriver& FakeCuda::driver() const {
         std::copy(grid, grid + 3, node->grid);
         std::copy(block, block + 3, node->block);
         node->shared_bytes = shared;
-        if (args != nullptr) node->args.assign(args, args + *static_cast<std::size_t*>(extra[3]));
+        node->args = std::move(packed);
         return capture(s, std::move(node));
       }
-      return record_error(run_kernel(f, grid, block, args, shared));
+      return on_stream(stream, [f, gx, gy, gz, bx, by, bz, shared, args = std::move(packed)] {
+        const unsigned g[3] = {gx, gy, gz}, b[3] = {bx, by, bz};
+        record_error(run_kernel(f, g, b, args.empty() ? nullptr : args.data(), shared));
+      });
     };
     d.cuLaunchHostFunc = [](CUstream stream, CUhostFn fn, void* data) {
       if (FakeStream* s = capturing(stream)) {
@@ -390,23 +470,32 @@ const detail::CudaDriver& FakeCuda::driver() const {
         node->host.userData = data;
         return capture(s, std::move(node));
       }
-      fn(data);
-      return CUDA_SUCCESS;
+      return on_stream(stream, [fn, data] { fn(data); });
     };
     d.cuStreamCreate = [](CUstream* s, unsigned) {
       ++fake().live_streams;
-      *s = reinterpret_cast<CUstream>(new FakeStream);
+      auto* stream = new FakeStream;
+      streams().insert(stream);
+      *s = reinterpret_cast<CUstream>(stream);
       return CUDA_SUCCESS;
     };
     d.cuStreamDestroy = [](CUstream s) {
-      --fake().live_streams;
-      delete reinterpret_cast<FakeStream*>(s);
+      --fake().live_streams;  // its queued work still runs, as on a GPU
+      auto* stream = reinterpret_cast<FakeStream*>(s);
+      drain(stream);
+      streams().erase(stream);
+      delete stream;
       return CUDA_SUCCESS;
     };
     d.cuStreamSynchronize = [](CUstream stream) {
       if (FakeStream* s = capturing(stream)) {  // not allowed in capture: it invalidates it
         s->invalidated = true;
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      }
+      if (auto* s = reinterpret_cast<FakeStream*>(stream)) {
+        drain(s);
+      } else {
+        drain_all();
       }
       const CUresult r = fake().sticky_error;
       return r;  // sticky, as a real context's fault is
@@ -430,26 +519,53 @@ const detail::CudaDriver& FakeCuda::driver() const {
       *graph = reinterpret_cast<CUgraph>(captured.release());
       return CUDA_SUCCESS;
     };
-    d.cuStreamWaitEvent = [](CUstream, CUevent, unsigned) { return CUDA_SUCCESS; };
+    d.cuStreamWaitEvent = [](CUstream stream, CUevent e, unsigned) {
+      if (capturing(stream)) return CUDA_SUCCESS;  // (captures hold one stream's work)
+      // Work enqueued after this waits for the event's record as it stands now.
+      auto* event = reinterpret_cast<FakeEvent*>(e);
+      FakeStream* const from = event->stream;
+      const std::uint64_t upto = event->sequence;
+      return on_stream(stream, [from, upto] {
+        if (from != nullptr && streams().count(from) != 0) drain(from, upto);
+      });
+    };
     d.cuEventCreate = [](CUevent* e, unsigned) {
       *e = reinterpret_cast<CUevent>(new FakeEvent);
       return CUDA_SUCCESS;
     };
-    d.cuEventDestroy = [](CUevent e) {
+    d.cuEventDestroy = [](CUevent e) {  // released once its record has run
+      complete(reinterpret_cast<FakeEvent*>(e));
       delete reinterpret_cast<FakeEvent*>(e);
       return CUDA_SUCCESS;
     };
-    d.cuEventRecord = [](CUevent e, CUstream) {
+    d.cuEventRecord = [](CUevent e, CUstream stream) {
       auto* event = reinterpret_cast<FakeEvent*>(e);
-      event->recorded = true;
-      event->at = std::chrono::steady_clock::now();
+      const auto mark = [event] {
+        event->recorded = true;
+        event->at = std::chrono::steady_clock::now();
+      };
+      auto* s = reinterpret_cast<FakeStream*>(stream);
+      if (s == nullptr || s->capture) {
+        event->stream = nullptr;
+        mark();
+        return CUDA_SUCCESS;
+      }
+      event->stream = s;
+      event->sequence = s->enqueued + 1;
+      return on_stream(stream, mark);
+    };
+    d.cuEventQuery = [](CUevent e) {  // the GPU makes progress: the event's work runs
+      complete(reinterpret_cast<FakeEvent*>(e));
       return CUDA_SUCCESS;
     };
-    d.cuEventQuery = [](CUevent) { return CUDA_SUCCESS; };
-    d.cuEventSynchronize = [](CUevent) { return CUDA_SUCCESS; };
+    d.cuEventSynchronize = [](CUevent e) {
+      complete(reinterpret_cast<FakeEvent*>(e));
+      return CUDA_SUCCESS;
+    };
     d.cuEventElapsedTime = [](float* ms, CUevent start, CUevent end) {
       const auto* a = reinterpret_cast<FakeEvent*>(start);
       const auto* b = reinterpret_cast<FakeEvent*>(end);
+      if (!a->recorded || !b->recorded) return CUDA_ERROR_NOT_READY;  // as the driver says
       *ms = std::chrono::duration<float, std::milli>(b->at - a->at).count();
       return CUDA_SUCCESS;
     };
@@ -537,10 +653,11 @@ const detail::CudaDriver& FakeCuda::driver() const {
       *e = reinterpret_cast<CUgraphExec>(exec);
       return CUDA_SUCCESS;
     };
-    d.cuGraphLaunch = [](CUgraphExec e, CUstream) {
+    d.cuGraphLaunch = [](CUgraphExec e, CUstream stream) {
       ++fake().graph_launches;
-      run_graph(*reinterpret_cast<FakeExec*>(e)->graph);
-      return CUDA_SUCCESS;
+      // The graph as it is now: a later update or destroy does not change this launch.
+      std::shared_ptr<FakeGraph> graph = reinterpret_cast<FakeExec*>(e)->graph;
+      return on_stream(stream, [graph] { run_graph(*graph); });
     };
     d.cuGraphExecUpdate = [](CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo* info) {
       auto* exec = reinterpret_cast<FakeExec*>(e);
@@ -731,9 +848,35 @@ ncclResult_t nccl_group_end() {
   if (std::any_of(calls.begin(), calls.end(), [&](int k) { return k != calls[0]; }))
     return ncclInvalidUsage;
   fake().nccl_calls.push_back(group);
-  const CUresult r = fake().driver().cuLaunchHostFunc(group->calls.front().stream,
-                                                      &FakeNcclGroup::run, group.get());
-  return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+  // As NCCL does, the group runs after each rank's earlier work on that rank's stream, and
+  // each rank's later work runs after it: on the first rank's stream, once the others have
+  // reached their calls; the others' streams wait for it there.
+  auto* first = reinterpret_cast<FakeStream*>(group->calls.front().stream);
+  std::set<FakeStream*> others;
+  for (const FakeNcclCall& c : group->calls)
+    if (auto* other = reinterpret_cast<FakeStream*>(c.stream); other != first) others.insert(other);
+  const bool plain = first != nullptr && !first->capture &&
+                     std::none_of(others.begin(), others.end(), [](FakeStream* o) {
+                       return o == nullptr || o->capture != nullptr;
+                     });
+  if (others.empty() || !plain) {  // one stream (or a capture): a host function on it
+    const CUresult r = fake().driver().cuLaunchHostFunc(group->calls.front().stream,
+                                                        &FakeNcclGroup::run, group.get());
+    return r == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+  }
+  std::vector<std::pair<FakeStream*, std::uint64_t>> reached;
+  for (FakeStream* o : others) reached.emplace_back(o, o->enqueued);
+  on_stream(reinterpret_cast<CUstream>(first), [reached, g = group.get()] {
+    for (const auto& [o, upto] : reached)
+      if (streams().count(o) != 0) drain(o, upto);
+    FakeNcclGroup::run(g);
+  });
+  const std::uint64_t done = first->enqueued;
+  for (FakeStream* o : others)
+    on_stream(reinterpret_cast<CUstream>(o), [first, done] {
+      if (streams().count(first) != 0) drain(first, done);
+    });
+  return ncclSuccess;
 }
 
 ncclResult_t nccl_call(FakeNcclCall::Kind kind, const void* in, void* out, std::size_t n,

@@ -2,8 +2,13 @@
 // A host emulation of the CUDA driver entry points kiln uses, so that the CUDA backend's
 // logic (argument packing, memsets, events, error reporting, the mapping of device graphs
 // onto CUDA graphs and their updates) is tested on machines without a GPU. Device memory
-// is host memory; stream work runs at once on the calling thread; kernels are host
-// functions registered by name; graphs are recorded node by node (tests inspect them) and
+// is host memory. Stream work is deferred, as on a GPU: each stream queues it and runs it
+// in order only when something needs it done (a synchronisation, a synchronous copy or
+// free, an event synchronisation or query, another stream's wait on an event recorded
+// here), so a missing wait or synchronisation shows as stale data instead of passing by
+// luck; frees on a stream happen in stream order; events complete when their work has run.
+// Kernels are host functions registered by name, their parameters taken as CUDA takes them
+// (`kernelParams` or `extra`); graphs are recorded node by node (tests inspect them) and
 // run in creation order when launched. What it cannot show is that a real GPU agrees:
 // tests/cuda/cuda_gpu_test.cpp runs the same backend on one (scripts/gpu-check.sh).
 
