@@ -33,23 +33,16 @@ namespace kiln {
 enum class MatmulPrecision : unsigned char {
   /// f32 products and sums: results as the reference computes them, up to summation order.
   f32,
-  /// The weight rounded to bfloat16 once per plan; products summed in f32. Layers of more
-  /// than 4 rows also round their activations to bfloat16 on each call, and run on the
-  /// CPU's bf16 units where it has them (AMX on Sapphire Rapids: several times f32's
-  /// speed; AVX512-BF16). On CPUs without them (Ice Lake, AVX2-only CPUs, or
-  /// `KILN_CPU_ISA` below `avx512_bf16`) the same products come from f32 GEMMs over the
-  /// rounded operands (two bf16 values multiply exactly in f32), within a few percent of
-  /// f32's speed (hand-offs pass f32 values already rounded); `Stats::isa` says which
-  /// level ran. Layers of at most 4 rows (batch 1) keep f32 activations and read half the
-  /// weight bytes. Batched matmuls
-  /// of activations (attention's scores and context) round both operands on each call and
-  /// run oneDNN's batched bf16 GEMM (a scale epilogue applied as they are rounded). Other
-  /// matmuls stay f32. A layer's output that only the next bf16 layer reads, and a layer or
-  /// RMS norm's output that only bf16 layers read, are handed over in bf16
-  /// (`Stats::bf16_handoffs`; without bf16 units as f32 values rounded to bf16, and so is
-  /// a softmax's output that only batched bf16 matmuls read: attention's probabilities).
-  /// Results move by bfloat16's rounding (relative 2^-9 per operand), as with PyTorch's
-  /// `torch.autocast("cpu", torch.bfloat16)`. Needs `prepack_weights`.
+  /// Products of operands rounded to bfloat16, summed in f32, for matmuls that read a
+  /// weight (the weight rounded once per plan, the activations on each call; layers of at
+  /// most 4 rows keep f32 activations) and batched matmuls of activations (attention:
+  /// both operands each call); every other matmul stays f32. Results move by bfloat16's
+  /// rounding (relative 2^-9 per operand), as with PyTorch's
+  /// `torch.autocast("cpu", torch.bfloat16)`. The same products on every CPU: on one
+  /// without bf16 units (`kiln::has_native_bf16()` false) f32 GEMMs over the rounded
+  /// operands compute them, within a few percent of f32's speed; `Stats::isa`,
+  /// `Stats::bf16_matmuls` and `Stats::bf16_handoffs` say what ran. Needs
+  /// `prepack_weights`. How the CPU kernels do it: docs/design.md (Kernels).
   bf16,
 };
 
@@ -67,16 +60,13 @@ struct CompileOptions {
   /// result, and comes right after it, inside the matmul, on each output tile as soon as it
   /// is computed: bias, scale, activation and residual add cost no extra pass over memory.
   bool fuse_epilogues = true;
-  /// Run each big enough f32 matmul that reads a weight or constant (a Linear layer) as
-  /// oneDNN's matmul primitive with that operand packed once per plan into the blocked
-  /// layout its kernels read, and with an epilogue that is a chain of bias, scalar and
-  /// residual adds or multiplies and activations applied inside the GEMM (post-ops; see
-  /// `Stats::epilogues_in_gemm`). Costs a copy of those weights per plan (per distinct
-  /// input shape) and the primitives' creation on a plan's first call; false: oneDNN
-  /// sgemm, which packs the weights again on every call. Only where each of the launch's
-  /// blocks gets at least 16 rows (smaller ones split the weight's columns over sgemm
-  /// tiles instead). Matmuls of at most 4 rows (`Stats::skinny_matmuls`) run as column
-  /// panels either way; this packs their weights' panels once too.
+  /// Prepare once per plan, for each f32 matmul that reads a weight or constant (a Linear
+  /// layer), the weight in the layout the GEMM reads (oneDNN's packed form, or column
+  /// panels for matmuls of at most 4 rows), with its epilogue applied inside the GEMM
+  /// where it can (`Stats::packed_matmuls`, `skinny_matmuls`, `epilogues_in_gemm`). Costs
+  /// a copy of those weights per plan and the GEMMs' creation on a plan's first call;
+  /// false: the weights are read as they are on every call. Which matmuls qualify, and
+  /// why: docs/design.md (Kernels).
   bool prepack_weights = true;
   /// f32 (the default) or bf16 (see MatmulPrecision; `Stats::bf16_matmuls`).
   MatmulPrecision matmul_precision = MatmulPrecision::f32;
