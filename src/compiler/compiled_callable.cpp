@@ -13,9 +13,9 @@
 #include <mutex>
 #include <thread>
 
+#include "compiler/cpu/onednn_support.hpp"
 #include "compiler/lowering.hpp"
 #include "compiler/machine_memory.hpp"
-#include "compiler/cpu/onednn_support.hpp"
 #include "compiler/ops/structural.hpp"
 #include "compiler/plan/instantiate.hpp"
 #include "compiler/plan/memory_plan.hpp"

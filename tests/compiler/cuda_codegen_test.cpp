@@ -2,8 +2,6 @@
 // op and for fused chains with broadcast and scalar inputs compiles under NVRTC (where the
 // CUDA toolkit is; no GPU needed), and the PTX cache serves repeats from memory and disk.
 
-#include "compiler/cuda/codegen.hpp"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,9 +13,10 @@
 
 #include "../error_matchers.hpp"
 #include "../fused_cuda_case.hpp"
-#include "compiler/cuda/launches.hpp"
 #include "compiler/cpu/fused_program.hpp"
 #include "compiler/cpu/kernels.hpp"
+#include "compiler/cuda/codegen.hpp"
+#include "compiler/cuda/launches.hpp"
 #include "compiler/ops/elementwise.hpp"
 #include "core/str.hpp"
 #include "kiln/compiler/compiled_callable.hpp"

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/ops/elementwise.hpp"
 #include "compiler/cpu/vector_math.hpp"
+#include "compiler/ops/elementwise.hpp"
 #include "kiln/core/dtype.hpp"
 
 namespace kiln::compiler {

@@ -6,9 +6,9 @@
 #include <optional>
 #include <vector>
 
-#include "compiler/cuda/codegen.hpp"
 #include "compiler/cpu/fused_program.hpp"
 #include "compiler/cpu/kernel_support.hpp"
+#include "compiler/cuda/codegen.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"

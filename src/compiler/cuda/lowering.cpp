@@ -2,8 +2,9 @@
 // (generated CUDA kernels, cuBLAS GEMMs captured into it, copies), device copies of the
 // weights, and host buffers the outputs are copied back into after each call.
 
-#include "compiler/cuda/launches.hpp"
 #include "compiler/lowering.hpp"
+
+#include "compiler/cuda/launches.hpp"
 #include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"

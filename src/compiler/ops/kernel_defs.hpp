@@ -15,8 +15,8 @@
 #include <span>
 #include <string_view>
 
-#include "compiler/cuda/launches.hpp"
 #include "compiler/cpu/kernels.hpp"
+#include "compiler/cuda/launches.hpp"
 #include "kiln/ir/op_registry.hpp"
 
 namespace kiln::compiler {
