@@ -1,7 +1,7 @@
 #pragma once
 // Internal: what the CPU kernels (kernels.cpp, data_kernels.cpp, row_kernels.cpp) share —
 // element access in any dtype, index arithmetic, a launch's share of the work and stack
-// scratch — and the kernels the other two files define for kernels.cpp's table.
+// scratch — and the kernels and prepare hooks each file defines for ops/kernel_defs.cpp.
 
 #include <algorithm>
 #include <array>
@@ -207,7 +207,8 @@ void rms_norm(const Launch& l);
 /// True when \p l reads and writes f32 and works on rows of the last axis.
 bool f32_last_axis_rows(const Launch& l, std::size_t axis);
 /// True when the layer_norm / rms_norm launch \p l runs the f32 row kernel (f32 rows,
-/// gamma and beta), the one that can write bf16 (`Launch::out_bf16`).
-bool f32_rows_norm(const Launch& l);
+/// gamma and, unless \p rms (an rms_norm), beta), the one that can write bf16
+/// (`Launch::out_bf16`).
+bool f32_rows_norm(const Launch& l, bool rms);
 
 }  // namespace kiln::compiler::kernel

@@ -455,7 +455,7 @@ bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
   if (def->variant == variant::softmax) return hand_off_rounded_softmax(norm, consumers);
   const bool is_norm = def->variant == variant::layer_norm || def->variant == variant::rms_norm;
   if (!is_norm || consumers.empty() || norm.out.size() != 1 || norm.out[0].shape.empty() ||
-      !f32_rows_norm(norm))
+      !f32_rows_norm(norm, def->variant == variant::rms_norm))
     return false;
   const std::int64_t n = norm.out[0].shape.back(), rows = elements(norm.out[0].shape) / n;
   const std::byte* out = norm.out[0].data;

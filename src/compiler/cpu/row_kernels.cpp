@@ -7,7 +7,6 @@
 
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/vector_math.hpp"
-#include "compiler/ops/kernel_defs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
@@ -22,8 +21,7 @@ bool f32_last_axis_rows(const Launch& l, std::size_t axis) {
          axis == x.shape.size() - 1 && x.shape.back() > 0;
 }
 
-bool f32_rows_norm(const Launch& l) {
-  const bool rms = find_kernel_def(l.view().def())->variant == variant::rms_norm;
+bool f32_rows_norm(const Launch& l, bool rms) {
   return f32_last_axis_rows(l, l.in[0].shape.empty() ? 0 : l.in[0].shape.size() - 1) &&
          l.in[1].dtype == DType::f32 && (rms || l.in[2].dtype == DType::f32);
 }
@@ -269,7 +267,7 @@ template <bool Rms>
 void norm_of(const Launch& l) {
   const View &x = l.in[0], &o = l.out[0], &gamma = l.in[1];
   const double eps = l.view().find("eps")->as_float();
-  if (f32_rows_norm(l)) {
+  if (f32_rows_norm(l, Rms)) {
     norm_f32<Rms>(l, eps);
     return;
   }
