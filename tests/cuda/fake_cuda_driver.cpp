@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <queue>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -126,9 +128,34 @@ void memset_2d(const CUDA_MEMSET_NODE_PARAMS& p) {
   }
 }
 
+/// An order a GPU may run \p graph's nodes in, and the one least like creation order: of
+/// the nodes whose dependencies have run, the last created first. A missing edge then
+/// shows as a wrong result instead of passing because nodes ran as they were added.
+std::vector<const FakeNode*> launch_order(const FakeGraph& graph) {
+  std::map<const FakeNode*, std::size_t> index;
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) index[graph.nodes[i].get()] = i;
+  std::vector<std::vector<std::size_t>> dependents(graph.nodes.size());
+  std::vector<std::size_t> waiting(graph.nodes.size());
+  for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
+    waiting[i] = graph.nodes[i]->dependencies.size();
+    for (const FakeNode* dep : graph.nodes[i]->dependencies) dependents[index.at(dep)].push_back(i);
+  }
+  std::priority_queue<std::size_t> ready;  // largest index first
+  for (std::size_t i = 0; i < waiting.size(); ++i)
+    if (waiting[i] == 0) ready.push(i);
+  std::vector<const FakeNode*> order;
+  while (!ready.empty()) {
+    const std::size_t i = ready.top();
+    ready.pop();
+    order.push_back(graph.nodes[i].get());
+    for (std::size_t d : dependents[i])
+      if (--waiting[d] == 0) ready.push(d);
+  }
+  return order;
+}
+
 void run_graph(const FakeGraph& graph) {
-  // Nodes are recorded after their dependencies, so creation order is a valid order.
-  for (const auto& node : graph.nodes) {
+  for (const FakeNode* node : launch_order(graph)) {
     switch (node->type) {
       case CU_GRAPH_NODE_TYPE_KERNEL:
         record_error(run_kernel(node->function, node->grid, node->block, node->args.data(),
@@ -245,6 +272,9 @@ const detail::CudaDriver& FakeCuda::driver() const {
           break;
         case CUDA_ERROR_INVALID_IMAGE:
           *text = "device kernel image is invalid";
+          break;
+        case CUDA_ERROR_LAUNCH_FAILED:
+          *text = "unspecified launch failure";
           break;
         case CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE:
           *text =

@@ -8,9 +8,11 @@
 // here), so a missing wait or synchronisation shows as stale data instead of passing by
 // luck; frees on a stream happen in stream order; events complete when their work has run.
 // Kernels are host functions registered by name, their parameters taken as CUDA takes them
-// (`kernelParams` or `extra`); graphs are recorded node by node (tests inspect them) and
-// run in creation order when launched. What it cannot show is that a real GPU agrees:
-// tests/cuda/cuda_gpu_test.cpp runs the same backend on one (scripts/gpu-check.sh).
+// (`kernelParams` or `extra`); graphs are recorded node by node (tests inspect them) and,
+// when launched, run in an order their edges allow but creation order would not give (of
+// the ready nodes, the last created first), so that a missing edge shows. What it cannot show is
+// that a real GPU agrees: tests/cuda/cuda_gpu_test.cpp runs the same backend on one
+// (scripts/gpu-check.sh).
 
 #include <cuda.h>
 

@@ -10,32 +10,40 @@
 #include <vector>
 
 #include "../error_matchers.hpp"
+#include "backends.hpp"
 #include "kiln/core/error.hpp"
 #include "test_support.hpp"
 
 namespace kiln {
 namespace {
 
-using testing::kThreadCounts;
 using testing::read_back;
 
-class DeviceContextThreads : public testing::ContextPerThreadCount {};
+class DeviceContextThreads : public testing::OnEveryBackend {
+ protected:
+  // Each thread writes its coordinates into its own slot; every slot must be written
+  // exactly once with the right values.
+  void check_indexing(Dim3 grid, Dim3 block) const;
+};
 
-INSTANTIATE_TEST_SUITE_P(Threads, DeviceContextThreads, ::testing::ValuesIn(kThreadCounts));
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceContextThreads,
+                         ::testing::ValuesIn(testing::all_backends()), testing::backend_name);
 
 TEST_P(DeviceContextThreads, ReportsItsDeviceAndThreads) {
-  EXPECT_EQ(ctx.device(), Device::cpu());
-  EXPECT_EQ(ctx.num_threads(), GetParam());
+  EXPECT_EQ(ctx.device(), gpu() ? Device::cuda(0) : Device::cpu());
+  if (!gpu()) {
+    EXPECT_EQ(ctx.num_threads(), threads());
+  }
 }
 
 TEST_P(DeviceContextThreads, RunsWorkInEnqueueOrder) {
   // x = 3x + k is not commutative across steps, so any reordering changes the result.
   auto x = ctx.enqueue_create_buffer<std::int64_t>(1);
   ctx.enqueue_memset(x, std::int64_t{1});
-  auto step = ctx.compile_function([](std::int64_t* v, std::int64_t k) { *v = *v * 3 + k; });
+  auto step = kernel([](std::int64_t* v, std::int64_t k) { *v = *v * 3 + k; });
   std::int64_t expected = 1;
   for (std::int64_t k = 0; k < 30; ++k) {
-    ctx.enqueue_function(step, LaunchConfig{1, 1}, x.data(), k);
+    step.enqueue(ctx, LaunchConfig{1, 1}, x.data(), k);
     expected = expected * 3 + k;
   }
   std::vector<int> order;
@@ -44,20 +52,18 @@ TEST_P(DeviceContextThreads, RunsWorkInEnqueueOrder) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
-// Each thread writes its coordinates into its own slot; every slot must be written exactly
-// once with the right values.
-void check_indexing(const DeviceContext& ctx, Dim3 grid, Dim3 block) {
+void DeviceContextThreads::check_indexing(Dim3 grid, Dim3 block) const {
   const std::uint64_t total = grid.count() * block.count();
   auto out = ctx.enqueue_create_buffer<std::int64_t>(total * 6);
   ctx.enqueue_memset(out, std::int64_t{-1});
-  auto fn = ctx.compile_function([](std::int64_t* o) {
+  auto fn = kernel([](std::int64_t* o) {
     const Dim3 b = block_idx(), t = thread_idx(), bd = block_dim(), gd = grid_dim();
     const std::uint64_t block_linear = b.x + gd.x * (b.y + std::uint64_t{gd.y} * b.z);
     const std::uint64_t thread_linear = t.x + bd.x * (t.y + std::uint64_t{bd.y} * t.z);
     std::int64_t* slot = o + 6 * (block_linear * bd.count() + thread_linear);
     slot[0] = b.x, slot[1] = b.y, slot[2] = b.z, slot[3] = t.x, slot[4] = t.y, slot[5] = t.z;
   });
-  ctx.enqueue_function(fn, LaunchConfig{grid, block}, out.data());
+  fn.enqueue(ctx, LaunchConfig{grid, block}, out.data());
   const auto v = read_back(ctx, out);
   std::uint64_t i = 0;
   for (std::uint32_t bz = 0; bz < grid.z; ++bz)
@@ -72,19 +78,18 @@ void check_indexing(const DeviceContext& ctx, Dim3 grid, Dim3 block) {
             }
 }
 
-TEST_P(DeviceContextThreads, IndexesGridsAndBlocksIn1D) { check_indexing(ctx, {37}, {5}); }
-TEST_P(DeviceContextThreads, IndexesGridsAndBlocksIn2D) { check_indexing(ctx, {3, 4}, {2, 5}); }
-TEST_P(DeviceContextThreads, IndexesGridsAndBlocksIn3D) {
-  check_indexing(ctx, {2, 3, 4}, {3, 1, 2});
-}
+TEST_P(DeviceContextThreads, IndexesGridsAndBlocksIn1D) { check_indexing({37}, {5}); }
+TEST_P(DeviceContextThreads, IndexesGridsAndBlocksIn2D) { check_indexing({3, 4}, {2, 5}); }
+TEST_P(DeviceContextThreads, IndexesGridsAndBlocksIn3D) { check_indexing({2, 3, 4}, {3, 1, 2}); }
 
 TEST_P(DeviceContextThreads, PerBlockKernelsRunOncePerBlock) {
+  KILN_CPU_ONLY("the per_block form and 4096-thread blocks are the CPU's");
   constexpr std::size_t n = 100'000;
   constexpr std::uint32_t per_block = 4096;
   const std::uint32_t blocks = (n + per_block - 1) / per_block;
   auto x = ctx.enqueue_create_buffer<float>(n);
   std::atomic<int> calls{0};
-  auto fill = ctx.compile_function(
+  auto fill = kernel(
       [&calls](float* v, std::size_t count) {
         calls.fetch_add(1, std::memory_order_relaxed);
         EXPECT_EQ(thread_idx(), (Dim3{0, 0, 0}));
@@ -94,19 +99,20 @@ TEST_P(DeviceContextThreads, PerBlockKernelsRunOncePerBlock) {
       },
       {.name = "iota", .form = KernelForm::per_block});
   EXPECT_EQ(fill.name(), "iota");
-  ctx.enqueue_function(fill, LaunchConfig{blocks, per_block}, x.data(), n);
+  fill.enqueue(ctx, LaunchConfig{blocks, per_block}, x.data(), n);
   const auto v = read_back(ctx, x);
   EXPECT_EQ(calls.load(), static_cast<int>(blocks));
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(v[i], static_cast<float>(i)) << i;
 }
 
 TEST_P(DeviceContextThreads, DynamicSharedMemoryIsOneBufferPerBlock) {
+  KILN_CPU_ONLY("a CUDA kernel's shared memory is its own (CudaBackend tests it)");
   // Each block's threads write their slot of the block's shared memory; its last thread
   // sums them (threads of a per_thread block run in order on one worker). A buffer shared
   // between blocks, or one of the wrong size, gives other sums.
   constexpr std::uint32_t blocks = 64, threads = 32;
   auto sums = ctx.enqueue_create_buffer<std::int64_t>(blocks);
-  auto fn = ctx.compile_function([](std::int64_t* out) {
+  auto fn = kernel([](std::int64_t* out) {
     auto* slots = dynamic_shared_memory<std::int64_t>();
     const std::uint32_t t = thread_idx().x, b = block_idx().x;
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(slots) % 64, 0u);
@@ -117,18 +123,16 @@ TEST_P(DeviceContextThreads, DynamicSharedMemoryIsOneBufferPerBlock) {
       out[b] = sum;
     }
   });
-  ctx.enqueue_function(fn, LaunchConfig{blocks, threads, threads * sizeof(std::int64_t)},
-                       sums.data());
+  fn.enqueue(ctx, LaunchConfig{blocks, threads, threads * sizeof(std::int64_t)}, sums.data());
   const auto v = read_back(ctx, sums);
   for (std::uint32_t b = 0; b < blocks; ++b)
     ASSERT_EQ(v[b], std::int64_t{b} * 1000 * threads + threads * (threads - 1) / 2) << b;
 
   // None asked for: a null pointer.
   auto none = ctx.enqueue_create_buffer<int>(1);
-  auto check =
-      ctx.compile_function([](int* out) { *out = dynamic_shared_memory<int>() == nullptr ? 1 : 0; },
-                           {.name = "none", .form = KernelForm::per_block});
-  ctx.enqueue_function(check, LaunchConfig{1, 1}, none.data());
+  auto check = kernel([](int* out) { *out = dynamic_shared_memory<int>() == nullptr ? 1 : 0; },
+                      {.name = "none", .form = KernelForm::per_block});
+  check.enqueue(ctx, LaunchConfig{1, 1}, none.data());
   EXPECT_EQ(read_back(ctx, none)[0], 1);
 }
 

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../error_matchers.hpp"
+#include "backends.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "test_support.hpp"
@@ -15,29 +16,33 @@ namespace {
 
 using testing::read_back;
 
-TEST(DeviceEvent, OrdersWorkAcrossContexts) {
-  DeviceContext producer;
-  DeviceContext consumer;
+class DeviceEvents : public testing::OnEveryBackend {};
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceEvents, ::testing::ValuesIn(testing::all_backends()),
+                         testing::backend_name);
+
+TEST_P(DeviceEvents, OrdersWorkAcrossContexts) {
+  // Two contexts of one device: two CPU queues, or two streams of one GPU.
+  const DeviceContext& producer = ctx;
+  const DeviceContext consumer = another_context();
   auto value = producer.enqueue_create_buffer<int>(1);
   auto seen = consumer.enqueue_create_buffer<int>(1);
   producer.enqueue_memset(value, 0);
   producer.synchronize();
-  auto slow_store = producer.compile_function([](int* v) {
+  auto slow_store = kernel([](int* v) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     *v = 42;
   });
-  auto load = consumer.compile_function([](const int* from, int* to) { *to = *from; });
+  auto load = kernel([](const int* from, int* to) { *to = *from; });
   auto ready = producer.create_event();
-  producer.enqueue_function(slow_store, LaunchConfig{1, 1}, value.data());
+  slow_store.enqueue(producer, LaunchConfig{1, 1}, value.data());
   producer.enqueue_record(ready);
   consumer.enqueue_wait(ready);
-  consumer.enqueue_function(load, LaunchConfig{1, 1}, value.data(), seen.data());
+  load.enqueue(consumer, LaunchConfig{1, 1}, value.data(), seen.data());
   EXPECT_EQ(read_back(consumer, seen)[0], 42);
   producer.synchronize();
 }
 
-TEST(DeviceEvent, MeasuresElapsedTime) {
-  DeviceContext ctx;
+TEST_P(DeviceEvents, MeasuresElapsedTime) {
   auto start = ctx.create_event();
   auto stop = ctx.create_event();
   ctx.enqueue_record(start);
@@ -48,8 +53,7 @@ TEST(DeviceEvent, MeasuresElapsedTime) {
   EXPECT_GE(DeviceEvent::elapsed_ms(start, stop), 14.0);
 }
 
-TEST(DeviceEvent, UnrecordedEventsAreCompleteAndWaitingOnThemIsANoOp) {
-  DeviceContext ctx;
+TEST_P(DeviceEvents, UnrecordedEventsAreCompleteAndWaitingOnThemIsANoOp) {
   auto never = ctx.create_event();
   EXPECT_TRUE(never.is_complete());
   ctx.enqueue_wait(never);
@@ -58,8 +62,7 @@ TEST(DeviceEvent, UnrecordedEventsAreCompleteAndWaitingOnThemIsANoOp) {
                         "enqueue_record");
 }
 
-TEST(DeviceEvent, ElapsedTimeOfAnIncompleteEventIsAnError) {
-  DeviceContext ctx;
+TEST_P(DeviceEvents, ElapsedTimeOfAnIncompleteEventIsAnError) {
   auto start = ctx.create_event();
   auto stop = ctx.create_event();
   ctx.enqueue_record(start);

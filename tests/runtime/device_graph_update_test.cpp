@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../error_matchers.hpp"
+#include "backends.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_graph.hpp"
 #include "test_support.hpp"
@@ -17,7 +18,6 @@ namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::kThreadCounts;
 using testing::read_back;
 
 void fill_value(float* out, int n, float value) {
@@ -25,18 +25,25 @@ void fill_value(float* out, int n, float value) {
   if (i < n) out[i] = value;
 }
 
-class DeviceGraphUpdate : public testing::ContextPerThreadCount {};
-INSTANTIATE_TEST_SUITE_P(Threads, DeviceGraphUpdate, ::testing::ValuesIn(kThreadCounts));
+class DeviceGraphUpdate : public testing::OnEveryBackend {
+ protected:
+  auto fill_kernel() const {
+    return kernel([](float* out, int n, float value) { fill_value(out, n, value); },
+                  {.name = "fill_value"});
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, DeviceGraphUpdate, ::testing::ValuesIn(testing::all_backends()),
+                         testing::backend_name);
 
 TEST_P(DeviceGraphUpdate, NewBuffersScalarsAndGridSizesApplyToLaterReplaysOnly) {
-  auto fill = ctx.compile_function<&fill_value>();
+  auto fill = fill_kernel();
   auto a = ctx.enqueue_create_buffer<float>(64);
   auto b = ctx.enqueue_create_buffer<float>(64);
   ctx.enqueue_memset(a, 0.0f);
   ctx.enqueue_memset(b, 0.0f);
   const auto build = [&](float* out, unsigned grid, float value) {
     return [&fill, out, grid, value](DeviceGraphBuilder& g) {
-      auto first = g.add_function(fill, LaunchConfig{grid, 8}, {}, out, 64, value);
+      auto first = fill.add(g, LaunchConfig{grid, 8}, {}, out, 64, value);
       g.add_empty(first);
     };
   };
@@ -69,29 +76,29 @@ TEST_P(DeviceGraphUpdate, CopyAndMemsetNodesTakeNewPointers) {
 }
 
 TEST_P(DeviceGraphUpdate, ATopologyChangeIsAnErrorThatNamesTheDifferenceAndKeepsTheGraph) {
-  auto fill = ctx.compile_function<&fill_value>();
-  auto other = ctx.compile_function([](float* out, int, float v) { out[0] = v; });
+  auto fill = fill_kernel();
+  auto other = kernel([](float* out, int, float v) { out[0] = v; });
   auto buf = ctx.enqueue_create_buffer<float>(4);
   auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& g) {
-    auto n = g.add_function(fill, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
+    auto n = fill.add(g, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
     g.add_empty(n);
   });
   KILN_EXPECT_THROW_MSG(graph.update([&](DeviceGraphBuilder& g) {
-    g.add_function(fill, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
+    fill.add(g, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
   }),
                         UserError, "the update has 1 nodes but the graph has 2");
   KILN_EXPECT_THROW_MSG(graph.update([&](DeviceGraphBuilder& g) {
-    g.add_function(fill, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
+    fill.add(g, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
     g.add_empty({});
   }),
                         UserError, "node 1 depends on [] in the update but on [0] in the graph");
   KILN_EXPECT_THROW_MSG(graph.update([&](DeviceGraphBuilder& g) {
-    auto n = g.add_function(fill, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
+    auto n = fill.add(g, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
     g.add_memset(buf, 0.0f, n);
   }),
                         UserError, "node 1 is a memset node in the update but a empty node");
   KILN_EXPECT_THROW_MSG(graph.update([&](DeviceGraphBuilder& g) {
-    auto n = g.add_function(other, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
+    auto n = other.add(g, LaunchConfig{1, 4}, {}, buf.data(), 4, 3.0f);
     g.add_empty(n);
   }),
                         UserError, "only arguments and launch dimensions can change");
@@ -100,14 +107,15 @@ TEST_P(DeviceGraphUpdate, ATopologyChangeIsAnErrorThatNamesTheDifferenceAndKeeps
 }
 
 TEST_P(DeviceGraphUpdate, UpdatesRaceFreeWithReplaysFromAnotherThread) {
-  auto fill = ctx.compile_function<&fill_value>();
+  KILN_CPU_ONLY("the fake CUDA driver serves one host thread");
+  auto fill = fill_kernel();
   auto a = ctx.enqueue_create_buffer<float>(32);
   auto b = ctx.enqueue_create_buffer<float>(32);
   const auto build = [&](float* out, float value) {
     return [&fill, out, value](DeviceGraphBuilder& g) {
       auto root = g.add_empty({});
-      auto left = g.add_function(fill, LaunchConfig{2, 8}, root, out, 16, value);
-      auto right = g.add_function(fill, LaunchConfig{4, 8}, root, out, 32, value);
+      auto left = fill.add(g, LaunchConfig{2, 8}, root, out, 16, value);
+      auto right = fill.add(g, LaunchConfig{4, 8}, root, out, 32, value);
       g.add_empty({left, right});
     };
   };
@@ -124,14 +132,14 @@ TEST_P(DeviceGraphUpdate, UpdatesRaceFreeWithReplaysFromAnotherThread) {
 
 TEST_P(DeviceGraphUpdate, RecordingContextCapturesEagerCodeAsAChain) {
   // Ordinary eager code, written against any DeviceContext.
-  const auto eager = [](const DeviceContext& c, DeviceBuffer<int>& buf, std::vector<int>& out,
-                        int& host_calls) {
-    auto inc = c.compile_function([](int* p, int n) {
+  const auto eager = [this](const DeviceContext& c, DeviceBuffer<int>& buf, std::vector<int>& out,
+                            int& host_calls) {
+    auto inc = kernel([](int* p, int n) {
       for (int i = 0; i < n; ++i) p[i] += 1;
     });
     c.enqueue_memset(buf, 10);
-    c.enqueue_function(inc, LaunchConfig{1, 1}, buf.data(), 8);
-    c.enqueue_function(inc, LaunchConfig{1, 1}, buf.data(), 8);
+    inc.enqueue(c, LaunchConfig{1, 1}, buf.data(), 8);
+    inc.enqueue(c, LaunchConfig{1, 1}, buf.data(), 8);
     c.enqueue_copy(out, buf);
     c.enqueue_host_function([&host_calls] { ++host_calls; });
   };

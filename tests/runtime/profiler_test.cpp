@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../error_matchers.hpp"
+#include "backends.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_graph.hpp"
 #include "test_support.hpp"
@@ -16,27 +17,30 @@
 namespace kiln {
 namespace {
 
-class ProfilerThreads : public testing::ContextPerThreadCount {};
-INSTANTIATE_TEST_SUITE_P(Threads, ProfilerThreads, ::testing::ValuesIn(testing::kThreadCounts));
-
 /// root -> 8 labelled middles -> join: a DAG that the scheduler spreads over participants.
-DeviceGraph fan_graph(const DeviceContext& ctx, DeviceBuffer<std::int64_t>& data) {
-  auto set = ctx.compile_function([](std::int64_t* d, int i) { d[i] = i; }, {.name = "set"});
+DeviceGraph fan_graph(const DeviceContext& ctx, const testing::Backend& backend,
+                      DeviceBuffer<std::int64_t>& data) {
+  const testing::Kernel set(ctx, backend, [](std::int64_t* d, int i) { d[i] = i; },
+                            {.name = "set"});
   return DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
-    auto root = b.add_function(set, LaunchConfig{1, 1}, {}, data.data(), 0);
+    auto root = set.add(b, LaunchConfig{1, 1}, {}, data.data(), 0);
     b.set_label(root, "root");
     std::vector<DeviceGraphNode> middle;
     for (int i = 1; i <= 8; ++i) {
-      middle.push_back(b.add_function(set, LaunchConfig{1, 1}, root, data.data(), i));
+      middle.push_back(set.add(b, LaunchConfig{1, 1}, root, data.data(), i));
       b.set_label(middle.back(), "middle " + std::to_string(i));
     }
     b.add_empty(middle);  // unlabelled: named after its kind
   });
 }
 
+class ProfilerThreads : public testing::OnEveryBackend {};
+INSTANTIATE_TEST_SUITE_P(Backends, ProfilerThreads, ::testing::ValuesIn(testing::all_backends()),
+                         testing::backend_name);
+
 TEST_P(ProfilerThreads, RecordsEveryNodeOfEveryReplayInDependencyOrder) {
   auto data = ctx.enqueue_create_buffer<std::int64_t>(9);
-  const DeviceGraph graph = fan_graph(ctx, data);
+  const DeviceGraph graph = fan_graph(ctx, backend(), data);
   auto profiler = std::make_shared<Profiler>();
   ctx.set_profiler(profiler);
   EXPECT_EQ(ctx.profiler(), profiler);
@@ -74,7 +78,7 @@ TEST_P(ProfilerThreads, RecordsEveryNodeOfEveryReplayInDependencyOrder) {
 
 TEST_P(ProfilerThreads, ChromeTraceHasOneSlicePerEventAndNamedThreads) {
   auto data = ctx.enqueue_create_buffer<std::int64_t>(9);
-  const DeviceGraph graph = fan_graph(ctx, data);
+  const DeviceGraph graph = fan_graph(ctx, backend(), data);
   auto profiler = std::make_shared<Profiler>();
   ctx.set_profiler(profiler);
   graph.replay();
@@ -102,7 +106,7 @@ TEST_P(ProfilerThreads, ChromeTraceHasOneSlicePerEventAndNamedThreads) {
 TEST(Profiler, CountsWhatDoesNotFitAndClears) {
   DeviceContext ctx(Device::cpu(), {.num_threads = 1});
   auto data = ctx.enqueue_create_buffer<std::int64_t>(9);
-  const DeviceGraph graph = fan_graph(ctx, data);
+  const DeviceGraph graph = fan_graph(ctx, testing::Backend{1}, data);
   auto profiler = std::make_shared<Profiler>(4);
   ctx.set_profiler(profiler);
   graph.replay();

@@ -9,15 +9,9 @@
 
 namespace kiln::testing {
 
-/// Thread counts every runtime behaviour is checked at.
+/// The CPU thread counts of what runs on the CPU alone (many host threads: the emulated
+/// GPU serves one); every other runtime test runs on all of backends.hpp's backends.
 inline const std::vector<int> kThreadCounts = {1, 2, 3};
-
-/// A fixture whose `ctx` runs on the test's parameter as its thread count; instantiate
-/// with `::testing::ValuesIn(kThreadCounts)`.
-class ContextPerThreadCount : public ::testing::TestWithParam<int> {
- protected:
-  DeviceContext ctx{Device::cpu(), {.num_threads = GetParam()}};
-};
 
 /// Copies a device buffer into a std::vector (and synchronizes).
 template <Element T>

@@ -218,18 +218,20 @@ class CudaEvent final : public EventState {
       throw UserError(
           "DeviceEvent::elapsed_ms: the start event belongs to another kind of device; time "
           "CUDA work with two events of CUDA contexts");
-    if (!recorded_.load(std::memory_order_acquire) ||
-        !start->recorded_.load(std::memory_order_acquire))
-      throw UserError(
-          "DeviceEvent::elapsed_ms: an event was never recorded; enqueue_record both events "
-          "before timing them");
+    // The same words as the CPU backend's, naming the event at fault.
+    const auto which = [&](const CudaEvent* e) { return e == start ? "start" : "end"; };
+    for (const CudaEvent* e : {start, this})
+      if (!e->recorded_.load(std::memory_order_acquire))
+        throw UserError(cat("DeviceEvent::elapsed_ms: the ", which(e),
+                            " event was never recorded; call ctx.enqueue_record(event) first"));
     state_->make_current();
     float ms = 0;
     const CUresult r = state_->cu->cuEventElapsedTime(&ms, start->event_, event_);
-    if (r == CUDA_ERROR_NOT_READY)
-      throw UserError(
-          "DeviceEvent::elapsed_ms: an event has not completed yet; synchronize the end event "
-          "first");
+    if (r == CUDA_ERROR_NOT_READY) {
+      const bool start_done = state_->cu->cuEventQuery(start->event_) == CUDA_SUCCESS;
+      throw UserError(cat("DeviceEvent::elapsed_ms: the ", which(start_done ? this : start),
+                          " event has not completed yet; call event.synchronize() first"));
+    }
     state_->check(r, "cuEventElapsedTime");
     return ms;
   }
