@@ -11,7 +11,8 @@ scripts/setup.sh
 if ! python3 -m venv --help >/dev/null 2>&1; then
   apt-get install -y -qq python3-venv >/dev/null
 fi
-cmake --preset release >/dev/null
+. scripts/cuda-toolkit.sh  # KILN_CUDA_FLAG
+cmake --preset release "$KILN_CUDA_FLAG" >/dev/null
 cmake --build --preset release --target kiln_cli bench_kernels bench_stage bench_ceiling >/dev/null
 venv=build/peers-venv
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"

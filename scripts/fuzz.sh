@@ -31,9 +31,10 @@ for target in "${targets[@]}"; do
 done
 
 # Seeds: printed sample modules, written by the release build's tool.
-cmake --preset release >/dev/null
+. scripts/cuda-toolkit.sh  # KILN_CUDA_FLAG
+cmake --preset release "$KILN_CUDA_FLAG" >/dev/null
 cmake --build --preset release --target ir_write_samples
-cmake --preset fuzz >/dev/null
+cmake --preset fuzz "$KILN_CUDA_FLAG" >/dev/null
 cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}"  # only what the fuzzers link
 corpus=build/fuzz/corpus
 rm -rf "$corpus/seeds"

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cmake --preset release >/dev/null
+. scripts/cuda-toolkit.sh  # KILN_CUDA_FLAG
+cmake --preset release "$KILN_CUDA_FLAG" >/dev/null
 echo "kiln: building the kiln command (build/release/bin/kiln)..." >&2
 cmake --build --preset release --target kiln_cli >/dev/null
 exec build/release/bin/kiln demo "$@"

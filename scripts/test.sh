@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+. scripts/cuda-toolkit.sh  # KILN_CUDA_FLAG
 
 presets=("$@")
 [ ${#presets[@]} -gt 0 ] || presets=(release asan tsan fuzz)
@@ -26,8 +27,8 @@ for preset in "${presets[@]}"; do
   fi
   echo "=== kiln tests: ${preset} ==="
   start=$SECONDS
-  cmake --preset "$preset" >/dev/null
+  cmake --preset "$preset" "$KILN_CUDA_FLAG" >/dev/null
   cmake --build --preset "$preset"
   ctest --preset "$preset"
-  echo "=== ${preset}: passed in $((SECONDS - start)) s ==="
+  echo "=== ${preset}: passed in $((SECONDS - start)) s (${KILN_CUDA_FLAG#-D}) ==="
 done

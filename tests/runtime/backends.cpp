@@ -1,6 +1,7 @@
 #include "backends.hpp"
 
 #include <atomic>
+#include <stdexcept>
 
 #ifdef KILN_TEST_EMULATED_GPU
 #include "../cuda/fake_cuda_driver.hpp"
