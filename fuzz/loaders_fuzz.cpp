@@ -16,8 +16,8 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/compiler/npy.hpp"
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/npy.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/core/error.hpp"
 
 namespace {

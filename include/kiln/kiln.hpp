@@ -3,10 +3,10 @@
 /// The umbrella header: everything public in kiln.
 
 #include "kiln/compiler/compiled_callable.hpp"
-#include "kiln/compiler/npy.hpp"
+#include "kiln/io/npy.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/compiler/reference.hpp"
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"

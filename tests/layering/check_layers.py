@@ -21,7 +21,8 @@ LAYERS = {
     "runtime": {"core", "mpi"},
     "ir": {"core"},
     "stage": {"core", "ir"},
-    "compiler": {"core", "ir", "stage", "runtime"},
+    "io": {"core", "ir", "stage"},  # tensors in files (.npy, safetensors)
+    "compiler": {"core", "ir", "stage", "io", "runtime"},
 }
 UMBRELLA = os.path.join("include", "kiln", "kiln.hpp")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/compiler/npy.hpp"
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/npy.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/stage/sharding.hpp"

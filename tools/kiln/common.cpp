@@ -13,8 +13,8 @@
 #include <set>
 #include <sstream>
 
-#include "kiln/compiler/npy.hpp"
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/npy.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/core/file.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/ir/verifier.hpp"

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "kiln/compiler/npy.hpp"
+#include "kiln/io/npy.hpp"
 #include "kiln/compiler/reference.hpp"
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"

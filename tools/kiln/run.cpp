@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "kiln/compiler/npy.hpp"
+#include "kiln/io/npy.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/runtime/profiler.hpp"
 

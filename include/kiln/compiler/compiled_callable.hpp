@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/runtime/collectives.hpp"
 #include "kiln/runtime/device_context.hpp"

@@ -1,4 +1,4 @@
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

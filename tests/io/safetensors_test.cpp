@@ -1,4 +1,4 @@
-#include "kiln/compiler/safetensors.hpp"
+#include "kiln/io/safetensors.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

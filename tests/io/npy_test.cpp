@@ -1,4 +1,4 @@
-#include "kiln/compiler/npy.hpp"
+#include "kiln/io/npy.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
