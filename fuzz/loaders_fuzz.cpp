@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/core/error.hpp"
 #include "kiln/io/npy.hpp"
 #include "kiln/io/safetensors.hpp"
-#include "kiln/core/error.hpp"
 
 namespace {
 

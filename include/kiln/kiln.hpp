@@ -3,16 +3,16 @@
 /// The umbrella header: everything public in kiln.
 
 #include "kiln/compiler/compiled_callable.hpp"
-#include "kiln/io/npy.hpp"
 #include "kiln/compiler/passes.hpp"
 #include "kiln/compiler/reference.hpp"
-#include "kiln/io/safetensors.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/core/file.hpp"
 #include "kiln/core/shape.hpp"
+#include "kiln/io/npy.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/ir/attribute.hpp"
 #include "kiln/ir/graph.hpp"
 #include "kiln/ir/op_registry.hpp"

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/error.hpp"
 #include "kiln/io/npy.hpp"
 #include "kiln/io/safetensors.hpp"
-#include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/stage/sharding.hpp"
 #include "kiln/stage/stage.hpp"

@@ -13,9 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include "kiln/core/file.hpp"
 #include "kiln/io/npy.hpp"
 #include "kiln/io/safetensors.hpp"
-#include "kiln/core/file.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/ir/verifier.hpp"
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "kiln/io/npy.hpp"
 #include "kiln/compiler/reference.hpp"
+#include "kiln/io/npy.hpp"
 #include "kiln/io/safetensors.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/stage/nn.hpp"

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "kiln/io/npy.hpp"
 #include "kiln/compiler/reference.hpp"
+#include "kiln/io/npy.hpp"
 #include "kiln/runtime/profiler.hpp"
 
 namespace kiln::cli {

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/io/safetensors.hpp"
 #include "kiln/core/cpu_isa.hpp"
+#include "kiln/io/safetensors.hpp"
 #include "kiln/runtime/collectives.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/stage/stage.hpp"
