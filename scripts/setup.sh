@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev  # safetensors headers, JSON output of the kiln command
   libcli11-dev  # the kiln command's option parsing
   libdnnl-dev  # oneDNN: f32 matmul
+  libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX import (kiln_onnx)
   libopenmpi-dev openmpi-bin  # collectives across processes (kiln_mpi; ctest label mpi)
   python3-venv python3-pip  # the test virtual environment (NumPy for the differential test)
 )
@@ -22,10 +23,12 @@ packages=(
 # (.venv-test/; ctest finds it there). Only when missing: a set-up that is there is quick.
 setup_test_venv() {
   local venv=.venv-test
-  if ! "$venv/bin/python" -c "import numpy" >/dev/null 2>&1; then
-    echo "kiln setup: creating $venv (NumPy from PyPI)" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.26,<3"
+  # onnx: the ONNX backend node tests' data (ctest label onnx).
+  if ! "$venv/bin/python" -c "import numpy, onnx" >/dev/null 2>&1; then
+    echo "kiln setup: creating $venv (NumPy and onnx from PyPI)" >&2
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.26,<3" \
+      "onnx==1.17.0"
   fi
 }
 

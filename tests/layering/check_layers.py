@@ -23,6 +23,7 @@ LAYERS = {
     "stage": {"core", "ir"},
     "io": {"core", "ir", "stage"},  # tensors in files (.npy, safetensors)
     "compiler": {"core", "ir", "stage", "io", "runtime"},
+    "onnx": {"core", "ir", "stage", "io"},  # ONNX import, through the staging API
 }
 UMBRELLA = os.path.join("include", "kiln", "kiln.hpp")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

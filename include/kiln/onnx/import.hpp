@@ -1,0 +1,66 @@
+#pragma once
+/// \file
+/// `import_onnx`: an ONNX model file as a `StagedGraph` and its weights.
+///
+/// \code
+///   kiln::OnnxModel model = kiln::import_onnx("bert.onnx");
+///   kiln::CompiledCallable call(model.graph, model.weights);
+///   auto outputs = call.run({ids, mask});   // in the order of model.input_names
+/// \endcode
+///
+/// The graph's nodes are traced through kiln's staging API (`kiln/stage/tensor.hpp`), one
+/// converter per ONNX op type (docs/onnx.md lists them with their opsets). Values known
+/// while importing (initializers read as shapes or indices, `Constant`, `Shape` of static
+/// dims and what is computed from them) are folded there: a `Shape -> Gather -> Concat ->
+/// Reshape` chain becomes one `kiln.reshape` whose shape holds the symbolic dims of the
+/// inputs. Initializers read as data become weights named as in the model.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/stage/stage.hpp"
+#include "kiln/stage/tensor.hpp"
+
+namespace kiln {
+
+/// What `import_onnx` returns.
+struct OnnxModel {
+  /// The entry graph takes the model's inputs (initializers excepted) in the model's
+  /// order, and returns its outputs in order.
+  StagedGraph graph;
+  /// The initializers the graph reads as data, by their ONNX names (CPU tensors).
+  std::map<std::string, Tensor> weights;
+  /// The graph's input and output names, in order.
+  std::vector<std::string> input_names;
+  std::vector<std::string> output_names;
+  /// The default domain's opset the model imports (`ai.onnx`).
+  std::int64_t opset = 0;
+};
+
+/// The oldest and newest default-domain opsets `import_onnx` reads.
+inline constexpr std::int64_t kOnnxMinOpset = 13;
+inline constexpr std::int64_t kOnnxMaxOpset = 22;
+
+/// Reads the ONNX model at \p path. Tensors with external data are read from files beside
+/// the model (paths relative to its folder, which they may not leave).
+/// \throws UserError naming the file for an unreadable or malformed model, an opset
+/// outside [kOnnxMinOpset, kOnnxMaxOpset], a dtype kiln has no counterpart for, and, at
+/// once for every node that has one, each op kiln does not support:
+/// `ONNX op 'X' (opset N) at node 'name' is not supported`.
+OnnxModel import_onnx(const std::string& path);
+
+/// The same, from the bytes of a model (\p base_dir: where external data lives; empty:
+/// external data is refused). \p what names the model in errors.
+OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
+                            const std::string& what = "the ONNX model");
+
+/// The ONNX op types (default domain) `import_onnx` converts, sorted.
+std::vector<std::string> onnx_supported_ops();
+
+/// A serialized ONNX `TensorProto` (the `.pb` files of ONNX's test data) as a CPU tensor.
+/// \throws UserError naming the file for a malformed tensor or one of an unsupported dtype.
+Tensor load_onnx_tensor(const std::string& path);
+
+}  // namespace kiln

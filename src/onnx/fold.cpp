@@ -1,0 +1,150 @@
+#include "onnx/fold.hpp"
+
+#include "core/str.hpp"
+
+namespace kiln::onnx_import {
+using detail::cat;
+
+std::optional<std::vector<const HostValue*>> all_known(NodeContext& node) {
+  std::vector<const HostValue*> out;
+  for (std::size_t i = 0; i < node.num_inputs(); ++i) {
+    if (!node.has_input(i)) {
+      out.push_back(nullptr);
+      continue;
+    }
+    const HostValue* h = node.host(i);
+    if (h == nullptr) return std::nullopt;
+    out.push_back(h);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> broadcast_shapes(const NodeContext& node,
+                                           const std::vector<std::int64_t>& a,
+                                           const std::vector<std::int64_t>& b) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  std::vector<std::int64_t> out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::int64_t x = i + a.size() >= rank ? a[i + a.size() - rank] : 1;
+    const std::int64_t y = i + b.size() >= rank ? b[i + b.size() - rank] : 1;
+    if (x != y && x != 1 && y != 1)
+      node.fail(cat("operand shapes do not broadcast (", x, " against ", y, " at axis ", i, ")"));
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+std::vector<std::int64_t> strides_of(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+HostValue like(const HostValue& h, std::vector<std::int64_t> shape) {
+  HostValue out;
+  out.dtype = h.dtype;
+  out.shape = std::move(shape);
+  return out;
+}
+
+void copy_element(const HostValue& h, std::size_t flat, HostValue& out) {
+  if (h.is_float())
+    out.floats.push_back(h.floats[flat]);
+  else
+    out.ints.push_back(h.ints[flat]);
+  if (h.symbolic()) {
+    out.symbols.resize(out.size() - 1);
+    out.symbols.push_back(h.symbols[flat]);
+  } else if (!out.symbols.empty()) {
+    out.symbols.emplace_back();
+  }
+}
+
+namespace {
+/// Flat index into \p shape (right-aligned, broadcasting) of multi-index \p index.
+std::size_t broadcast_index(const std::vector<std::int64_t>& index,
+                            const std::vector<std::int64_t>& shape) {
+  std::size_t flat = 0;
+  const std::size_t offset = index.size() - shape.size();
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    flat = flat * static_cast<std::size_t>(shape[i]) +
+           static_cast<std::size_t>(shape[i] == 1 ? 0 : index[i + offset]);
+  return flat;
+}
+
+/// The result for symbolic \p s against static \p k (\p s_first: `s op k`), or nothing.
+std::optional<std::pair<std::int64_t, std::string>> symbol_op(SymbolRule rule, const std::string& s,
+                                                              std::int64_t k, bool s_first,
+                                                              const std::string& other) {
+  switch (rule) {
+    case SymbolRule::add:
+      if (k == 0) return std::make_pair(std::int64_t{0}, s);
+      break;
+    case SymbolRule::sub:
+      if (k == 0 && s_first) return std::make_pair(std::int64_t{0}, s);
+      break;
+    case SymbolRule::mul:
+      if (k == 1) return std::make_pair(std::int64_t{0}, s);
+      break;
+    case SymbolRule::div:
+      if (k == 1 && s_first) return std::make_pair(std::int64_t{0}, s);
+      break;
+    case SymbolRule::equal:
+      if (!other.empty() && other == s) return std::make_pair(std::int64_t{1}, std::string());
+      break;
+    case SymbolRule::max_min:
+      if (!other.empty() && other == s) return std::make_pair(std::int64_t{0}, s);
+      break;
+    case SymbolRule::none:
+      break;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<HostValue> fold_binary(const NodeContext& node, const HostValue& a,
+                                     const HostValue& b,
+                                     std::int64_t (*int_op)(std::int64_t, std::int64_t),
+                                     double (*float_op)(double, double), SymbolRule rule,
+                                     bool compare) {
+  if (a.is_float() != b.is_float()) return std::nullopt;
+  HostValue out;
+  out.dtype = compare ? DType::bool_ : a.dtype;
+  out.shape = broadcast_shapes(node, a.shape, b.shape);
+  std::int64_t n = 1;
+  for (const std::int64_t d : out.shape) n *= d;
+  const bool symbolic = a.symbolic() || b.symbolic();
+  const auto strides = strides_of(out.shape);
+  std::vector<std::int64_t> index(out.shape.size());
+  for (std::int64_t flat = 0; flat < n; ++flat) {
+    for (std::size_t d = 0; d < out.shape.size(); ++d)
+      index[d] = (flat / strides[d]) % out.shape[d];
+    const std::size_t i = broadcast_index(index, a.shape), j = broadcast_index(index, b.shape);
+    const std::string sa = a.symbolic() ? a.symbols[i] : std::string();
+    const std::string sb = b.symbolic() ? b.symbols[j] : std::string();
+    std::string symbol;
+    if (!sa.empty() || !sb.empty()) {
+      const auto r = !sa.empty() ? symbol_op(rule, sa, b.ints[j], true, sb)
+                                 : symbol_op(rule, sb, a.ints[i], false, sa);
+      if (!r) return std::nullopt;
+      if (compare || r->second.empty())
+        out.ints.push_back(r->first);
+      else
+        out.ints.push_back(0);
+      symbol = compare ? std::string() : r->second;
+    } else if (a.is_float()) {
+      const double v = float_op(a.floats[i], b.floats[j]);
+      if (compare)
+        out.ints.push_back(v != 0 ? 1 : 0);
+      else
+        out.floats.push_back(v);
+    } else {
+      out.ints.push_back(int_op(a.ints[i], b.ints[j]));
+    }
+    if (symbolic) out.symbols.push_back(std::move(symbol));
+  }
+  if (!out.symbolic()) out.symbols.clear();
+  return out;
+}
+
+}  // namespace kiln::onnx_import

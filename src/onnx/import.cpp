@@ -1,0 +1,316 @@
+// import_onnx: the model's graph traced through kiln's staging API, node by node, each
+// by the converter of its op type (context.hpp), with what is known folded on the host.
+
+#include "kiln/onnx/import.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/file.hpp"
+#include "onnx/context.hpp"
+#include "onnx/proto.hpp"
+
+namespace kiln {
+namespace onnx_import {
+using detail::cat;
+
+/// Initializers and Constants read as data become weights when floating or larger than
+/// this (smaller integer ones, indices and shapes, are embedded as constants).
+constexpr std::int64_t kMaxEmbeddedInts = 64;
+/// Constants larger than this become weights (named after their output).
+constexpr std::int64_t kMaxEmbeddedConstant = 1024;
+
+class Importer {
+ public:
+  Importer(const onnx::ModelProto& model, TensorSource source)
+      : model_(model), source_(std::move(source)) {}
+
+  OnnxModel run();
+
+  OnnxValue& value(const std::string& name, const NodeContext& node) {
+    const auto it = values_.find(name);
+    if (it == values_.end())
+      node.fail(cat("its input ", quote_name(name),
+                    " is not a graph input, an initializer or the output of an earlier node "
+                    "(ONNX graphs list their nodes in topological order)"));
+    return it->second;
+  }
+
+  Tensor materialize(OnnxValue& v, const std::string& name) {
+    if (!v.tensor.empty()) return v.tensor;
+    if (v.data) {
+      const Tensor& data = *v.data;
+      const bool embed = !is_floating(data.dtype()) &&
+                         static_cast<std::int64_t>(data.num_elements()) <= kMaxEmbeddedInts;
+      if (!v.weight_name.empty() && !embed) {
+        weights_.emplace(v.weight_name, data);
+        v.tensor = weight(v.weight_name, data.layout());
+      } else {
+        v.tensor = data;
+      }
+      return v.tensor;
+    }
+    if (v.host) {
+      v.tensor = to_tensor(*v.host, cat("value ", quote_name(name)));
+      return v.tensor;
+    }
+    throw InternalError(cat("ONNX value ", quote_name(name), " has neither data nor a tensor"));
+  }
+
+  const std::string& what() const noexcept { return source_.what; }
+
+ private:
+  std::int64_t default_opset() const;
+  void check_supported(std::int64_t opset) const;
+  std::vector<Tensor> trace(const std::vector<Tensor>& inputs, std::int64_t opset);
+
+  const onnx::ModelProto& model_;
+  TensorSource source_;
+  std::map<std::string, OnnxValue> values_;
+  std::map<std::string, Tensor> weights_;
+  std::vector<std::string> input_names_;
+};
+
+std::string node_label(const onnx::NodeProto& node) {
+  if (!node.name().empty()) return quote_name(node.name());
+  if (node.output_size() > 0) return cat("(unnamed, output ", quote_name(node.output(0)), ")");
+  return "(unnamed)";
+}
+
+std::string NodeContext::where() const {
+  return cat("ONNX node ", node_label(node_), " (", node_.op_type(), ")");
+}
+
+void NodeContext::fail(const std::string& message) const {
+  throw UserError(cat(importer_.what(), ": ", where(), ": ", message));
+}
+
+bool NodeContext::has_input(std::size_t i) const {
+  return i < num_inputs() && !node_.input(static_cast<int>(i)).empty();
+}
+
+Tensor NodeContext::input(std::size_t i) {
+  if (!has_input(i)) fail(cat("input ", i, " is required but not given"));
+  const std::string& name = node_.input(static_cast<int>(i));
+  return importer_.materialize(importer_.value(name, *this), name);
+}
+
+const HostValue* NodeContext::host(std::size_t i) {
+  if (!has_input(i)) return nullptr;
+  OnnxValue& v = importer_.value(node_.input(static_cast<int>(i)), *this);
+  if (!v.host && v.data) v.host = to_host(*v.data);
+  return v.host ? &*v.host : nullptr;
+}
+
+std::vector<std::int64_t> NodeContext::ints(std::size_t i, std::string_view what) {
+  if (!has_input(i)) fail(cat(what, " (input ", i, ") is required but not given"));
+  const HostValue* h = host(i);
+  if (h == nullptr)
+    fail(cat(what, " (input ", i, ", ", quote_name(node_.input(static_cast<int>(i))),
+             ") must be known when the model is imported (a constant, an initializer, or "
+             "computed from shapes); kiln does not take it at run time"));
+  if (h->is_float()) fail(cat(what, " (input ", i, ") must be integers, not ", h->dtype));
+  if (h->symbolic()) {
+    fail(cat(what, " (input ", i, ") holds symbolic dims ", h->dims_text(),
+             " where this op needs numbers"));
+  }
+  return h->ints;
+}
+
+TensorLayout NodeContext::layout(std::size_t i) {
+  if (!has_input(i)) fail(cat("input ", i, " is required but not given"));
+  OnnxValue& v = importer_.value(node_.input(static_cast<int>(i)), *this);
+  if (!v.tensor.empty()) return v.tensor.layout();
+  if (v.data) return v.data->layout();
+  if (v.host) {
+    std::vector<Dim> dims(v.host->shape.begin(), v.host->shape.end());
+    return TensorLayout(v.host->dtype, Shape(std::move(dims)));
+  }
+  return input(i).layout();
+}
+
+const onnx::AttributeProto* NodeContext::attribute(std::string_view name) const {
+  for (const auto& a : node_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+std::int64_t NodeContext::attr_int(std::string_view name, std::int64_t otherwise) const {
+  const auto* a = attribute(name);
+  if (a == nullptr) return otherwise;
+  if (a->type() != onnx::AttributeProto::INT) fail(cat("attribute '", name, "' must be an int"));
+  return a->i();
+}
+
+double NodeContext::attr_float(std::string_view name, double otherwise) const {
+  const auto* a = attribute(name);
+  if (a == nullptr) return otherwise;
+  if (a->type() != onnx::AttributeProto::FLOAT) fail(cat("attribute '", name, "' must be a float"));
+  return a->f();
+}
+
+std::string NodeContext::attr_string(std::string_view name, std::string otherwise) const {
+  const auto* a = attribute(name);
+  if (a == nullptr) return otherwise;
+  if (a->type() != onnx::AttributeProto::STRING)
+    fail(cat("attribute '", name, "' must be a string"));
+  return a->s();
+}
+
+std::optional<std::vector<std::int64_t>> NodeContext::attr_ints(std::string_view name) const {
+  const auto* a = attribute(name);
+  if (a == nullptr) return std::nullopt;
+  if (a->type() != onnx::AttributeProto::INTS) fail(cat("attribute '", name, "' must be ints"));
+  return std::vector<std::int64_t>(a->ints().begin(), a->ints().end());
+}
+
+void NodeContext::only_attributes(std::initializer_list<std::string_view> known) const {
+  for (const auto& a : node_.attribute())
+    if (std::find(known.begin(), known.end(), a.name()) == known.end())
+      fail(cat("attribute '", a.name(), "' is not supported by kiln's ", node_.op_type()));
+}
+
+std::int64_t NodeContext::axis(std::int64_t axis, std::size_t rank, std::string_view what) const {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= std::max<std::int64_t>(r, 1))
+    fail(cat(what, " ", axis, " is out of range for rank ", rank));
+  return axis < 0 ? axis + r : axis;
+}
+
+std::int64_t Importer::default_opset() const {
+  std::optional<std::int64_t> opset;
+  for (const auto& o : model_.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  if (!opset)
+    throw UserError(cat(source_.what,
+                        ": the model imports no opset of the default domain "
+                        "(ai.onnx)"));
+  if (*opset < kOnnxMinOpset || *opset > kOnnxMaxOpset)
+    throw UserError(cat(source_.what, ": the model uses opset ", *opset, "; kiln reads opsets ",
+                        kOnnxMinOpset, " to ", kOnnxMaxOpset,
+                        " (convert it with onnx.version_converter.convert_version)"));
+  return *opset;
+}
+
+void Importer::check_supported(std::int64_t opset) const {
+  std::vector<std::string> problems;
+  std::set<std::string> types;
+  for (const auto& node : model_.graph().node()) {
+    const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+    const OpConverter* c = default_domain ? find_converter(node.op_type()) : nullptr;
+    if (c != nullptr && opset >= c->since) continue;
+    const std::string type =
+        default_domain ? node.op_type() : cat(node.domain(), ".", node.op_type());
+    types.insert(type);
+    if (problems.size() < 20)
+      problems.push_back(cat("ONNX op '", type, "' (opset ", opset, ") at node ", node_label(node),
+                             " is not supported"));
+  }
+  if (problems.empty()) return;
+  std::string message = cat(source_.what, ": ", problems.front());
+  for (std::size_t i = 1; i < problems.size(); ++i) message += "\n  " + problems[i];
+  message += cat("\nunsupported ops in this model (", types.size(),
+                 "): ", detail::join(types, ", "), "\n(docs/onnx.md lists the ops kiln supports)");
+  throw UserError(message);
+}
+
+std::vector<Tensor> Importer::trace(const std::vector<Tensor>& inputs, std::int64_t opset) {
+  for (std::size_t i = 0; i < inputs.size(); ++i) values_[input_names_[i]] = traced(inputs[i]);
+  for (const auto& node : model_.graph().node()) {
+    NodeContext context(*this, node, opset);
+    const OpConverter& c = *find_converter(node.op_type());
+    std::vector<OnnxValue> outputs;
+    if (c.fold != nullptr) {
+      if (std::optional<std::vector<HostValue>> folded = c.fold(context))
+        for (HostValue& h : *folded) outputs.push_back(known(std::move(h)));
+    }
+    if (outputs.empty()) outputs = c.convert(context);
+    if (outputs.size() < static_cast<std::size_t>(node.output_size()))
+      context.fail(cat("gives ", node.output_size(), " outputs; kiln's ", node.op_type(),
+                       " computes ", outputs.size()));
+    for (int k = 0; k < node.output_size(); ++k)
+      if (!node.output(k).empty()) values_[node.output(k)] = std::move(outputs[k]);
+  }
+  std::vector<Tensor> results;
+  for (const auto& out : model_.graph().output()) {
+    const auto it = values_.find(out.name());
+    if (it == values_.end())
+      throw UserError(
+          cat(source_.what, ": graph output ", quote_name(out.name()), " is computed by no node"));
+    results.push_back(materialize(it->second, out.name()));
+  }
+  return results;
+}
+
+OnnxModel Importer::run() {
+  const std::int64_t opset = default_opset();
+  const onnx::GraphProto& graph = model_.graph();
+  if (graph.sparse_initializer_size() > 0)
+    throw UserError(cat(source_.what, ": sparse initializers are not supported"));
+  check_supported(opset);
+  for (const auto& init : graph.initializer()) {
+    OnnxValue v;
+    v.data = to_tensor(init, source_);
+    v.weight_name = init.name();
+    values_[init.name()] = std::move(v);
+  }
+  std::vector<Tensor> layouts;
+  for (const auto& in : graph.input()) {
+    if (values_.count(in.name()) != 0) continue;  // an initializer (a default for an input)
+    input_names_.push_back(in.name());
+    layouts.emplace_back(to_layout(in, source_.what));
+  }
+  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn =
+      [&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); };
+  StagedGraph staged = stage(fn)(layouts);
+  OnnxModel out{std::move(staged), std::move(weights_), input_names_, {}, opset};
+  for (const auto& o : graph.output()) out.output_names.push_back(o.name());
+  return out;
+}
+
+}  // namespace onnx_import
+
+namespace {
+/// Models may be large, but protobuf reads at most 2 GiB; larger ones keep their weights in
+/// external data.
+constexpr std::uint64_t kMaxModelBytes = std::uint64_t{2} << 30;
+
+OnnxModel import_model(std::string_view bytes, const onnx_import::TensorSource& source) {
+  onnx::ModelProto model;
+  if (bytes.size() >= kMaxModelBytes ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw UserError(detail::cat(source.what,
+                                ": not a valid ONNX model (the protobuf does not "
+                                "parse)"));
+  onnx_import::Importer importer(model, source);
+  return importer.run();
+}
+}  // namespace
+
+OnnxModel import_onnx(const std::string& path) {
+  const std::string bytes = read_regular_file(path, "an ONNX model", kMaxModelBytes);
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  return import_model(bytes, {folder.empty() ? std::string(".") : folder.string(), path});
+}
+
+OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
+                            const std::string& what) {
+  return import_model(bytes, {base_dir, what});
+}
+
+std::vector<std::string> onnx_supported_ops() { return onnx_import::supported_op_types(); }
+
+Tensor load_onnx_tensor(const std::string& path) {
+  const std::string bytes = read_regular_file(path, "an ONNX tensor", kMaxModelBytes);
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes))
+    throw UserError(detail::cat(path, ": not a valid ONNX TensorProto"));
+  std::string base = std::filesystem::path(path).parent_path().string();
+  return onnx_import::to_tensor(proto, {base.empty() ? "." : base, path});
+}
+
+}  // namespace kiln

@@ -1,0 +1,167 @@
+// ONNX's linear algebra, reductions and normalisations, one entry per op type.
+
+#include <limits>
+
+#include "core/str.hpp"
+#include "onnx/fold.hpp"
+
+namespace kiln::onnx_import {
+namespace {
+using detail::cat;
+using Outputs = std::vector<OnnxValue>;
+
+Outputs matmul_(NodeContext& n) { return {traced(matmul(n.input(0), n.input(1)))}; }
+
+Outputs gemm(NodeContext& n) {
+  Tensor a = n.input(0), b = n.input(1);
+  if (a.rank() != 2 || b.rank() != 2) n.fail("A and B must be matrices");
+  if (n.attr_int("transA", 0) != 0) a = transpose(a);
+  if (n.attr_int("transB", 0) != 0) b = transpose(b);
+  Tensor y = matmul(a, b);
+  if (const double alpha = n.attr_float("alpha", 1.0); alpha != 1.0) y = y * alpha;
+  if (n.has_input(2)) {
+    Tensor c = n.input(2);
+    if (const double beta = n.attr_float("beta", 1.0); beta != 1.0) c = c * beta;
+    y = y + c;
+  }
+  return {traced(y)};
+}
+
+// ---- reductions ---------------------------------------------------------------------------
+
+/// The axes of a reduction (input 1 from \p since_opset, else the `axes` attribute), all of
+/// them when none are given, or none with noop_with_empty_axes (then nothing: the identity).
+std::optional<std::vector<std::int64_t>> reduce_axes(NodeContext& n, const Tensor& x,
+                                                     std::int64_t since_opset) {
+  std::vector<std::int64_t> axes;
+  if (n.opset() >= since_opset) {
+    if (n.has_input(1)) axes = n.ints(1, "axes");
+  } else if (auto a = n.attr_ints("axes")) {
+    axes = *a;
+  }
+  if (axes.empty()) {
+    if (n.attr_int("noop_with_empty_axes", 0) != 0) return std::nullopt;
+    for (std::size_t i = 0; i < x.rank(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  }
+  for (auto& a : axes) a = n.axis(a, x.rank());
+  return axes;
+}
+
+using Reduce = Tensor (*)(const Tensor&, std::vector<std::int64_t>, bool, Loc);
+Tensor reduce_sum(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
+  return sum(x, std::move(a), k, l);
+}
+Tensor reduce_mean(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
+  return mean(x, std::move(a), k, l);
+}
+Tensor reduce_max(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
+  return max(x, std::move(a), k, l);
+}
+Tensor reduce_min(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
+  return min(x, std::move(a), k, l);
+}
+
+/// A reduction: \p before maps the input, \p R reduces, \p after maps the result.
+template <Reduce R, std::int64_t Since, Tensor (*Before)(const Tensor&) = nullptr,
+          Tensor (*After)(const Tensor&) = nullptr>
+Outputs reduce(NodeContext& n) {
+  Tensor x = n.input(0);
+  const bool keep = n.attr_int("keepdims", 1) != 0;
+  const auto axes = reduce_axes(n, x, Since);
+  if (!axes) return {traced(x)};
+  if (Before != nullptr) x = Before(x);
+  Tensor y = R(x, *axes, keep, Loc::current());
+  if (After != nullptr) y = After(y);
+  return {traced(y)};
+}
+Tensor square(const Tensor& x) { return x * x; }
+Tensor abs_of(const Tensor& x) { return kiln::abs(x); }
+Tensor sqrt_of(const Tensor& x) { return kiln::sqrt(x); }
+
+Outputs reduce_log_sum_exp(NodeContext& n) {
+  const Tensor x = n.input(0);
+  const bool keep = n.attr_int("keepdims", 1) != 0;
+  const auto axes = reduce_axes(n, x, 18);
+  if (!axes) return {traced(x)};
+  // log(sum(exp(x - m))) + m with m the max: no overflow for large x.
+  const Tensor m = max(x, *axes, true);
+  Tensor y = log(sum(exp(x - m), *axes, true)) + m;
+  if (!keep) {
+    std::vector<Dim> dims;
+    for (std::size_t i = 0; i < x.rank(); ++i)
+      if (std::find(axes->begin(), axes->end(), static_cast<std::int64_t>(i)) == axes->end())
+        dims.push_back(x.shape().dims()[i]);
+    y = reshape(y, Shape(dims));
+  }
+  return {traced(y)};
+}
+
+Outputs arg_max_min(NodeContext& n, bool is_max) {
+  Tensor x = n.input(0);
+  if (n.attr_int("select_last_index", 0) != 0) n.fail("select_last_index = 1 is not supported yet");
+  const std::int64_t axis = n.axis(n.attr_int("axis", 0), x.rank());
+  if (!is_max) x = neg(x);
+  return {traced(argmax(x, axis, n.attr_int("keepdims", 1) != 0))};
+}
+Outputs arg_max(NodeContext& n) { return arg_max_min(n, true); }
+Outputs arg_min(NodeContext& n) { return arg_max_min(n, false); }
+
+Outputs softmax_(NodeContext& n) {
+  const Tensor x = n.input(0);
+  return {traced(softmax(x, n.axis(n.attr_int("axis", -1), x.rank())))};
+}
+Outputs log_softmax_(NodeContext& n) {
+  const Tensor x = n.input(0);
+  return {traced(log_softmax(x, n.axis(n.attr_int("axis", -1), x.rank())))};
+}
+
+// ---- normalisation ---------------------------------------------------------------------------
+
+Outputs layer_normalization(NodeContext& n) {
+  const Tensor x = n.input(0), scale = n.input(1);
+  const std::int64_t axis = n.axis(n.attr_int("axis", -1), x.rank());
+  const double eps = n.attr_float("epsilon", 1e-5);
+  const bool extra = (n.node().output_size() > 1 && !n.node().output(1).empty()) ||
+                     (n.node().output_size() > 2 && !n.node().output(2).empty());
+  const bool last = axis + 1 == static_cast<std::int64_t>(x.rank());
+  if (last && !extra && scale.rank() == 1 && is_floating(x.dtype()) &&
+      n.attr_int("stash_type", 1) == 1) {
+    const Tensor bias = n.has_input(2) ? n.input(2) : Tensor::zeros(scale.layout());
+    if (bias.rank() == 1) return {traced(layer_norm(x, scale, bias, eps))};
+  }
+  // The general form: over axes [axis, rank), with the mean and 1/stddev as outputs.
+  std::vector<std::int64_t> axes;
+  for (std::int64_t i = axis; i < static_cast<std::int64_t>(x.rank()); ++i) axes.push_back(i);
+  const DType stash = is_floating(x.dtype()) && x.dtype() != DType::f64 ? DType::f32 : x.dtype();
+  const Tensor xs = cast(x, stash);
+  const Tensor m = mean(xs, axes, true);
+  const Tensor d = xs - m;
+  const Tensor inv = rsqrt(mean(d * d, axes, true) + eps);
+  Tensor y = cast(d * inv, x.dtype()) * scale;
+  if (n.has_input(2)) y = y + n.input(2);
+  return {traced(y), traced(m), traced(inv)};
+}
+
+const OpConverter kConverters[] = {
+    {"ArgMax", arg_max},
+    {"ArgMin", arg_min},
+    {"Gemm", gemm},
+    {"LayerNormalization", layer_normalization, nullptr, 17},
+    {"LogSoftmax", log_softmax_},
+    {"MatMul", matmul_},
+    {"ReduceL1", reduce<reduce_sum, 18, abs_of>},
+    {"ReduceL2", reduce<reduce_sum, 18, square, sqrt_of>},
+    {"ReduceLogSumExp", reduce_log_sum_exp},
+    {"ReduceMax", reduce<reduce_max, 18>},
+    {"ReduceMean", reduce<reduce_mean, 18>},
+    {"ReduceMin", reduce<reduce_min, 18>},
+    {"ReduceSum", reduce<reduce_sum, 13>},
+    {"ReduceSumSquare", reduce<reduce_sum, 18, square>},
+    {"Softmax", softmax_},
+};
+
+}  // namespace
+
+std::span<const OpConverter> nn_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import

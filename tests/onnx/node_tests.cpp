@@ -1,0 +1,236 @@
+// ONNX's backend node tests through kiln: every case (model.onnx and test_data_set_0 of
+// `onnx/backend/test/data/node`, from the onnx wheel) whose ops kiln supports is imported,
+// compiled and run, and evaluated by the reference interpreter; both must match ONNX's
+// expected outputs within ONNX's tolerances (rtol 1e-3, atol 1e-7). Cases that cannot pass
+// for a stated reason are listed, with it, in tests/onnx/known_failures.txt (and
+// docs/onnx.md); a listed case that passes is an error too, so that the list stays true.
+//
+//   kiln_onnx_node_tests DATA_DIR KNOWN_FAILURES [--table] [--filter TEXT] [--verbose]
+//
+// Exits 1 on an unexpected result. --table prints op -> cases -> passed.
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/file.hpp"
+#include "kiln/onnx/import.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string squash(const std::string& s) {
+  std::string out;
+  for (const char c : s)
+    if (c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+/// The op a case tests: the longest op type of its nodes that its name starts with (names
+/// compared without underscores and case), else its first node's.
+std::string case_op(const std::string& name, const onnx::ModelProto& model) {
+  const std::string key = squash(name.substr(5));  // after "test_"
+  std::string best;
+  for (const auto& node : model.graph().node()) {
+    const std::string type = squash(node.op_type());
+    if (key.rfind(type, 0) == 0 && node.op_type().size() > best.size()) best = node.op_type();
+  }
+  if (best.empty() && model.graph().node_size() > 0) best = model.graph().node(0).op_type();
+  return best;
+}
+
+/// Empty when \p got matches \p want, else what differs.
+std::string compare(const kiln::Tensor& got, const kiln::Tensor& want) {
+  std::ostringstream os;
+  if (got.dtype() != want.dtype()) {
+    os << "dtype " << got.dtype() << ", expected " << want.dtype();
+    return os.str();
+  }
+  if (got.shape() != want.shape()) {
+    os << "shape " << got.shape() << ", expected " << want.shape();
+    return os.str();
+  }
+  const std::vector<double> g = got.to_doubles(), w = want.to_doubles();
+  const bool exact = !kiln::is_floating(want.dtype());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const double a = g[i], e = w[i];
+    if (std::isnan(e) ? std::isnan(a)
+        : exact       ? a == e
+                      : (a == e || std::abs(a - e) <= 1e-7 + 1e-3 * std::abs(e)))
+      continue;
+    os << "element " << i << " is " << a << ", expected " << e;
+    return os.str();
+  }
+  return {};
+}
+
+struct Outcome {
+  std::string op;
+  bool in_scope = false;
+  std::string failure;  // empty: passed
+};
+
+Outcome run_case(const fs::path& dir, const std::set<std::string>& supported) {
+  Outcome out;
+  onnx::ModelProto model;
+  const std::string bytes =
+      kiln::read_regular_file((dir / "model.onnx").string(), "an ONNX model", 1u << 30);
+  if (!model.ParseFromString(bytes)) {
+    out.failure = "model.onnx does not parse";
+    return out;
+  }
+  out.op = case_op(dir.filename().string(), model);
+  out.in_scope = true;
+  for (const auto& node : model.graph().node())
+    if (!node.domain().empty() || supported.count(node.op_type()) == 0) out.in_scope = false;
+  if (!out.in_scope) return out;
+  try {
+    const kiln::OnnxModel m = kiln::import_onnx((dir / "model.onnx").string());
+    std::vector<kiln::Tensor> inputs, expected;
+    const fs::path data = dir / "test_data_set_0";
+    for (std::size_t i = 0; fs::exists(data / ("input_" + std::to_string(i) + ".pb")); ++i)
+      inputs.push_back(
+          kiln::load_onnx_tensor((data / ("input_" + std::to_string(i) + ".pb")).string()));
+    for (std::size_t i = 0; fs::exists(data / ("output_" + std::to_string(i) + ".pb")); ++i)
+      expected.push_back(
+          kiln::load_onnx_tensor((data / ("output_" + std::to_string(i) + ".pb")).string()));
+    const auto check = [&](const char* how, const std::vector<kiln::Tensor>& got) {
+      if (got.size() != expected.size())
+        return std::string(how) + ": " + std::to_string(got.size()) + " outputs, expected " +
+               std::to_string(expected.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (std::string d = compare(got[i], expected[i]); !d.empty())
+          return std::string(how) + ": output " + std::to_string(i) + " (" + m.output_names[i] +
+                 "): " + d;
+      return std::string();
+    };
+    out.failure = check("reference", kiln::reference_run(m.graph.graph(), inputs, m.weights));
+    if (out.failure.empty()) {
+      kiln::CompileOptions options;
+      kiln::CompiledCallable call(m.graph, m.weights, options);
+      out.failure = check("compiled", call.run(inputs));
+    }
+  } catch (const kiln::Error& e) {
+    out.failure = e.what();
+  }
+  std::replace(out.failure.begin(), out.failure.end(), '\n', ' ');
+  return out;
+}
+
+std::map<std::string, std::string> read_known(const std::string& path) {
+  std::map<std::string, std::string> known;
+  std::ifstream in(path);
+  if (!in) throw kiln::UserError(path + ": cannot be read");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t space = line.find_first_of(" \t");
+    known[line.substr(0, space)] =
+        space == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", space));
+  }
+  return known;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::cerr << "usage: kiln_onnx_node_tests DATA_DIR KNOWN_FAILURES [--table] [--filter TEXT] "
+                 "[--verbose]\n";
+    return 2;
+  }
+  const fs::path root = argv[1];
+  bool table = false, verbose = false;
+  std::string filter;
+  for (int i = 3; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--table")
+      table = true;
+    else if (a == "--verbose")
+      verbose = true;
+    else if (a == "--filter" && i + 1 < argc)
+      filter = argv[++i];
+    else {
+      std::cerr << "unknown option " << a << "\n";
+      return 2;
+    }
+  }
+  try {
+    const std::map<std::string, std::string> known = read_known(argv[2]);
+    const std::vector<std::string> ops = kiln::onnx_supported_ops();
+    const std::set<std::string> supported(ops.begin(), ops.end());
+    std::vector<fs::path> cases;
+    for (const auto& entry : fs::directory_iterator(root))
+      if (entry.is_directory() && entry.path().filename().string().rfind("test_", 0) == 0 &&
+          entry.path().filename().string().find(filter) != std::string::npos)
+        cases.push_back(entry.path());
+    std::sort(cases.begin(), cases.end());
+    if (cases.empty()) {
+      std::cerr << "no test_* cases under " << root << "\n";
+      return 1;
+    }
+    struct Row {
+      int cases = 0, passed = 0, known = 0, failed = 0;
+    };
+    std::map<std::string, Row> rows;
+    int unexpected = 0, in_scope = 0;
+    for (const fs::path& dir : cases) {
+      const std::string name = dir.filename().string();
+      const Outcome o = run_case(dir, supported);
+      if (!o.in_scope && o.failure.empty()) continue;
+      ++in_scope;
+      Row& row = rows[o.op];
+      ++row.cases;
+      const auto k = known.find(name);
+      if (o.failure.empty()) {
+        ++row.passed;
+        if (k != known.end()) {
+          ++unexpected;
+          std::cout << "UNEXPECTED PASS " << name << ": listed in known_failures.txt (" << k->second
+                    << "); remove it there\n";
+        } else if (verbose) {
+          std::cout << "pass " << name << "\n";
+        }
+      } else if (k != known.end()) {
+        ++row.known;
+        if (verbose) std::cout << "known " << name << ": " << o.failure << "\n";
+      } else {
+        ++row.failed;
+        ++unexpected;
+        std::cout << "FAIL " << name << ": " << o.failure << "\n";
+      }
+    }
+    if (table) {
+      std::cout
+          << "\n| ONNX op | cases | pass | known failures | failures |\n|---|---|---|---|---|\n";
+      Row total;
+      for (const auto& [op, r] : rows) {
+        std::cout << "| " << op << " | " << r.cases << " | " << r.passed << " | " << r.known
+                  << " | " << r.failed << " |\n";
+        total.cases += r.cases, total.passed += r.passed, total.known += r.known,
+            total.failed += r.failed;
+      }
+      std::cout << "| **all " << rows.size() << " ops** | " << total.cases << " | " << total.passed
+                << " | " << total.known << " | " << total.failed << " |\n";
+    }
+    std::cout << in_scope << " cases of supported ops, " << unexpected << " unexpected results\n";
+    return unexpected == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln_onnx_node_tests: " << e.what() << "\n";
+    return 1;
+  }
+}
