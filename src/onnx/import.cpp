@@ -26,8 +26,8 @@ constexpr std::int64_t kMaxEmbeddedConstant = 1024;
 
 class Importer {
  public:
-  Importer(const onnx::ModelProto& model, TensorSource source)
-      : model_(model), source_(std::move(source)) {}
+  Importer(const onnx::ModelProto& model, TensorSource source, const OnnxImportOptions& options)
+      : model_(model), source_(std::move(source)), options_(options) {}
 
   OnnxModel run();
 
@@ -70,6 +70,7 @@ class Importer {
 
   const onnx::ModelProto& model_;
   TensorSource source_;
+  const OnnxImportOptions& options_;
   std::map<std::string, OnnxValue> values_;
   std::map<std::string, Tensor> weights_;
   std::vector<std::string> input_names_;
@@ -228,7 +229,15 @@ std::vector<Tensor> Importer::trace(const std::vector<Tensor>& inputs, std::int6
       if (std::optional<std::vector<HostValue>> folded = c.fold(context))
         for (HostValue& h : *folded) outputs.push_back(known(std::move(h)));
     }
-    if (outputs.empty()) outputs = c.convert(context);
+    if (outputs.empty()) {
+      try {
+        outputs = c.convert(context);
+      } catch (const UserError& e) {  // a staging op refused: say which node it was
+        const std::string message = e.what();
+        if (message.rfind(source_.what + ": ", 0) == 0) throw;
+        context.fail(message);
+      }
+    }
     if (outputs.size() < static_cast<std::size_t>(node.output_size()))
       context.fail(cat("gives ", node.output_size(), " outputs; kiln's ", node.op_type(),
                        " computes ", outputs.size()));
@@ -259,11 +268,34 @@ OnnxModel Importer::run() {
     values_[init.name()] = std::move(v);
   }
   std::vector<Tensor> layouts;
+  std::set<std::string> fixed;
   for (const auto& in : graph.input()) {
+    if (const auto c = options_.constant_inputs.find(in.name());
+        c != options_.constant_inputs.end()) {
+      const TensorLayout layout = to_layout(in, source_.what);
+      if (c->second.dtype() != layout.dtype || c->second.rank() != layout.shape.rank() ||
+          c->second.bytes().size() != c->second.num_elements() * size_of(c->second.dtype()))
+        throw UserError(cat(source_.what, ": constant input ", quote_name(in.name()), " is ",
+                            c->second.layout(), " but the model's input is ", layout));
+      for (std::size_t i = 0; i < layout.shape.rank(); ++i)
+        if (layout.shape.dims()[i].is_static() &&
+            layout.shape.dims()[i] != c->second.shape().dims()[i])
+          throw UserError(cat(source_.what, ": constant input ", quote_name(in.name()), " is ",
+                              c->second.layout(), " but the model's input is ", layout));
+      OnnxValue v;
+      v.data = c->second;
+      values_[in.name()] = std::move(v);
+      fixed.insert(in.name());
+      continue;
+    }
     if (values_.count(in.name()) != 0) continue;  // an initializer (a default for an input)
     input_names_.push_back(in.name());
     layouts.emplace_back(to_layout(in, source_.what));
   }
+  for (const auto& [name, t] : options_.constant_inputs)
+    if (fixed.count(name) == 0)
+      throw UserError(cat(source_.what, ": constant input ", quote_name(name),
+                          " is not an input of the model"));
   const std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn =
       [&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); };
   StagedGraph staged = stage(fn)(layouts);
@@ -279,27 +311,28 @@ namespace {
 /// external data.
 constexpr std::uint64_t kMaxModelBytes = std::uint64_t{2} << 30;
 
-OnnxModel import_model(std::string_view bytes, const onnx_import::TensorSource& source) {
+OnnxModel import_model(std::string_view bytes, const onnx_import::TensorSource& source,
+                       const OnnxImportOptions& options) {
   onnx::ModelProto model;
   if (bytes.size() >= kMaxModelBytes ||
       !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     throw UserError(detail::cat(source.what,
                                 ": not a valid ONNX model (the protobuf does not "
                                 "parse)"));
-  onnx_import::Importer importer(model, source);
+  onnx_import::Importer importer(model, source, options);
   return importer.run();
 }
 }  // namespace
 
-OnnxModel import_onnx(const std::string& path) {
+OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options) {
   const std::string bytes = read_regular_file(path, "an ONNX model", kMaxModelBytes);
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  return import_model(bytes, {folder.empty() ? std::string(".") : folder.string(), path});
+  return import_model(bytes, {folder.empty() ? std::string(".") : folder.string(), path}, options);
 }
 
 OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
-                            const std::string& what) {
-  return import_model(bytes, {base_dir, what});
+                            const std::string& what, const OnnxImportOptions& options) {
+  return import_model(bytes, {base_dir, what}, options);
 }
 
 std::vector<std::string> onnx_supported_ops() { return onnx_import::supported_op_types(); }

@@ -1,5 +1,6 @@
 // ONNX's linear algebra, reductions and normalisations, one entry per op type.
 
+#include <algorithm>
 #include <limits>
 
 #include "core/str.hpp"
@@ -61,17 +62,47 @@ Tensor reduce_min(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
   return min(x, std::move(a), k, l);
 }
 
-/// A reduction: \p before maps the input, \p R reduces, \p after maps the result.
+/// The shape of \p x reduced over \p axes.
+Shape reduced_shape(const Tensor& x, const std::vector<std::int64_t>& axes, bool keep) {
+  std::vector<Dim> dims;
+  for (std::size_t i = 0; i < x.rank(); ++i) {
+    const bool reduced =
+        std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(i)) != axes.end();
+    if (!reduced)
+      dims.push_back(x.shape().dims()[i]);
+    else if (keep)
+      dims.emplace_back(1);
+  }
+  return Shape(dims);
+}
+/// True when a reduced axis is static and empty.
+bool reduces_nothing(const Tensor& x, const std::vector<std::int64_t>& axes) {
+  return std::any_of(axes.begin(), axes.end(), [&](std::int64_t a) {
+    const Dim& d = x.shape().dims()[a];
+    return d.is_static() && d.size() == 0;
+  });
+}
+
+/// A reduction: \p before maps the input, \p R reduces, \p after maps the result. Over
+/// no elements it gives \p empty (ONNX: -inf for max, +inf for min; sums reduce to 0).
 template <Reduce R, std::int64_t Since, Tensor (*Before)(const Tensor&) = nullptr,
-          Tensor (*After)(const Tensor&) = nullptr>
+          Tensor (*After)(const Tensor&) = nullptr, int Empty = 0>
 Outputs reduce(NodeContext& n) {
   Tensor x = n.input(0);
   const bool keep = n.attr_int("keepdims", 1) != 0;
   const auto axes = reduce_axes(n, x, Since);
   if (!axes) return {traced(x)};
+  if (Empty != 0 && reduces_nothing(x, *axes)) {
+    const double inf = std::numeric_limits<double>::infinity();
+    return {
+        traced(Tensor::full(TensorLayout(x.dtype(), reduced_shape(x, *axes, keep)), Empty * inf))};
+  }
+  const DType dtype = x.dtype();
+  if (dtype == DType::bool_) x = cast(x, DType::u8);  // max: any, min: all
   if (Before != nullptr) x = Before(x);
   Tensor y = R(x, *axes, keep, Loc::current());
   if (After != nullptr) y = After(y);
+  if (y.dtype() != dtype && dtype == DType::bool_) y = cast(y, dtype);
   return {traced(y)};
 }
 Tensor square(const Tensor& x) { return x * x; }
@@ -83,6 +114,7 @@ Outputs reduce_log_sum_exp(NodeContext& n) {
   const bool keep = n.attr_int("keepdims", 1) != 0;
   const auto axes = reduce_axes(n, x, 18);
   if (!axes) return {traced(x)};
+  if (reduces_nothing(x, *axes)) return {traced(log(sum(exp(x), *axes, keep)))};  // log 0
   // log(sum(exp(x - m))) + m with m the max: no overflow for large x.
   const Tensor m = max(x, *axes, true);
   Tensor y = log(sum(exp(x - m), *axes, true)) + m;
@@ -98,10 +130,19 @@ Outputs reduce_log_sum_exp(NodeContext& n) {
 
 Outputs arg_max_min(NodeContext& n, bool is_max) {
   Tensor x = n.input(0);
-  if (n.attr_int("select_last_index", 0) != 0) n.fail("select_last_index = 1 is not supported yet");
   const std::int64_t axis = n.axis(n.attr_int("axis", 0), x.rank());
+  const bool keep = n.attr_int("keepdims", 1) != 0;
   if (!is_max) x = neg(x);
-  return {traced(argmax(x, axis, n.attr_int("keepdims", 1) != 0))};
+  if (n.attr_int("select_last_index", 0) == 0) return {traced(argmax(x, axis, keep))};
+  // The last index of the extreme: the first one of the axis reversed, counted back.
+  const Dim& dim = x.shape().dims()[axis];
+  if (!dim.is_static())
+    n.fail(cat("select_last_index over symbolic dim ", dim, " is not supported"));
+  std::vector<std::int64_t> reversed;
+  for (std::int64_t i = dim.size() - 1; i >= 0; --i) reversed.push_back(i);
+  const Tensor indices = Tensor::from_data(reversed, Shape{dim.size()});
+  const Tensor first = argmax(gather(x, indices, axis), axis, keep);
+  return {traced(Tensor::scalar(static_cast<double>(dim.size() - 1), DType::i64) - first)};
 }
 Outputs arg_max(NodeContext& n) { return arg_max_min(n, true); }
 Outputs arg_min(NodeContext& n) { return arg_max_min(n, false); }
@@ -152,9 +193,9 @@ const OpConverter kConverters[] = {
     {"ReduceL1", reduce<reduce_sum, 18, abs_of>},
     {"ReduceL2", reduce<reduce_sum, 18, square, sqrt_of>},
     {"ReduceLogSumExp", reduce_log_sum_exp},
-    {"ReduceMax", reduce<reduce_max, 18>},
+    {"ReduceMax", reduce<reduce_max, 18, nullptr, nullptr, -1>},
     {"ReduceMean", reduce<reduce_mean, 18>},
-    {"ReduceMin", reduce<reduce_min, 18>},
+    {"ReduceMin", reduce<reduce_min, 18, nullptr, nullptr, 1>},
     {"ReduceSum", reduce<reduce_sum, 13>},
     {"ReduceSumSquare", reduce<reduce_sum, 18, square>},
     {"Softmax", softmax_},

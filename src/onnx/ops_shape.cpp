@@ -325,12 +325,24 @@ Outputs split_(NodeContext& n) {
   return out;
 }
 
-/// ONNX's start, end for one axis of \p size and positive \p step, clamped as kiln wants.
-std::pair<std::int64_t, std::int64_t> slice_bounds(std::int64_t start, std::int64_t end,
-                                                   std::int64_t size) {
-  if (start < 0) start = std::max<std::int64_t>(start + size, 0);
-  if (end < 0) end = std::max<std::int64_t>(end + size, 0);
-  return {std::min(start, size), std::clamp<std::int64_t>(end, 0, size)};
+/// The indices ONNX's Slice takes along an axis of \p size: from \p start by \p step
+/// (either sign) up to, not including, \p end, each clamped as ONNX says.
+std::vector<std::int64_t> slice_indices(std::int64_t start, std::int64_t end, std::int64_t step,
+                                        std::int64_t size) {
+  const auto wrap = [&](std::int64_t v) { return v < 0 ? (v < -size ? -1 : v + size) : v; };
+  start = wrap(start);
+  end = wrap(end);
+  std::vector<std::int64_t> out;
+  if (step > 0) {
+    start = std::clamp<std::int64_t>(start, 0, size);
+    end = std::clamp<std::int64_t>(end, 0, size);
+    for (std::int64_t i = start; i < end; i += step) out.push_back(i);
+  } else {
+    start = std::clamp<std::int64_t>(start, -1, size - 1);
+    end = std::clamp<std::int64_t>(end, -1, size - 1);
+    for (std::int64_t i = start; i > end; i += step) out.push_back(i);
+  }
+  return out;
 }
 struct SliceSpec {
   std::vector<std::int64_t> starts, ends, axes, steps;
@@ -353,7 +365,7 @@ SliceSpec slice_spec(NodeContext& n, std::size_t rank) {
     n.fail("starts, ends, axes and steps differ in length");
   for (auto& a : s.axes) a = n.axis(a, rank);
   for (const std::int64_t step : s.steps)
-    if (step < 1) n.fail(cat("step ", step, " is not supported (kiln slices with steps >= 1)"));
+    if (step == 0) n.fail("a step is 0");
   return s;
 }
 Outputs slice_(NodeContext& n) {
@@ -367,8 +379,17 @@ Outputs slice_(NodeContext& n) {
         continue;
       n.fail(cat("slicing symbolic dim ", dim, " is not supported (only the whole axis)"));
     }
-    const auto [start, end] = slice_bounds(s.starts[i], s.ends[i], dim.size());
-    x = slice(x, s.axes[i], start, std::max(start, end), s.steps[i]);
+    const std::vector<std::int64_t> picked =
+        slice_indices(s.starts[i], s.ends[i], s.steps[i], dim.size());
+    if (s.steps[i] > 0) {
+      const std::int64_t start = picked.empty() ? 0 : picked.front();
+      const std::int64_t stop = picked.empty() ? 0 : picked.back() + 1;
+      x = slice(x, s.axes[i], start, stop, s.steps[i]);
+    } else {  // backwards: the picked elements, gathered
+      const Tensor indices =
+          Tensor::from_data(picked, Shape{static_cast<std::int64_t>(picked.size())});
+      x = gather(x, indices, s.axes[i]);
+    }
   }
   return {traced(x)};
 }
@@ -378,14 +399,13 @@ Folded fold_slice(NodeContext& n) {
   for (std::size_t i = 1; i < n.num_inputs(); ++i)
     if (n.has_input(i) && n.host(i) == nullptr) return std::nullopt;
   const SliceSpec s = slice_spec(n, 1);
-  std::int64_t start = 0, end = x->shape[0], step = 1;
-  if (!s.axes.empty()) {
-    std::tie(start, end) = slice_bounds(s.starts[0], s.ends[0], x->shape[0]);
-    step = s.steps[0];
-  }
+  std::vector<std::int64_t> picked;
+  if (s.axes.empty())
+    for (std::int64_t i = 0; i < x->shape[0]; ++i) picked.push_back(i);
+  else
+    picked = slice_indices(s.starts[0], s.ends[0], s.steps[0], x->shape[0]);
   HostValue out = like(*x, {0});
-  for (std::int64_t i = start; i < end; i += step)
-    copy_element(*x, static_cast<std::size_t>(i), out);
+  for (const std::int64_t i : picked) copy_element(*x, static_cast<std::size_t>(i), out);
   out.shape = {static_cast<std::int64_t>(out.size())};
   if (!out.symbolic()) out.symbols.clear();
   return one(std::move(out));

@@ -174,10 +174,12 @@ Tensor to_tensor(const TP& proto, const TensorSource& source) {
     if (proto.raw_data().size() != bytes) throw mismatch(proto.raw_data().size(), "raw_data bytes");
     return Tensor::from_bytes(dtype, shape, Device::cpu(), proto.raw_data().data(), bytes);
   }
-  std::vector<std::byte> out(bytes);
+  // Checked before allocating: the dims of a hostile file may claim far more than it holds.
+  std::vector<std::byte> out;
   const auto fill = [&](const auto& field, const char* field_name, auto store) {
     if (static_cast<std::uint64_t>(field.size()) != count)
       throw mismatch(static_cast<std::uint64_t>(field.size()), field_name);
+    out.resize(bytes);
     for (std::uint64_t i = 0; i < count; ++i)
       store(field.Get(static_cast<int>(i)), &out[i * element]);
   };

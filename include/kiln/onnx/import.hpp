@@ -43,18 +43,28 @@ struct OnnxModel {
 inline constexpr std::int64_t kOnnxMinOpset = 13;
 inline constexpr std::int64_t kOnnxMaxOpset = 22;
 
+/// How `import_onnx` reads a model.
+struct OnnxImportOptions {
+  /// Graph inputs whose values are fixed when importing, by name: they are not inputs of
+  /// the staged graph but constants, folded as initializers are. For models that take as
+  /// inputs what kiln needs to know before run time (a Reshape's shape, a reduction's
+  /// axes, a Split's sizes). Each must match the input's dtype and (static) dims.
+  std::map<std::string, Tensor> constant_inputs;
+};
+
 /// Reads the ONNX model at \p path. Tensors with external data are read from files beside
 /// the model (paths relative to its folder, which they may not leave).
 /// \throws UserError naming the file for an unreadable or malformed model, an opset
 /// outside [kOnnxMinOpset, kOnnxMaxOpset], a dtype kiln has no counterpart for, and, at
 /// once for every node that has one, each op kiln does not support:
 /// `ONNX op 'X' (opset N) at node 'name' is not supported`.
-OnnxModel import_onnx(const std::string& path);
+OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options = {});
 
 /// The same, from the bytes of a model (\p base_dir: where external data lives; empty:
 /// external data is refused). \p what names the model in errors.
 OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
-                            const std::string& what = "the ONNX model");
+                            const std::string& what = "the ONNX model",
+                            const OnnxImportOptions& options = {});
 
 /// The ONNX op types (default domain) `import_onnx` converts, sorted.
 std::vector<std::string> onnx_supported_ops();
