@@ -1,0 +1,320 @@
+// kiln::import_onnx on models built here with ONNX's protobuf API: what it refuses, and
+// how (every unsupported op at once, old opsets, hostile files, external data leaving the
+// model's folder), and what it makes of symbolic dims, shape computations and
+// initializers, checked by running the staged graphs.
+
+#include "kiln/onnx/import.hpp"
+
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <variant>
+
+#include "../error_matchers.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/core/error.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Dims = std::vector<std::variant<std::int64_t, std::string>>;
+
+/// An ONNX model under construction.
+struct Model {
+  onnx::ModelProto proto;
+  explicit Model(std::int64_t opset = 17) {
+    proto.set_ir_version(8);
+    auto* o = proto.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+  }
+  onnx::GraphProto& graph() { return *proto.mutable_graph(); }
+  static void set_type(onnx::ValueInfoProto* v, int elem, const Dims& dims) {
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* shape = t->mutable_shape();
+    for (const auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (std::holds_alternative<std::int64_t>(d))
+        dim->set_dim_value(std::get<std::int64_t>(d));
+      else
+        dim->set_dim_param(std::get<std::string>(d));
+    }
+  }
+  void input(const std::string& name, const Dims& dims, int elem = onnx::TensorProto::FLOAT) {
+    auto* v = graph().add_input();
+    v->set_name(name);
+    set_type(v, elem, dims);
+  }
+  void output(const std::string& name) { graph().add_output()->set_name(name); }
+  onnx::NodeProto& node(const std::string& op, std::vector<std::string> in,
+                        std::vector<std::string> out, const std::string& name = "") {
+    auto* n = graph().add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return *n;
+  }
+  onnx::TensorProto& ints(const std::string& name, std::vector<std::int64_t> values) {
+    auto* t = graph().add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(values.size()));
+    for (auto v : values) t->add_int64_data(v);
+    return *t;
+  }
+  onnx::TensorProto& floats(const std::string& name, std::vector<float> values,
+                            std::vector<std::int64_t> dims) {
+    auto* t = graph().add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (auto d : dims) t->add_dims(d);
+    for (auto v : values) t->add_float_data(v);
+    return *t;
+  }
+  kiln::OnnxModel import(const kiln::OnnxImportOptions& options = {}) const {
+    return kiln::import_onnx_bytes(proto.SerializeAsString(), "", "model.onnx", options);
+  }
+};
+
+void set_int(onnx::NodeProto& n, const std::string& name, std::int64_t v) {
+  auto* a = n.add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+/// A folder of its own, removed at the end.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("kiln_onnx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+TEST(OnnxImport, NamesEveryUnsupportedOpAtOnce) {
+  Model m;
+  m.input("x", {2, 3});
+  m.node("Relu", {"x"}, {"a"}, "fine");
+  m.node("FrobnicateV2", {"a"}, {"b"}, "first");
+  m.node("ConvInteger", {"b"}, {"c"}, "second");
+  m.node("Attention", {"c"}, {"d"}, "third").set_domain("com.microsoft");
+  m.output("d");
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError,
+                        "ONNX op 'FrobnicateV2' (opset 17) at node 'first' is not supported",
+                        "ONNX op 'ConvInteger' (opset 17) at node 'second' is not supported",
+                        "ONNX op 'com.microsoft.Attention' (opset 17) at node 'third'",
+                        "unsupported ops in this model (3)", "docs/onnx.md");
+}
+
+TEST(OnnxImport, RefusesOpsetsItDoesNotRead) {
+  Model old(12);
+  old.input("x", {2});
+  old.node("Relu", {"x"}, {"y"});
+  old.output("y");
+  KILN_EXPECT_THROW_MSG(old.import(), kiln::UserError, "model.onnx", "opset 12", "13 to 22",
+                        "version_converter");
+  Model none(17);
+  none.proto.mutable_opset_import(0)->set_domain("ai.other");
+  KILN_EXPECT_THROW_MSG(none.import(), kiln::UserError, "no opset of the default domain");
+}
+
+TEST(OnnxImport, HostileBytesAreRefusedWithAMessage) {
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx_bytes("\x08\x96\x01garbage\xff\xff", "", "bad.onnx"),
+                        kiln::UserError, "bad.onnx", "not a valid ONNX model");
+  // Dims that claim 10^12 elements with no data: refused before anything is allocated.
+  Model m;
+  m.input("x", {2});
+  auto& t = *m.graph().add_initializer();
+  t.set_name("huge");
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  t.add_dims(1000000);
+  t.add_dims(1000000);
+  m.node("Add", {"x", "huge"}, {"y"});
+  m.output("y");
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "tensor 'huge'", "float_data holds 0");
+  // A negative dim, and a dtype kiln lacks.
+  t.set_dims(0, -5);
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "negative dim (-5)");
+  Model u16;
+  u16.input("x", {2}, onnx::TensorProto::UINT16);
+  u16.node("Relu", {"x"}, {"y"});
+  u16.output("y");
+  KILN_EXPECT_THROW_MSG(u16.import(), kiln::UserError, "input 'x'", "UINT16", "no counterpart");
+}
+
+TEST(OnnxImport, ExternalDataStaysInsideTheModelsFolder) {
+  TempDir dir;
+  const std::vector<float> w = {1, 2, 3, 4};
+  {
+    std::ofstream f(dir.path / "weights.bin", std::ios::binary);
+    f.write("pad!", 4);  // the tensor starts at offset 4
+    f.write(reinterpret_cast<const char*>(w.data()), 16);
+  }
+  const auto model_with = [&](const std::string& location, const std::string& offset) {
+    Model m;
+    m.input("x", {4});
+    auto& t = *m.graph().add_initializer();
+    t.set_name("w");
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    t.add_dims(4);
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* loc = t.add_external_data();
+    loc->set_key("location");
+    loc->set_value(location);
+    auto* off = t.add_external_data();
+    off->set_key("offset");
+    off->set_value(offset);
+    m.node("Mul", {"x", "w"}, {"y"});
+    m.output("y");
+    const fs::path path = dir.path / "model.onnx";
+    std::ofstream(path, std::ios::binary) << m.proto.SerializeAsString();
+    return path.string();
+  };
+  const kiln::OnnxModel ok = kiln::import_onnx(model_with("weights.bin", "4"));
+  ASSERT_EQ(ok.weights.count("w"), 1u);
+  EXPECT_EQ(ok.weights.at("w").to_vector<float>(), w);
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx(model_with("../weights.bin", "0")), kiln::UserError,
+                        "tensor 'w'", "'../weights.bin'", "inside the model's folder");
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx(model_with("/etc/passwd", "0")), kiln::UserError,
+                        "'/etc/passwd'", "relative path");
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx(model_with("missing.bin", "0")), kiln::UserError,
+                        "missing.bin", "cannot be opened");
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx(model_with("weights.bin", "8")), kiln::UserError,
+                        "holds 20 bytes, too few for 16 bytes at offset 8");
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx(model_with("weights.bin", "-1")), kiln::UserError,
+                        "offset '-1' is not a non-negative integer");
+  // From bytes there is no folder to read external data from.
+  Model m;
+  std::ifstream in(model_with("weights.bin", "4"), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  KILN_EXPECT_THROW_MSG(kiln::import_onnx_bytes(bytes, "", "mem"), kiln::UserError,
+                        "without a folder");
+}
+
+/// x [batch, seq len, 8] reshaped to [batch, seq len, 2, 4] through Shape -> Gather ->
+/// Unsqueeze -> Concat, as exporters write it.
+Model shape_chain_model() {
+  Model m;
+  m.input("x", {std::string("batch"), std::string("seq len"), 8});
+  m.node("Shape", {"x"}, {"shape"});
+  m.ints("zero", {0});
+  m.ints("one", {1});
+  m.ints("tail", {2, 4});
+  m.node("Gather", {"shape", "zero"}, {"b"});
+  m.node("Gather", {"shape", "one"}, {"s"});
+  m.node("Concat", {"b", "s", "tail"}, {"target"}).add_attribute()->set_name("axis");
+  m.graph().mutable_node(3)->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  m.graph().mutable_node(3)->mutable_attribute(0)->set_i(0);
+  m.node("Reshape", {"x", "target"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+TEST(OnnxImport, ShapeChainsFoldIntoOneReshapeWithSymbolicDims) {
+  const kiln::OnnxModel model = shape_chain_model().import();
+  ASSERT_EQ(model.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(model.graph.in_layouts()[0].shape, (kiln::Shape{"batch", "seq_len", 8}));
+  EXPECT_EQ(model.graph.out_layouts()[0].shape, (kiln::Shape{"batch", "seq_len", 2, 4}));
+  const kiln::ir::Graph& entry = model.graph.graph().entry();
+  ASSERT_EQ(entry.num_ops(), 1u) << model.graph.str();
+  EXPECT_EQ(entry.op(0).name(), "kiln.reshape");
+  EXPECT_TRUE(model.weights.empty());  // shapes and indices are folded, not weights
+  const kiln::Tensor x = kiln::Tensor::random(kiln::TensorLayout(kiln::DType::f32, {2, 3, 8}), 1);
+  kiln::CompiledCallable call(model.graph, model.weights);
+  const std::vector<kiln::Tensor> y = call.run({x});
+  EXPECT_EQ(y[0].shape(), (kiln::Shape{2, 3, 2, 4}));
+  EXPECT_EQ(y[0].to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(OnnxImport, ProductsOfSymbolicDimsAreRefusedClearly) {
+  Model m;
+  m.input("x", {std::string("batch"), std::string("seq"), 8});
+  m.ints("flat", {-1, 8});
+  m.node("Reshape", {"x", "flat"}, {"y"}, "merge");
+  m.output("y");
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 'merge' (Reshape)",
+                        "product of symbolic dims");
+}
+
+TEST(OnnxImport, InitializersBecomeWeightsByTheirNames) {
+  Model m;
+  m.input("x", {1, 2});
+  m.floats("W", {1, 2, 3, 4, 5, 6}, {2, 3});
+  m.floats("bias", {0.5f, -1, 2}, {3});
+  m.node("MatMul", {"x", "W"}, {"xw"});
+  m.node("Add", {"xw", "bias"}, {"y"});
+  m.output("y");
+  const kiln::OnnxModel model = m.import();
+  ASSERT_EQ(model.weights.size(), 2u);
+  EXPECT_EQ(model.weights.at("W").shape(), (kiln::Shape{2, 3}));
+  EXPECT_EQ(model.output_names, std::vector<std::string>{"y"});
+  const kiln::Tensor x = kiln::Tensor::from_data(std::vector<float>{1, -1}, {1, 2});
+  kiln::CompiledCallable call(model.graph, model.weights);
+  // [1, -1] x [[1,2,3],[4,5,6]] = [-3, -3, -3]; plus the bias.
+  EXPECT_EQ(call.run({x})[0].to_vector<float>(), (std::vector<float>{-2.5f, -4, -1}));
+  EXPECT_EQ(kiln::reference_run(model.graph.graph(), {x}, model.weights)[0].to_vector<float>(),
+            (std::vector<float>{-2.5f, -4, -1}));
+}
+
+TEST(OnnxImport, ConstantInputsMustMatchTheModel) {
+  Model m;
+  m.input("x", {2, 3});
+  m.input("shape", {2}, onnx::TensorProto::INT64);
+  m.node("Reshape", {"x", "shape"}, {"y"}, "r");
+  m.output("y");
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 'r' (Reshape)",
+                        "must be known when the model is imported");
+  kiln::OnnxImportOptions options;
+  options.constant_inputs.emplace("shape",
+                                  kiln::Tensor::from_data(std::vector<std::int64_t>{3, 2}, {2}));
+  const kiln::OnnxModel model = m.import(options);
+  EXPECT_EQ(model.input_names, std::vector<std::string>{"x"});
+  EXPECT_EQ(model.graph.out_layouts()[0].shape, (kiln::Shape{3, 2}));
+  options.constant_inputs.emplace("nope", kiln::Tensor::scalar(1));
+  KILN_EXPECT_THROW_MSG(m.import(options), kiln::UserError, "'nope' is not an input");
+  options.constant_inputs.erase("nope");
+  options.constant_inputs.at("shape") = kiln::Tensor::from_data(std::vector<float>{3, 2}, {2});
+  KILN_EXPECT_THROW_MSG(m.import(options), kiln::UserError, "constant input 'shape'", "i64");
+}
+
+TEST(OnnxImport, BrokenGraphsAreRefusedWithTheNodeNamed) {
+  Model m;
+  m.input("x", {2});
+  m.node("Relu", {"nowhere"}, {"y"}, "lost");
+  m.output("y");
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 'lost' (Relu)", "'nowhere'",
+                        "topological order");
+  Model n;
+  n.input("x", {2});
+  n.node("Relu", {"x"}, {"y"});
+  n.output("z");
+  KILN_EXPECT_THROW_MSG(n.import(), kiln::UserError, "graph output 'z' is computed by no node");
+  Model bad_axis;
+  bad_axis.input("x", {2, 3});
+  set_int(bad_axis.node("Softmax", {"x"}, {"y"}, "sm"), "axis", 5);
+  bad_axis.output("y");
+  KILN_EXPECT_THROW_MSG(bad_axis.import(), kiln::UserError, "node 'sm' (Softmax)",
+                        "axis 5 is out of range for rank 2");
+}
+
+TEST(OnnxImport, TheSupportedOpsAreListed) {
+  const std::vector<std::string> ops = kiln::onnx_supported_ops();
+  EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
+  for (const char* op : {"MatMul", "Gemm", "Reshape", "LayerNormalization", "Softmax", "Gelu"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+}
+
+}  // namespace
