@@ -35,6 +35,7 @@ ir::Module rebuild(const ir::Module& module, const std::function<Decide(const ir
     ir::Graph& graph = out.add_graph(in.name());
     std::vector<ir::Value> map(in.num_values());
     for (ir::Value a : in.arguments()) map[a.id] = graph.add_argument(in.type(a));
+    graph.copy_names(in);
     const Decide decide = make(in);
     for (std::size_t i = 0; i < in.num_ops(); ++i) {
       const ir::OpView op = in.op(i);
@@ -263,6 +264,7 @@ ir::Module fuse_elementwise(const ir::Module& module) {
     // Rebuild: a group's root becomes one kiln.fused op, its other members disappear.
     std::vector<ir::Value> map(in->num_values());
     for (ir::Value a : in->arguments()) map[a.id] = graph->add_argument(in->type(a));
+    graph->copy_names(*in);
     for (std::size_t i = 0; i < in->num_ops(); ++i) {
       const ir::OpView op = in->op(i);
       const int gi = group[i];

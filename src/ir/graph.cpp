@@ -61,6 +61,27 @@ Value Graph::add_argument(TensorType type) {
   return Value{id};
 }
 
+namespace {
+const std::string kNoName;
+void set_name(std::vector<std::string>& names, std::size_t index, std::string name) {
+  if (names.size() <= index) names.resize(index + 1);
+  names[index] = std::move(name);
+}
+}  // namespace
+
+void Graph::set_argument_name(std::size_t index, std::string name) {
+  set_name(argument_names_, index, std::move(name));
+}
+const std::string& Graph::argument_name(std::size_t index) const noexcept {
+  return index < argument_names_.size() ? argument_names_[index] : kNoName;
+}
+void Graph::set_result_name(std::size_t index, std::string name) {
+  set_name(result_names_, index, std::move(name));
+}
+const std::string& Graph::result_name(std::size_t index) const noexcept {
+  return index < result_names_.size() ? result_names_[index] : kNoName;
+}
+
 void Graph::check_operand(Value v, std::string_view op) const {
   if (v.id >= values_.size())
     throw UserError(detail::cat(op, ": operand ", (v.valid() ? detail::cat("%", v.id) : "<none>"),

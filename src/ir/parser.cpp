@@ -192,10 +192,38 @@ class Parser : detail::TextCursor {
   }
 
   // A single type, or a parenthesised list of them (function results).
-  std::vector<TensorType> result_type_list() {
+  /// A function's result types: one, or a parenthesized list whose types may carry
+  /// `{kiln.name = "..."}` (into \p names, one per type, empty for none).
+  std::vector<TensorType> result_type_list(std::vector<std::string>* names = nullptr) {
     skip_space();
-    if (peek() == '(') return type_list();
-    return {type()};
+    if (peek() != '(') return {type()};
+    if (names == nullptr) return type_list();  // an op's: no names
+    expect('(');
+    std::vector<TensorType> types;
+    if (try_char(')')) return types;
+    do {
+      types.push_back(type());
+      names->push_back(name_attribute());
+    } while (try_char(','));
+    expect(')');
+    return types;
+  }
+
+  /// An optional `{kiln.name = "..."}` (the only argument or result attribute kiln
+  /// reads); its string, or empty when there is none.
+  std::string name_attribute() {
+    skip_space();
+    if (!try_char('{')) return {};
+    skip_space();
+    const Position at = here();
+    if (!try_literal("kiln.name"))
+      fail_at(at, "expected kiln.name, the only argument and result attribute kiln reads");
+    expect('=');
+    skip_space();
+    std::string name = string_literal();
+    if (name.empty()) fail_at(at, "kiln.name must not be empty");
+    expect('}');
+    return name;
   }
 
   Device device_token() {
@@ -432,11 +460,19 @@ class Parser : detail::TextCursor {
         const std::string_view value = value_name();
         expect(':');
         define(at, value, {g.add_argument(type()).id, 1});
+        if (std::string arg_name = name_attribute(); !arg_name.empty()) {
+          for (std::size_t i = 0; i + 1 < g.arguments().size(); ++i)
+            if (g.argument_name(i) == arg_name)
+              fail_at(at, cat("arguments ", i, " and ", g.arguments().size() - 1, " of @", g.name(),
+                              " are both named ", quote_name(arg_name)));
+          g.set_argument_name(g.arguments().size() - 1, std::move(arg_name));
+        }
       } while (try_char(','));
       expect(')');
     }
     std::vector<TensorType> result_types;
-    if (try_literal("->")) result_types = result_type_list();
+    std::vector<std::string> result_names;
+    if (try_literal("->")) result_types = result_type_list(&result_names);
     expect('{');
     while (!try_keyword("return")) op(g);
     skip_space();
@@ -463,6 +499,8 @@ class Parser : detail::TextCursor {
         fail_at(return_at, cat("result ", i, " of @", g.name(), " is declared ", result_types[i],
                                " but the returned value is ", g.type(results[i])));
     g.set_results(std::move(results));
+    for (std::size_t i = 0; i < result_names.size(); ++i)
+      if (!result_names[i].empty()) g.set_result_name(i, std::move(result_names[i]));
     expect('}');
   }
 

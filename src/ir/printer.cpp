@@ -104,11 +104,25 @@ class Printer {
       out_ += names_[g.arguments()[i].id];
       out_ += ": ";
       type(g.type(g.arguments()[i]));
+      name_attribute(g.argument_name(i));
     }
     out_ += ')';
     if (!g.results().empty()) {
       out_ += " -> ";
-      type_list(g, g.results(), /*parenthesize_single=*/false);
+      bool named = false;
+      for (std::size_t i = 0; i < g.results().size(); ++i)
+        named = named || !g.result_name(i).empty();
+      if (named) {
+        out_ += '(';
+        for (std::size_t i = 0; i < g.results().size(); ++i) {
+          if (i) out_ += ", ";
+          type(g.type(g.results()[i]));
+          name_attribute(g.result_name(i));
+        }
+        out_ += ')';
+      } else {
+        type_list(g, g.results(), /*parenthesize_single=*/false);
+      }
     }
     out_ += " {\n";
     for (std::size_t i = 0; i < g.num_ops(); ++i) op(g, g.op(i));
@@ -344,6 +358,14 @@ class Printer {
       text.insert(e == std::string::npos ? text.size() : e, ".0");
     }
     out_ += text;
+  }
+
+  // ` {kiln.name = "..."}` after an argument's or result's type, when it has a name.
+  void name_attribute(const std::string& name) {
+    if (name.empty()) return;
+    out_ += " {kiln.name = ";
+    string(name);
+    out_ += '}';
   }
 
   void string(std::string_view s) {

@@ -298,10 +298,20 @@ OnnxModel Importer::run() {
                           " is not an input of the model"));
   const std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn =
       [&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); };
-  StagedGraph staged = stage(fn)(layouts);
-  OnnxModel out{std::move(staged), std::move(weights_), input_names_, {}, opset};
-  for (const auto& o : graph.output()) out.output_names.push_back(o.name());
-  return out;
+  const StagedGraph staged = stage(fn)(layouts);
+  // The entry's arguments and results carry the model's names (`kiln run --input NAME=`).
+  ir::Module module = staged.graph();
+  ir::Graph& entry = *module.find(module.entry().name());
+  std::vector<std::string> output_names;
+  for (std::size_t i = 0; i < input_names_.size(); ++i) entry.set_argument_name(i, input_names_[i]);
+  for (int i = 0; i < graph.output_size(); ++i) {
+    output_names.push_back(graph.output(i).name());
+    entry.set_result_name(static_cast<std::size_t>(i), graph.output(i).name());
+  }
+  StagedGraph named(std::move(module), staged.in_layouts(), staged.in_tree(), staged.out_layouts(),
+                    staged.out_tree());
+  return OnnxModel{std::move(named), std::move(weights_), input_names_, std::move(output_names),
+                   opset};
 }
 
 }  // namespace onnx_import

@@ -24,6 +24,39 @@ TEST(IrText, PrintParsePrintGivesIdenticalBytes) {
   }
 }
 
+TEST(IrText, ArgumentAndResultNamesRoundTripAsMlirAttributes) {
+  const std::string text =
+      "module {\n  func.func @main(%arg0: tensor<4xf32> {kiln.name = \"input_ids\"}, %arg1: "
+      "tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32> {kiln.name = \"lo\\22gits\"}) {\n"
+      "    return %arg0, %arg1 : tensor<4xf32>, tensor<4xf32>\n  }\n}\n";
+  const Module m = parse_module(text);
+  EXPECT_EQ(m.entry().argument_name(0), "input_ids");
+  EXPECT_EQ(m.entry().argument_name(1), "");
+  EXPECT_EQ(m.entry().result_name(0), "");
+  EXPECT_EQ(m.entry().result_name(1), "lo\"gits");
+  const std::string printed = m.str();
+  EXPECT_THAT(printed, HasSubstr("%arg0: tensor<4xf32> {kiln.name = \"input_ids\"}, %arg1: "
+                                 "tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32> {kiln.name = "
+                                 "\"lo\\22gits\"})"));
+  EXPECT_EQ(parse_module(printed).str(), printed);
+  // Two arguments of one name would make `--input NAME=` ambiguous; other attributes are
+  // not read, so they are refused rather than dropped.
+  const auto fails = [](const std::string& t, const char* fragment) {
+    try {
+      (void)parse_module(t);
+      ADD_FAILURE() << "parsed: " << t;
+    } catch (const UserError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  fails(
+      "module {\n func.func @main(%a: tensor<4xf32> {kiln.name = \"x\"}, %b: tensor<4xf32> "
+      "{kiln.name = \"x\"}) {\n return\n }\n}\n",
+      "are both named 'x'");
+  fails("module {\n func.func @main(%a: tensor<4xf32> {foo.bar = 1}) {\n return\n }\n}\n",
+        "expected kiln.name");
+}
+
 TEST(IrText, PrintingIsDeterministicAndSortsAttributes) {
   EXPECT_EQ(print(testing::layered_module()), print(testing::layered_module()));
   const std::string text = print(testing::layered_module());

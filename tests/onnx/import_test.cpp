@@ -231,6 +231,8 @@ TEST(OnnxImport, ShapeChainsFoldIntoOneReshapeWithSymbolicDims) {
   const kiln::ir::Graph& entry = model.graph.graph().entry();
   ASSERT_EQ(entry.num_ops(), 1u) << model.graph.str();
   EXPECT_EQ(entry.op(0).name(), "kiln.reshape");
+  EXPECT_EQ(entry.argument_name(0), "x");  // the model's names, for `kiln run --input x=`
+  EXPECT_EQ(entry.result_name(0), "y");
   EXPECT_TRUE(model.weights.empty());  // shapes and indices are folded, not weights
   const kiln::Tensor x = kiln::Tensor::random(kiln::TensorLayout(kiln::DType::f32, {2, 3, 8}), 1);
   kiln::CompiledCallable call(model.graph, model.weights);

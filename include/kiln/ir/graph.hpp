@@ -104,6 +104,19 @@ class Graph {
   /// Sets the graph's results (what its `return` returns).
   void set_results(std::vector<Value> results);
 
+  /// The names an argument or result carries for callers (an ONNX model's input and
+  /// output names, which `kiln run --input NAME=FILE` takes); empty: none. They print as
+  /// MLIR argument and result attributes, `{kiln.name = "input_ids"}`.
+  void set_argument_name(std::size_t index, std::string name);
+  const std::string& argument_name(std::size_t index) const noexcept;
+  void set_result_name(std::size_t index, std::string name);
+  const std::string& result_name(std::size_t index) const noexcept;
+  /// Gives this graph \p other's argument and result names (passes that rebuild a graph).
+  void copy_names(const Graph& other) {
+    argument_names_ = other.argument_names_;
+    result_names_ = other.result_names_;
+  }
+
   std::span<const Value> arguments() const noexcept { return arguments_; }
   std::span<const Value> results() const noexcept { return results_; }
   std::size_t num_ops() const noexcept { return ops_.size(); }
@@ -144,6 +157,7 @@ class Graph {
   std::vector<NamedAttribute> attributes_;
   std::vector<Location> locations_;
   std::vector<Value> results_;
+  std::vector<std::string> argument_names_, result_names_;  // empty, or names by index
 };
 
 /// A module: graphs by symbol name, one of them the entry (the first added, unless
