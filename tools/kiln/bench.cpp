@@ -55,12 +55,14 @@ int bench_command(const BenchOptions& options) {
   if (!options.json.empty()) files.push_back({"--json", options.json, true});
   if (!options.profile.empty()) files.push_back({"--profile", options.profile, true});
   check_files_distinct(files);
-  ir::Module module = load_module(options.model.model);
+  LoadedModel loaded = load_model(options.model.model);
+  ir::Module& module = loaded.module;
   std::vector<bool> generated;
   const std::vector<Tensor> inputs =
       bind_inputs(module, options.model, /*generate=*/true, &generated);
   const std::map<std::string, Tensor> weights =
-      load_weights(module, options.model, /*fill_missing=*/options.model.weights.empty());
+      load_weights(module, options.model, /*fill_missing=*/options.model.weights.empty(),
+                   std::move(loaded.weights));
   const ir::Module reference_module = module;
   const CompileOptions compile = compile_options(options.model);
   const int threads = compile.context->num_threads();

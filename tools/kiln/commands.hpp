@@ -61,6 +61,14 @@ struct PrintOptions {
 };
 int print_command(const PrintOptions& options);
 
+struct ImportOptions {
+  std::string model;    ///< MODEL.onnx
+  std::string output;   ///< the module, OUT.mlir
+  std::string weights;  ///< the weights; empty: OUT.safetensors beside the module
+};
+/// Writes an ONNX model as kiln's MLIR text and its initializers as safetensors.
+int import_command(const ImportOptions& options);
+
 struct DotOptions {
   ModelOptions model;
   bool plan = false;   ///< the compiled device graph instead of the IR graph

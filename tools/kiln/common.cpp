@@ -18,6 +18,7 @@
 #include "kiln/io/safetensors.hpp"
 #include "kiln/ir/text.hpp"
 #include "kiln/ir/verifier.hpp"
+#include "kiln/onnx/import.hpp"
 
 namespace kiln::cli {
 namespace {
@@ -42,8 +43,11 @@ std::optional<std::int64_t> parse_int(const std::string& text) {
   return value;
 }
 
-/// Argument index of `argN` or `N`, if \p name is one and in range.
-std::optional<std::size_t> argument_index(const std::string& name, std::size_t count) {
+/// Argument index of the argument named \p name, or of `argN` or `N`, if in range.
+std::optional<std::size_t> argument_index(const ir::Graph& entry, const std::string& name) {
+  const std::size_t count = entry.arguments().size();
+  for (std::size_t i = 0; i < count; ++i)
+    if (entry.argument_name(i) == name) return i;
   const std::string digits = name.rfind("arg", 0) == 0 ? name.substr(3) : name;
   const std::optional<std::int64_t> i = parse_int(digits);
   if (!i || static_cast<std::size_t>(*i) >= count) return std::nullopt;
@@ -53,7 +57,9 @@ std::optional<std::size_t> argument_index(const std::string& name, std::size_t c
 std::string argument_list(const ir::Graph& entry) {
   std::string out;
   for (std::size_t i = 0; i < entry.arguments().size(); ++i)
-    out += str(i ? ", " : "", "arg", i, " (", ir::to_string(entry.type(entry.arguments()[i])), ")");
+    out += str(i ? ", " : "",
+               entry.argument_name(i).empty() ? "arg" + std::to_string(i) : entry.argument_name(i),
+               " (", ir::to_string(entry.type(entry.arguments()[i])), ")");
   return out.empty() ? "no arguments" : out;
 }
 
@@ -91,6 +97,19 @@ void check_files_distinct(const std::vector<CommandFile>& files) {
                              files[j].path != files[i].path ? " (" + files[j].path + ")" : "",
                              ": one would destroy the other; give another path"));
   }
+}
+
+bool is_onnx_path(const std::string& path) {
+  return std::filesystem::path(path).extension() == ".onnx";
+}
+
+LoadedModel load_model(const std::string& path) {
+  if (is_onnx_path(path)) {
+    Progress progress("importing " + path);
+    OnnxModel imported = import_onnx(path);
+    return {imported.graph.graph(), std::move(imported.weights)};
+  }
+  return {load_module(path), {}};
 }
 
 ir::Module load_module(const std::string& path) {
@@ -144,12 +163,12 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
         throw UsageError(str("--input '", spec, "': more inputs than arguments; @", entry.name(),
                              " takes ", argument_list(entry)));
       index = next;
-    } else if (const std::optional<std::size_t> i = argument_index(name, n)) {
+    } else if (const std::optional<std::size_t> i = argument_index(entry, name)) {
       index = *i;
     } else {
       throw UsageError(str("--input '", spec, "': no argument named '", name, "'; @", entry.name(),
                            " takes ", argument_list(entry),
-                           " (name them argN or N, or list files in order)"));
+                           " (name them so, or argN or N, or list files in order)"));
     }
     if (!files[index].empty())
       throw UsageError(
@@ -222,7 +241,12 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
 }
 
 std::map<std::string, Tensor> load_weights(const ir::Module& module, const ModelOptions& options,
-                                           bool fill_missing) {
+                                           bool fill_missing,
+                                           std::map<std::string, Tensor> embedded) {
+  if (!embedded.empty() && !options.weights.empty())
+    throw UsageError(str("--weights ", options.weights, ": ", options.model,
+                         " carries its weights (its initializers); drop --weights"));
+  if (!embedded.empty()) return embedded;
   std::map<std::string, Tensor> weights;
   if (!options.weights.empty()) weights = SafetensorsFile::open(options.weights).tensors();
   const std::map<std::string, ir::TensorType> needed = module_weights(module);

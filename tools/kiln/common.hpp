@@ -41,11 +41,22 @@ std::vector<CommandFile> read_files(const ModelOptions& options);
 /// \throws UsageError naming both, so that no output overwrites an input or another output.
 void check_files_distinct(const std::vector<CommandFile>& files);
 
-/// Reads, parses and verifies \p path. \throws UserError naming the file (and, for syntax
+/// A model as a command reads it: the module, and the weights an ONNX model carries.
+struct LoadedModel {
+  ir::Module module;
+  std::map<std::string, Tensor> weights;  ///< an ONNX model's initializers; else empty
+};
+/// Reads, parses and verifies \p path: kiln's MLIR text, or an ONNX model (`.onnx`,
+/// imported by `kiln::import_onnx`). \throws UserError naming the file (and, for syntax
 /// errors, `file:line:col`).
+LoadedModel load_model(const std::string& path);
+/// The same for kiln's MLIR text only.
 ir::Module load_module(const std::string& path);
+/// True when \p path names an ONNX model (by its `.onnx` extension).
+bool is_onnx_path(const std::string& path);
 
-/// One tensor per entry argument of \p module, from `--input` files. With \p generate,
+/// One tensor per entry argument of \p module, from `--input` files (`NAME=FILE`, NAME an
+/// argument's name (`kiln.name`), `argN` or `N`; or files in order). With \p generate,
 /// arguments without a file get random values (floats in [-1, 1), integers 0 or 1) with
 /// symbolic dims from `--dim`, else from the files, else 1; without it a missing input is
 /// an error. \throws UserError naming the file for a bad or mis-shaped input, UsageError
@@ -58,8 +69,11 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
 /// lacks (or all, without a file) are zeros, for commands that only look at structure.
 /// \throws UserError for a weight in the file that the model does not read (a file for
 /// another model), unless `--skip-unused-weights` leaves such weights out.
+/// \p embedded: the weights the model file carries (an ONNX model's), used instead of a
+/// `--weights` file (\throws UsageError when both are given).
 std::map<std::string, Tensor> load_weights(const ir::Module& module, const ModelOptions& options,
-                                           bool fill_missing);
+                                           bool fill_missing,
+                                           std::map<std::string, Tensor> embedded = {});
 
 /// The compile options `--device`, `--threads`, `--passes` and `--matmul-precision` ask for.
 CompileOptions compile_options(const ModelOptions& options);

@@ -63,7 +63,7 @@ int print_command(const PrintOptions& options) {
       throw UsageError("--passes: unknown pass '" + p + "'; the passes are " + join(known));
   if (!options.output.empty())
     check_files_distinct({{"the model", options.model}, {"--output", options.output, true}});
-  ir::Module module = load_module(options.model);
+  ir::Module module = load_model(options.model).module;
   if (!options.passes.empty()) module = passes::run_passes(module, options.passes);
   write_text(options.output, module.str());
   return 0;
@@ -73,14 +73,15 @@ int dot_command(const DotOptions& options) {
   std::vector<CommandFile> files = read_files(options.model);
   if (!options.output.empty()) files.push_back({"--output", options.output, true});
   check_files_distinct(files);
-  ir::Module module = load_module(options.model.model);
+  LoadedModel loaded = load_model(options.model.model);
+  ir::Module& module = loaded.module;
   std::string text;
   if (options.plan) {
     if (!options.graph.empty())
       throw UsageError("--graph picks an IR graph; the plan (--plan) is always the whole call");
     const std::vector<Tensor> inputs = bind_inputs(module, options.model, /*generate=*/true);
     const std::map<std::string, Tensor> weights =
-        load_weights(module, options.model, /*fill_missing=*/true);
+        load_weights(module, options.model, /*fill_missing=*/true, std::move(loaded.weights));
     const CompileOptions compile = compile_options(options.model);
     CompiledCallable compiled(StagedGraph::from_module(std::move(module)), weights, compile);
     text = compiled.plan_dot(inputs);

@@ -93,11 +93,13 @@ std::vector<std::string> comma_list(const std::string& list) {
 
 void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) {
   cmd.add_option("model", o.model,
-                 "Module in kiln's MLIR text form (as `kiln demo --emit-mlir` "
-                 "or StagedGraph::str() writes it)")
+                 "Module in kiln's MLIR text form (as `kiln demo --emit-mlir`, `kiln import` "
+                 "or StagedGraph::str() writes it), or an ONNX model (MODEL.onnx, imported; "
+                 "its initializers are its weights)")
       ->required();
   cmd.add_option("-i,--input", o.inputs,
-                 "Input as NAME=FILE.npy (NAME: argN or N, the entry graph's argument) or "
+                 "Input as NAME=FILE.npy (NAME: the argument's name, e.g. an ONNX input's, or "
+                 "argN or N) or "
                  "FILE.npy for the next argument; repeat for each")
       ->type_name("NAME=FILE")
       ->allow_extra_args(false);  // one per flag: the model's path after it stays the model
@@ -192,7 +194,8 @@ int run(int argc, char** argv) {
   CLI::App* print_cmd = app.add_subcommand(
       "print",
       "Parse and verify a module, run IR passes on it, and print it (see what fusion did)");
-  print_cmd->add_option("model", print.model, "Module in kiln's MLIR text form")->required();
+  print_cmd->add_option("model", print.model, "Module in kiln's MLIR text form, or MODEL.onnx")
+      ->required();
   print_cmd
       ->add_option_function<std::string>(
           "--passes", [&print](const std::string& list) { print.passes = comma_list(list); },
@@ -200,6 +203,22 @@ int run(int argc, char** argv) {
           "(default: none)")
       ->type_name("LIST");
   print_cmd->add_option("-o,--output", print.output, "Write here instead of stdout")
+      ->type_name("FILE")
+      ->check(kWritableFile);
+
+  ImportOptions import;
+  CLI::App* import_cmd = app.add_subcommand(
+      "import",
+      "Import an ONNX model: write it as kiln's MLIR text and its initializers as safetensors "
+      "(docs/onnx.md lists the ONNX ops kiln reads)");
+  import_cmd->add_option("model", import.model, "ONNX model (MODEL.onnx)")->required();
+  import_cmd->add_option("-o,--output", import.output, "Write the module here (OUT.mlir)")
+      ->required()
+      ->type_name("FILE")
+      ->check(kWritableFile);
+  import_cmd
+      ->add_option("--weights-output", import.weights,
+                   "Write the weights here (default: OUT.safetensors beside the module)")
       ->type_name("FILE")
       ->check(kWritableFile);
 
@@ -250,7 +269,8 @@ int run(int argc, char** argv) {
       ->type_name("FILE")
       ->check(kWritableFile);
 
-  for (CLI::App* cmd : {run_cmd, bench_cmd, print_cmd, dot_cmd, demo_cmd}) cmd->footer(kExitCodes);
+  for (CLI::App* cmd : {run_cmd, bench_cmd, print_cmd, import_cmd, dot_cmd, demo_cmd})
+    cmd->footer(kExitCodes);
   if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say that one is required
     std::vector<std::string> names;
     for (const CLI::App* cmd : app.get_subcommands({})) names.push_back(cmd->get_name());
@@ -268,6 +288,7 @@ int run(int argc, char** argv) {
   if (subcommand(run_cmd)) return run_command(run);
   if (subcommand(bench_cmd)) return bench_command(bench);
   if (subcommand(print_cmd)) return print_command(print);
+  if (subcommand(import_cmd)) return import_command(import);
   if (subcommand(dot_cmd)) return dot_command(dot);
   return demo_command(demo);
 }

@@ -17,7 +17,8 @@ int run_command(const RunOptions& options) {
   std::vector<CommandFile> files = read_files(options.model);
   if (!options.profile.empty()) files.push_back({"--profile", options.profile, true});
   check_files_distinct(files);  // the model's path too, before it is read
-  ir::Module module = load_module(options.model.model);
+  LoadedModel loaded = load_model(options.model.model);
+  ir::Module& module = loaded.module;
   const auto output_path = [&](std::size_t i) {
     return (std::filesystem::path(options.output_dir) / ("output" + std::to_string(i) + ".npy"))
         .string();
@@ -29,7 +30,7 @@ int run_command(const RunOptions& options) {
   }
   const std::vector<Tensor> inputs = bind_inputs(module, options.model, /*generate=*/false);
   const std::map<std::string, Tensor> weights =
-      load_weights(module, options.model, /*fill_missing=*/false);
+      load_weights(module, options.model, /*fill_missing=*/false, std::move(loaded.weights));
 
   std::vector<Tensor> outputs;
   if (options.reference) {

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The kiln command on ONNX models, as a user runs it, judged by ONNX's own reference
+evaluator (onnx.reference, an independent implementation).
+
+    cli_onnx_test.py --kiln build/release/bin/kiln
+
+Builds small models with onnx.helper (a dense layer, GELU, LayerNormalization, a
+Shape -> Gather -> Unsqueeze -> Concat -> Reshape chain over a dynamic batch dim,
+Softmax), then checks that
+* ``kiln run model.onnx --input x=x.npy`` matches onnx.reference at two batch sizes;
+* ``kiln import model.onnx -o m.mlir`` writes m.mlir (inputs and outputs named) and
+  m.safetensors, and ``kiln run m.mlir --weights m.safetensors`` gives the same outputs;
+* an unsupported op fails with exit 2, naming every unsupported op and node at once;
+* an unknown input name is a usage error naming the model's inputs.
+Exit status 0 when every check passes.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def dense_model():
+    rng = np.random.default_rng(0)
+    inits = {
+        "W": rng.standard_normal((8, 16)).astype(np.float32),
+        "b": rng.standard_normal(16).astype(np.float32),
+        "g": rng.uniform(0.5, 1.5, 16).astype(np.float32),
+        "beta": rng.standard_normal(16).astype(np.float32),
+        "zero": np.array([0], np.int64),
+        "zero_scalar": np.array(0, np.int64),
+        "tail": np.array([4, 4], np.int64),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="dense"),
+        helper.make_node("Add", ["h", "b"], ["h2"]),
+        helper.make_node("Gelu", ["h2"], ["h3"]),
+        helper.make_node("LayerNormalization", ["h3", "g", "beta"], ["h4"], epsilon=1e-5),
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero_scalar"], ["batch"]),
+        helper.make_node("Unsqueeze", ["batch", "zero"], ["batch1"]),
+        helper.make_node("Concat", ["batch1", "tail"], ["shape"], axis=0),
+        helper.make_node("Reshape", ["h4", "shape"], ["r"]),
+        helper.make_node("Softmax", ["r"], ["probs"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "dense",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 4, 4])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def run(kiln, *args):
+    return subprocess.run([kiln, *args], capture_output=True, text=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kiln", required=True)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        model = dense_model()
+        path = os.path.join(tmp, "dense.onnx")
+        onnx.save(model, path)
+        reference = ReferenceEvaluator(model)
+        for batch in (1, 5):
+            x = np.random.default_rng(batch).standard_normal((batch, 8)).astype(np.float32)
+            np.save(os.path.join(tmp, "x.npy"), x)
+            expected = reference.run(None, {"x": x})[0]
+            out = os.path.join(tmp, f"out{batch}")
+            r = run(args.kiln, "run", path, "--input", "x=" + os.path.join(tmp, "x.npy"), "-o", out)
+            check(r.returncode == 0, f"kiln run dense.onnx (batch {batch}) exits 0: {r.stderr.strip()}")
+            if r.returncode == 0:
+                got = np.load(os.path.join(out, "output0.npy"))
+                err = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
+                check(got.shape == expected.shape and err <= 1e-5,
+                      f"batch {batch}: shape {got.shape}, relative error {err:.2e} vs onnx.reference")
+
+        mlir = os.path.join(tmp, "m.mlir")
+        r = run(args.kiln, "import", path, "-o", mlir)
+        check(r.returncode == 0 and os.path.exists(os.path.join(tmp, "m.safetensors")),
+              f"kiln import writes m.mlir and m.safetensors: {r.stdout.strip()} {r.stderr.strip()}")
+        text = open(mlir).read() if os.path.exists(mlir) else ""
+        check('{kiln.name = "x"}' in text and '{kiln.name = "probs"}' in text,
+              "the module names its input x and output probs")
+        r = run(args.kiln, "run", mlir, "--weights", os.path.join(tmp, "m.safetensors"),
+                "--input", "x=" + os.path.join(tmp, "x.npy"), "-o", os.path.join(tmp, "outm"))
+        check(r.returncode == 0, f"kiln run m.mlir --weights m.safetensors exits 0: {r.stderr.strip()}")
+        if r.returncode == 0:
+            same = np.array_equal(np.load(os.path.join(tmp, "outm", "output0.npy")),
+                                  np.load(os.path.join(tmp, "out5", "output0.npy")))
+            check(same, "the imported module computes what the ONNX file does, bit for bit")
+
+        r = run(args.kiln, "run", path, "--input", "y=" + os.path.join(tmp, "x.npy"))
+        check(r.returncode == 1 and "no argument named 'y'" in r.stderr and "takes x (" in r.stderr,
+              f"an unknown input name is a usage error naming the inputs: {r.stderr.strip()}")
+
+        bad = helper.make_model(helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+             helper.make_node("NonMaxSuppression", ["a"], ["b"], name="nms"),
+             helper.make_node("Einsum", ["b"], ["c"], name="ein", equation="ij->ji")],
+            "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 2])]),
+            opset_imports=[helper.make_opsetid("", 17)])
+        bad_path = os.path.join(tmp, "bad.onnx")
+        onnx.save(bad, bad_path)
+        r = run(args.kiln, "run", bad_path)
+        check(r.returncode == 2
+              and "ONNX op 'NonMaxSuppression' (opset 17) at node 'nms' is not supported" in r.stderr
+              and "ONNX op 'Einsum' (opset 17) at node 'ein' is not supported" in r.stderr,
+              f"unsupported ops: exit 2, all named: {r.stderr.strip()}")
+    print(f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
