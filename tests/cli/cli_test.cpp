@@ -513,7 +513,7 @@ TEST_F(Cli, UsageErrorsExitWithCodeOneAndHelpWithZero) {
   EXPECT_EXIT_CODE(kiln(""), 1);
   expect_failure("frobnicate m.mlir", 1,
                  "kiln: usage error: no subcommand 'frobnicate'; the subcommands are run, bench, "
-                 "print, dot, demo");
+                 "print, import, dot, demo");
   EXPECT_EXIT_CODE(kiln("run"), 1);  // the model is required
   EXPECT_EXIT_CODE(kiln("run m.mlir --no-such-flag"), 1);
   const Result name = kiln("run m.mlir -w w.safetensors -i x=x.npy");
