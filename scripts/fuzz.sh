@@ -13,6 +13,7 @@
 #   loaders    .npy and safetensors readers (seeds: fuzz/seeds/loaders)
 #   shapes     shape rules, verifier and planner on graphs built through the IR API with
 #              extreme dims and attributes (seeds: fuzz/seeds/shapes)
+#   onnx       the ONNX importer on the bytes as a model (seeds: fuzz/seeds/onnx)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -22,9 +23,9 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(ir_parser)
 for target in "${targets[@]}"; do
   case "$target" in
-    ir_parser | compile | loaders | shapes) ;;
+    ir_parser | compile | loaders | shapes | onnx) ;;
     *)
-      echo "fuzz.sh: no target '$target'; the targets are ir_parser, compile, loaders, shapes" >&2
+      echo "fuzz.sh: no target '$target'; the targets are ir_parser, compile, loaders, shapes, onnx" >&2
       exit 2
       ;;
   esac
@@ -47,9 +48,11 @@ for target in "${targets[@]}"; do
     compile) found="$corpus/compile" seeds=("$corpus/seeds" fuzz/regressions/compile) ;;
     loaders) found="$corpus/loaders" seeds=(fuzz/seeds/loaders) ;;
     shapes) found="$corpus/shapes" seeds=(fuzz/seeds/shapes) ;;
+    onnx) found="$corpus/onnx" seeds=(fuzz/seeds/onnx) ;;
   esac
   dict=()  # MLIR's tokens help the text targets
-  [ "$target" = loaders ] || [ "$target" = shapes ] || dict=(-dict=../../fuzz/mlir.dict)
+  [ "$target" = loaders ] || [ "$target" = shapes ] || [ "$target" = onnx ] ||
+    dict=(-dict=../../fuzz/mlir.dict)
   mkdir -p "$found"
   echo "=== fuzzing ${target} for ${seconds} s ==="
   (cd build/fuzz && "./fuzz/fuzz_${target}" -max_total_time="$seconds" -timeout=10 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: the Release build, then the same tests under
-# ASan+UBSan and under TSan, then fuzzes the IR parser and the shape rules and planner for
-# KILN_FUZZ_SECONDS each (default 60).
+# ASan+UBSan and under TSan, then fuzzes the IR parser, the shape rules and planner, and
+# the ONNX importer for KILN_FUZZ_SECONDS each (default 60).
 # Exits non-zero if anything fails.
 #
 #   scripts/test.sh            all three configurations and the fuzzer
@@ -22,7 +22,7 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
 for preset in "${presets[@]}"; do
   if [ "$preset" = fuzz ]; then
-    scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-60}" ir_parser shapes
+    scripts/fuzz.sh "${KILN_FUZZ_SECONDS:-60}" ir_parser shapes onnx
     continue
   fi
   echo "=== kiln tests: ${preset} ==="

@@ -312,6 +312,55 @@ TEST(OnnxImport, BrokenGraphsAreRefusedWithTheNodeNamed) {
                         "axis 5 is out of range for rank 2");
 }
 
+// And, Or, Xor and Not: ONNX's node tests of them are all opset 7, which kiln does not
+// read, so they are checked here, on every pair of bools.
+TEST(OnnxImport, LogicOpsComputeTheirTruthTables) {
+  Model m;
+  m.input("a", {4}, onnx::TensorProto::BOOL);
+  m.input("b", {4}, onnx::TensorProto::BOOL);
+  m.node("And", {"a", "b"}, {"and"});
+  m.node("Or", {"a", "b"}, {"or"});
+  m.node("Xor", {"a", "b"}, {"xor"});
+  m.node("Not", {"a"}, {"not"});
+  for (const char* o : {"and", "or", "xor", "not"}) m.output(o);
+  const kiln::OnnxModel model = m.import();
+  const auto bools = [](std::vector<std::uint8_t> v) {
+    return kiln::Tensor::from_bytes(kiln::DType::bool_, {4}, kiln::Device::cpu(), v.data(),
+                                    v.size());
+  };
+  const std::vector<kiln::Tensor> in = {bools({0, 0, 1, 1}), bools({0, 1, 0, 1})};
+  kiln::CompiledCallable call(model.graph, model.weights);
+  const std::vector<kiln::Tensor> compiled = call.run(in);
+  const std::vector<kiln::Tensor> reference = kiln::reference_run(model.graph.graph(), in);
+  const std::vector<std::vector<double>> want = {
+      {0, 0, 0, 1}, {0, 1, 1, 1}, {0, 1, 1, 0}, {1, 1, 0, 0}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(compiled[i].dtype(), kiln::DType::bool_) << model.output_names[i];
+    EXPECT_EQ(compiled[i].to_doubles(), want[i]) << model.output_names[i];
+    EXPECT_EQ(reference[i].to_doubles(), want[i]) << model.output_names[i];
+  }
+}
+
+TEST(OnnxImport, RangeOfKnownBoundsFolds) {
+  Model m;
+  m.input("x", {5});
+  m.ints("start", {1});
+  m.graph().mutable_initializer(0)->clear_dims();  // a scalar
+  m.ints("limit", {11});
+  m.graph().mutable_initializer(1)->clear_dims();
+  m.ints("delta", {2});
+  m.graph().mutable_initializer(2)->clear_dims();
+  m.node("Range", {"start", "limit", "delta"}, {"r"});
+  auto& cast = m.node("Cast", {"r"}, {"rf"});
+  set_int(cast, "to", onnx::TensorProto::FLOAT);
+  m.node("Add", {"x", "rf"}, {"y"});
+  m.output("y");
+  const kiln::OnnxModel model = m.import();
+  const kiln::Tensor x = kiln::Tensor::from_data(std::vector<float>{0, 0, 0, 0, 0.5f}, {5});
+  kiln::CompiledCallable call(model.graph, model.weights);
+  EXPECT_EQ(call.run({x})[0].to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9.5f}));
+}
+
 TEST(OnnxImport, TheSupportedOpsAreListed) {
   const std::vector<std::string> ops = kiln::onnx_supported_ops();
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
