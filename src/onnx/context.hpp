@@ -43,6 +43,9 @@ struct HostValue {
 /// The most elements a host value holds: larger known tensors stay tensors.
 inline constexpr std::size_t kMaxHostElements = 1 << 16;
 
+/// `Constant` nodes larger than this become weights (named after their output).
+inline constexpr std::size_t kMaxEmbeddedConstant = 1024;
+
 /// One ONNX value while importing.
 struct OnnxValue {
   Tensor tensor;                  // traced, or a constant; empty while only known

@@ -21,8 +21,6 @@ using detail::cat;
 /// Initializers and Constants read as data become weights when floating or larger than
 /// this (smaller integer ones, indices and shapes, are embedded as constants).
 constexpr std::int64_t kMaxEmbeddedInts = 64;
-/// Constants larger than this become weights (named after their output).
-constexpr std::int64_t kMaxEmbeddedConstant = 1024;
 
 class Importer {
  public:

@@ -15,7 +15,6 @@ namespace {
 using detail::cat;
 using Outputs = std::vector<OnnxValue>;
 using Folded = std::optional<std::vector<HostValue>>;
-constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
 Folded one(HostValue h) { return std::vector<HostValue>{std::move(h)}; }
 
@@ -486,7 +485,7 @@ Outputs constant(NodeContext& n) {
   } else {
     n.fail(cat("attribute '", a.name(), "' is not supported (strings and sparse tensors)"));
   }
-  if (static_cast<std::int64_t>(v.data->num_elements()) > 1024) v.weight_name = n.node().output(0);
+  if (v.data->num_elements() > kMaxEmbeddedConstant) v.weight_name = n.node().output(0);
   return {std::move(v)};
 }
 
