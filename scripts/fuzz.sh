@@ -13,7 +13,8 @@
 #   loaders    .npy and safetensors readers (seeds: fuzz/seeds/loaders)
 #   shapes     shape rules, verifier and planner on graphs built through the IR API with
 #              extreme dims and attributes (seeds: fuzz/seeds/shapes)
-#   onnx       the ONNX importer on the bytes as a model (seeds: fuzz/seeds/onnx)
+#   onnx       the ONNX importer on the bytes as a model (seeds: fuzz/seeds/onnx and
+#              fuzz/regressions/onnx)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -48,7 +49,7 @@ for target in "${targets[@]}"; do
     compile) found="$corpus/compile" seeds=("$corpus/seeds" fuzz/regressions/compile) ;;
     loaders) found="$corpus/loaders" seeds=(fuzz/seeds/loaders) ;;
     shapes) found="$corpus/shapes" seeds=(fuzz/seeds/shapes) ;;
-    onnx) found="$corpus/onnx" seeds=(fuzz/seeds/onnx) ;;
+    onnx) found="$corpus/onnx" seeds=(fuzz/seeds/onnx fuzz/regressions/onnx) ;;
   esac
   dict=()  # MLIR's tokens help the text targets
   [ "$target" = loaders ] || [ "$target" = shapes ] || [ "$target" = onnx ] ||

@@ -175,7 +175,7 @@ void NodeContext::only_attributes(std::initializer_list<std::string_view> known)
 
 std::int64_t NodeContext::axis(std::int64_t axis, std::size_t rank, std::string_view what) const {
   const auto r = static_cast<std::int64_t>(rank);
-  if (axis < -r || axis >= std::max<std::int64_t>(r, 1))
+  if (axis < -r || axis >= r)  // a scalar has no axis
     fail(cat(what, " ", axis, " is out of range for rank ", rank));
   return axis < 0 ? axis + r : axis;
 }

@@ -17,6 +17,7 @@ using Outputs = std::vector<OnnxValue>;
 using Folded = std::optional<std::vector<HostValue>>;
 
 Folded one(HostValue h) { return std::vector<HostValue>{std::move(h)}; }
+std::vector<Dim> host_dims(const HostValue& h) { return {h.shape.begin(), h.shape.end()}; }
 
 /// The dims of \p layout as a host value (what `Shape` gives).
 HostValue dims_value(const Shape& shape, std::size_t begin, std::size_t end) {
@@ -158,6 +159,10 @@ Folded fold_reshape(NodeContext& n) {
     if (!d.is_static()) return std::nullopt;
     out.shape.push_back(d.size());
   }
+  std::int64_t count = 1;
+  for (const std::int64_t d : out.shape) count = checked_mul(count, d, "reshape");
+  if (count != static_cast<std::int64_t>(x->size()))
+    n.fail(cat("cannot reshape ", x->size(), " elements to ", Shape(host_dims(out))));
   return one(std::move(out));
 }
 
@@ -241,7 +246,6 @@ Folded reshaped(const HostValue& h, const std::vector<Dim>& dims) {
   for (const Dim& d : dims) out.shape.push_back(d.size());
   return one(std::move(out));
 }
-std::vector<Dim> host_dims(const HostValue& h) { return {h.shape.begin(), h.shape.end()}; }
 Folded fold_squeeze(NodeContext& n) {
   const HostValue* x = n.host(0);
   if (x == nullptr) return std::nullopt;
@@ -275,14 +279,19 @@ Outputs concat_(NodeContext& n) {
 }
 Folded fold_concat(NodeContext& n) {
   const auto in = all_known(n);
-  if (!in || in->empty()) return std::nullopt;
+  if (!in || in->empty() || (*in)[0] == nullptr) return std::nullopt;
   const HostValue& first = *(*in)[0];
   const std::size_t rank = first.shape.size();
+  if (rank == 0) n.fail("cannot concatenate scalars");
   const std::int64_t axis = n.axis(n.attr_int("axis", 0), rank);
   std::vector<std::int64_t> shape = first.shape;
   shape[axis] = 0;
   for (const HostValue* h : *in) {
     if (h == nullptr || h->shape.size() != rank || h->dtype != first.dtype) return std::nullopt;
+    for (std::size_t d = 0; d < rank; ++d)
+      if (static_cast<std::int64_t>(d) != axis && h->shape[d] != first.shape[d])
+        n.fail(cat("inputs differ at axis ", d, " (", h->shape[d], " and ", first.shape[d],
+                   "), which is not the concatenation axis ", axis));
     shape[axis] += h->shape[axis];
   }
   HostValue out = like(first, shape);
@@ -443,6 +452,7 @@ Folded fold_gather(NodeContext& n) {
   const HostValue* x = n.host(0);
   const HostValue* idx = n.host(1);
   if (x == nullptr || idx == nullptr || idx->symbolic() || idx->is_float()) return std::nullopt;
+  if (x->shape.empty()) n.fail("cannot gather from a scalar");
   const std::int64_t axis = n.axis(n.attr_int("axis", 0), x->shape.size());
   std::vector<std::int64_t> shape(x->shape.begin(), x->shape.begin() + axis);
   shape.insert(shape.end(), idx->shape.begin(), idx->shape.end());
