@@ -34,10 +34,6 @@ struct HostValue {
   Dim dim(std::size_t i) const;
   /// The elements as dims, `[batch, 8]`.
   std::string dims_text() const;
-  /// Element \p i as a double (static elements only).
-  double number(std::size_t i) const {
-    return is_float() ? floats[i] : static_cast<double>(ints[i]);
-  }
 };
 
 /// The most elements a host value holds: larger known tensors stay tensors.

@@ -138,8 +138,10 @@ std::optional<HostValue> fold_binary(const NodeContext& node, const HostValue& a
         out.ints.push_back(v != 0 ? 1 : 0);
       else
         out.floats.push_back(v);
-    } else {
-      out.ints.push_back(int_op(a.ints[i], b.ints[j]));
+    } else {  // wrapped to the dtype's width, as kiln's integer ops do at run time
+      std::byte element[8];
+      store_from_int(out.dtype, int_op(a.ints[i], b.ints[j]), element);
+      out.ints.push_back(load_as_int(out.dtype, element));
     }
     if (symbolic) out.symbols.push_back(std::move(symbol));
   }

@@ -294,9 +294,8 @@ OnnxModel Importer::run() {
     if (fixed.count(name) == 0)
       throw UserError(cat(source_.what, ": constant input ", quote_name(name),
                           " is not an input of the model"));
-  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)> fn =
-      [&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); };
-  const StagedGraph staged = stage(fn)(layouts);
+  const StagedGraph staged =
+      stage([&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); })(layouts);
   // The entry's arguments and results carry the model's names (`kiln run --input NAME=`).
   ir::Module module = staged.graph();
   ir::Graph& entry = *module.find(module.entry().name());

@@ -51,30 +51,6 @@ DType to_dtype(std::int32_t type, const std::string& where) {
                       "DOUBLE, INT8, UINT8, INT32, INT64 and BOOL)"));
 }
 
-std::int32_t to_onnx_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return TP::FLOAT;
-    case DType::f16:
-      return TP::FLOAT16;
-    case DType::bf16:
-      return TP::BFLOAT16;
-    case DType::f64:
-      return TP::DOUBLE;
-    case DType::i8:
-      return TP::INT8;
-    case DType::u8:
-      return TP::UINT8;
-    case DType::i32:
-      return TP::INT32;
-    case DType::i64:
-      return TP::INT64;
-    case DType::bool_:
-      return TP::BOOL;
-  }
-  return TP::UNDEFINED;
-}
-
 namespace {
 
 std::string tensor_name(const TP& proto) {

@@ -17,8 +17,6 @@ std::string onnx_dtype_name(std::int32_t type);
 /// kiln's dtype for ONNX's \p type. \throws UserError naming \p where and the type for a
 /// type kiln has none for (strings, complex, u16/u32/u64, float8, 4-bit).
 DType to_dtype(std::int32_t type, const std::string& where);
-/// ONNX's dtype for kiln's.
-std::int32_t to_onnx_dtype(DType dtype);
 
 /// Where a tensor's external data may be read from: files inside \p base_dir (empty:
 /// external data is refused).

@@ -361,6 +361,31 @@ TEST(OnnxImport, RangeOfKnownBoundsFolds) {
   EXPECT_EQ(call.run({x})[0].to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9.5f}));
 }
 
+// Folding integers on the host wraps at the dtype's width, as kiln's ops do at run time:
+// INT32_MAX + 1 is INT32_MIN there, so it is below zero here too.
+TEST(OnnxImport, FoldedIntegerArithmeticWrapsAtTheDtypesWidth) {
+  Model m;
+  m.input("x", {1}, onnx::TensorProto::BOOL);
+  for (const auto& [name, v] :
+       {std::pair<const char*, std::int32_t>{"max", 2147483647}, {"one", 1}, {"zero", 0}}) {
+    auto* t = m.graph().add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT32);
+    t->add_dims(1);
+    t->add_int32_data(v);
+  }
+  m.node("Add", {"max", "one"}, {"sum"});
+  m.node("Less", {"sum", "zero"}, {"negative"});
+  m.node("And", {"x", "negative"}, {"y"});
+  m.output("y");
+  const kiln::OnnxModel model = m.import();
+  const std::uint8_t yes = 1;
+  const kiln::Tensor x =
+      kiln::Tensor::from_bytes(kiln::DType::bool_, {1}, kiln::Device::cpu(), &yes, 1);
+  kiln::CompiledCallable call(model.graph, model.weights);
+  EXPECT_EQ(call.run({x})[0].to_doubles(), std::vector<double>{1});
+}
+
 TEST(OnnxImport, TheSupportedOpsAreListed) {
   const std::vector<std::string> ops = kiln::onnx_supported_ops();
   EXPECT_TRUE(std::is_sorted(ops.begin(), ops.end()));
