@@ -58,6 +58,17 @@ const std::unordered_map<std::string, Evaluator>& table() {
     m["kiln.rsqrt"] = unary([](double x) { return 1 / std::sqrt(x); });
     m["kiln.tanh"] = unary([](double x) { return std::tanh(x); });
     m["kiln.erf"] = unary([](double x) { return std::erf(x); });
+    m["kiln.sin"] = unary([](double x) { return std::sin(x); });
+    m["kiln.cos"] = unary([](double x) { return std::cos(x); });
+    m["kiln.tan"] = unary([](double x) { return std::tan(x); });
+    // Integers are already whole: floor, ceil and round give them back.
+    m["kiln.floor"] = unary([](double x) { return std::floor(x); }, [](I x) { return x; });
+    m["kiln.ceil"] = unary([](double x) { return std::ceil(x); }, [](I x) { return x; });
+    m["kiln.round"] = unary([](double x) { return std::nearbyint(x); }, [](I x) { return x; });
+    m["kiln.sign"] = unary([](double x) { return x > 0   ? 1.0
+                                                 : x < 0 ? -1.0
+                                                         : x; },
+                           [](I x) -> I { return (x > 0) - (x < 0); });
     m["kiln.sigmoid"] = unary(sigmoid);
     m["kiln.relu"] = unary([](double x) { return std::isnan(x) || x > 0 ? x : 0.0; },
                            [](I x) { return std::max<I>(x, 0); });

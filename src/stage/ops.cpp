@@ -280,6 +280,13 @@ Tensor sqrt(const Tensor& x, Loc where) { return unary_float("kiln.sqrt", x, whe
 Tensor rsqrt(const Tensor& x, Loc where) { return unary_float("kiln.rsqrt", x, where); }
 Tensor tanh(const Tensor& x, Loc where) { return unary_float("kiln.tanh", x, where); }
 Tensor erf(const Tensor& x, Loc where) { return unary_float("kiln.erf", x, where); }
+Tensor sin(const Tensor& x, Loc where) { return unary_float("kiln.sin", x, where); }
+Tensor cos(const Tensor& x, Loc where) { return unary_float("kiln.cos", x, where); }
+Tensor tan(const Tensor& x, Loc where) { return unary_float("kiln.tan", x, where); }
+Tensor sign(const Tensor& x, Loc where) { return unary("kiln.sign", x, where); }
+Tensor floor(const Tensor& x, Loc where) { return unary("kiln.floor", x, where); }
+Tensor ceil(const Tensor& x, Loc where) { return unary("kiln.ceil", x, where); }
+Tensor round(const Tensor& x, Loc where) { return unary("kiln.round", x, where); }
 Tensor sigmoid(const Tensor& x, Loc where) { return unary_float("kiln.sigmoid", x, where); }
 Tensor relu(const Tensor& x, Loc where) { return unary("kiln.relu", x, where); }
 Tensor gelu(const Tensor& x, const std::string& approximate, Loc where) {

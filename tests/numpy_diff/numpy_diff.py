@@ -25,8 +25,8 @@ a temporary directory, removed at the end).
 Coverage
 --------
 * element-wise: add sub mul div pow maximum minimum (NumPy broadcasting), eq ne lt le gt
-  ge, where, exp log sqrt rsqrt tanh erf sigmoid silu gelu (erf and tanh forms), neg abs
-  relu, and cast between every pair of the 9 dtypes;
+  ge, where, exp log sqrt rsqrt tanh erf sigmoid silu gelu (erf and tanh forms) sin cos
+  tan, neg abs relu sign floor ceil round, and cast between every pair of the 9 dtypes;
 * reductions: reduce_sum/mean/max/min (random axis sets, keepdim), argmax, softmax,
   log_softmax, layer_norm, rms_norm;
 * data movement: reshape, transpose, broadcast_to, slice (steps, clamping stops),
@@ -89,7 +89,7 @@ Tolerances
   every integer op (the kiln-defined rules included), and add/sub/mul/div/sqrt of floats
   (IEEE operations, correctly rounded in every float dtype since f32 or f64 arithmetic
   rounded to the result dtype is innocuous double rounding for them);
-* transcendental ops (exp log rsqrt tanh erf sigmoid silu gelu pow): |got - want| <=
+* transcendental ops (exp log rsqrt tanh erf sigmoid silu gelu sin cos tan pow): |got - want| <=
   max(4 ulp(want), 1e-6 |want|) for f32, (4 ulp, 1e-14) for f64, and for f16/bf16 the
   f32 bound plus 1 ulp of the result dtype.  Two ops add an absolute term for their
   output scale, as PyTorch's own f32 formulas lose it: sigmoid 1.2e-38 (it underflows
@@ -788,10 +788,11 @@ def erfc(x):
 
 
 UNARY_FLOAT = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "silu", "gelu",
-               "gelu_tanh")
+               "gelu_tanh", "sin", "cos", "tan")
 UNARY_PROFILE = {"exp": "exp", "log": "positive", "sqrt": "positive", "rsqrt": "positive",
                  "tanh": "general", "erf": "general", "sigmoid": "exp", "silu": "exp",
-                 "gelu": "general", "gelu_tanh": "general"}
+                 "gelu": "general", "gelu_tanh": "general", "sin": "general",
+                 "cos": "general", "tan": "general"}
 
 
 def unary_float_expected(op, x):
@@ -806,6 +807,8 @@ def unary_float_expected(op, x):
             return 1.0 / np.sqrt(x)
         if op == "tanh":
             return np.tanh(x)
+        if op in ("sin", "cos", "tan"):  # NumPy's in double: the C library's
+            return getattr(np, op)(x)
         if op == "erf":  # math.erf: the C library's, in double
             return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x.copy()
         if op == "sigmoid":
@@ -866,11 +869,16 @@ def unary_numeric_case(op, kdt, x, note):
             e = np.negative(x)
         elif op == "abs":
             e = np.abs(x)
+        elif op == "sign":
+            e = np.sign(x)
+        elif op in ("floor", "ceil", "round"):  # integers come back as they are
+            e = x.copy() if not is_float(kdt) else {"floor": np.floor, "ceil": np.ceil,
+                                                    "round": np.rint}[op](x)
         else:
             e = np.maximum(x, np.zeros((), x.dtype))
     out = Out(np.asarray(e).astype(STORAGE[kdt]).reshape(x.shape), kdt,
               inputs_at=elementwise_inputs_at(["x"], [x], x.shape), cond_inputs=[to_f64(x)])
-    if op == "relu" and is_float(kdt):
+    if op in ("relu", "sign") and is_float(kdt):
         out.zero_sign_free = to_f64(x) == 0
     return Case(f"kiln.{op}", kdt, f"{note}x: {tname(kdt, x.shape)}", [("x", kdt, x)],
                 lambda bl, v: bl.op(f"kiln.{op}", v, {}, [(kdt, x.shape)]), [out])
@@ -1490,7 +1498,7 @@ def op_table():
     t.append(("where", ALL, gen_where))
     for op in UNARY_FLOAT:
         t.append((op, FLOATS, gen_unary_float))
-    for op in ("neg", "abs", "relu"):
+    for op in ("neg", "abs", "relu", "sign", "floor", "ceil", "round"):
         t.append((op, NUMERIC, gen_unary_numeric))
     t.append(("cast", ALL, gen_cast))
     for op in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min"):

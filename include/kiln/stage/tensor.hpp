@@ -199,6 +199,16 @@ Tensor rsqrt(const Tensor& x, Loc where = Loc::current());
 Tensor tanh(const Tensor& x, Loc where = Loc::current());
 /// The error function, erf(x) = 2/sqrt(pi) times the integral of e^(-t²) from 0 to x.
 Tensor erf(const Tensor& x, Loc where = Loc::current());
+/// Sine, cosine and tangent of radians (integers compute in f32).
+Tensor sin(const Tensor& x, Loc where = Loc::current());
+Tensor cos(const Tensor& x, Loc where = Loc::current());
+Tensor tan(const Tensor& x, Loc where = Loc::current());
+/// -1, 0 or 1 by the sign of x, in x's dtype; NaN stays NaN and a zero keeps its sign.
+Tensor sign(const Tensor& x, Loc where = Loc::current());
+/// The integer below, above or nearest (halves to even) x; integers are returned as they are.
+Tensor floor(const Tensor& x, Loc where = Loc::current());
+Tensor ceil(const Tensor& x, Loc where = Loc::current());
+Tensor round(const Tensor& x, Loc where = Loc::current());
 Tensor sigmoid(const Tensor& x, Loc where = Loc::current());
 Tensor relu(const Tensor& x, Loc where = Loc::current());
 /// GELU; \p approximate "none" (exact, erf) or "tanh".

@@ -4,9 +4,10 @@
 // fused kernels and the f32 fast paths use these.
 //
 // Accuracy against the double-precision reference rounded to f32: add, sub, mul, div,
-// sqrt, min, max, neg, abs, relu are exact; exp, log, tanh, erf, sigmoid, silu within a
-// few ulp; the erf-based GELU within 5e-7 |x| absolute. NaN in gives NaN out; exp
-// overflows to inf and underflows to 0 (no denormal results).
+// sqrt, min, max, neg, abs, relu, sign, floor, ceil, round are exact; exp, log, tanh, erf,
+// sigmoid, silu within a few ulp; sin, cos, tan are libm's in double, rounded once (not
+// vectorised: no model has them on a hot path); the erf-based GELU within 5e-7 |x| absolute. NaN in
+// gives NaN out; exp overflows to inf and underflows to 0 (no denormal results).
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +24,13 @@ enum class Unary : unsigned char {
   rsqrt,
   tanh,
   erf,
+  sin,
+  cos,
+  tan,
+  sign,
+  floor,
+  ceil,
+  round,
   sigmoid,
   relu,
   silu,

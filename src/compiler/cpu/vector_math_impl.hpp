@@ -148,6 +148,20 @@ KILN_INLINE float apply(Unary f, float x) {
       return tanh_f(x);
     case Unary::erf:
       return erf_f(x);
+    case Unary::sin:
+      return static_cast<float>(std::sin(static_cast<double>(x)));
+    case Unary::cos:
+      return static_cast<float>(std::cos(static_cast<double>(x)));
+    case Unary::tan:
+      return static_cast<float>(std::tan(static_cast<double>(x)));
+    case Unary::sign:  // NaN and signed zeros stay as they are
+      return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
+    case Unary::floor:
+      return std::floor(x);
+    case Unary::ceil:
+      return std::ceil(x);
+    case Unary::round:  // halves to even, in the default rounding mode
+      return std::nearbyint(x);
     case Unary::sigmoid:
       return sigmoid_f(x);
     case Unary::relu:  // NaN stays NaN, as in PyTorch
@@ -215,6 +229,13 @@ void unary(Unary f, const float* x, float* y, std::size_t n) {
     KILN_CASE(rsqrt)
     KILN_CASE(tanh)
     KILN_CASE(erf)
+    KILN_CASE(sin)
+    KILN_CASE(cos)
+    KILN_CASE(tan)
+    KILN_CASE(sign)
+    KILN_CASE(floor)
+    KILN_CASE(ceil)
+    KILN_CASE(round)
     KILN_CASE(sigmoid)
     KILN_CASE(relu)
     KILN_CASE(silu)

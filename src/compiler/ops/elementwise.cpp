@@ -197,6 +197,40 @@ std::vector<ElementwiseDef> make_definitions() {
                         ")");
            },
        .cuda_int = [](const CudaTerms& t) { return cat("(", t.a, " > 0 ? ", t.a, " : 0LL)"); }}));
+  d.push_back(def("kiln.sign", K::unary,  // NaN and signed zeros stay as they are
+                  {.unary = [](double x) { return x > 0   ? 1.0
+                                                  : x < 0 ? -1.0
+                                                          : x; },
+                   .int_unary = [](I x) -> I { return (x > 0) - (x < 0); },
+                   .vector_unary = Unary::sign,
+                   .cuda =
+                       [](const CudaTerms& t) {
+                         return cat("(", t.a, " > ", t.lit("0.0"), " ? ", t.lit("1.0"), " : ", t.a,
+                                    " < ", t.lit("0.0"), " ? ", t.lit("-1.0"), " : ", t.a, ")");
+                       },
+                   .cuda_int =
+                       [](const CudaTerms& t) {
+                         return cat("(long long)((", t.a, " > 0) - (", t.a, " < 0))");
+                       }}));
+  // Integers are whole already: floor, ceil and round return them as they are.
+  d.push_back(def("kiln.floor", K::unary,
+                  {.unary = [](double x) { return std::floor(x); },
+                   .int_unary = [](I x) { return x; },
+                   .vector_unary = Unary::floor,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("floor"), "(", t.a, ")"); },
+                   .cuda_int = cuda_operand}));
+  d.push_back(def("kiln.ceil", K::unary,
+                  {.unary = [](double x) { return std::ceil(x); },
+                   .int_unary = [](I x) { return x; },
+                   .vector_unary = Unary::ceil,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("ceil"), "(", t.a, ")"); },
+                   .cuda_int = cuda_operand}));
+  d.push_back(def("kiln.round", K::unary,  // halves to even: C's rint, CUDA's rint
+                  {.unary = [](double x) { return std::nearbyint(x); },
+                   .int_unary = [](I x) { return x; },
+                   .vector_unary = Unary::round,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("rint"), "(", t.a, ")"); },
+                   .cuda_int = cuda_operand}));
   // ---- unary, on floating-point dtypes -------------------------------------------------------
   d.push_back(def("kiln.exp", K::unary,
                   {.unary = [](double x) { return std::exp(x); },
@@ -225,6 +259,18 @@ std::vector<ElementwiseDef> make_definitions() {
                   {.unary = [](double x) { return std::erf(x); },
                    .vector_unary = Unary::erf,
                    .cuda = [](const CudaTerms& t) { return cat(t.fn("erf"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.sin", K::unary,
+                  {.unary = [](double x) { return std::sin(x); },
+                   .vector_unary = Unary::sin,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("sin"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.cos", K::unary,
+                  {.unary = [](double x) { return std::cos(x); },
+                   .vector_unary = Unary::cos,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("cos"), "(", t.a, ")"); }}));
+  d.push_back(def("kiln.tan", K::unary,
+                  {.unary = [](double x) { return std::tan(x); },
+                   .vector_unary = Unary::tan,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("tan"), "(", t.a, ")"); }}));
   d.push_back(
       def("kiln.sigmoid", K::unary,
           {.unary = sigmoid, .vector_unary = Unary::sigmoid, .cuda = [](const CudaTerms& t) {

@@ -83,10 +83,13 @@ void register_elementwise_ops(OpRegistry& r) {
     r.add(op(cat("kiln.", name), cat("element-wise comparison ", name, "; bool result"), 2,
              infer_compare));
   r.add(op("kiln.where", "select: cond ? a : b, with broadcasting", 3, infer_where));
-  for (const char* name : {"exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "silu"})
+  for (const char* name :
+       {"exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "silu", "sin", "cos", "tan"})
     r.add(op(cat("kiln.", name), cat("element-wise ", name), 1, infer_unary_float));
-  for (const char* name : {"neg", "abs", "relu"})
+  for (const char* name : {"neg", "abs", "relu", "sign", "floor", "ceil"})
     r.add(op(cat("kiln.", name), cat("element-wise ", name), 1, infer_unary_numeric));
+  r.add(op("kiln.round", "element-wise round to the nearest integer, halves to even", 1,
+           infer_unary_numeric));
   r.add(op("kiln.gelu", "GELU; approximate = \"none\" (erf, default) or \"tanh\"", 1, infer_gelu,
            {{"approximate", Attribute::Kind::string, false}}));
   r.add(op("kiln.cast", "converts to another dtype", 1, infer_cast,
