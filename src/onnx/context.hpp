@@ -123,6 +123,7 @@ struct OpConverter {
 std::span<const OpConverter> elementwise_converters();
 std::span<const OpConverter> shape_converters();
 std::span<const OpConverter> nn_converters();
+std::span<const OpConverter> indexing_converters();
 
 /// The converter for \p op_type in the default domain, or null.
 const OpConverter* find_converter(std::string_view op_type);

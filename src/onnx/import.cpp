@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "core/str.hpp"
@@ -28,6 +29,44 @@ class Importer {
       : model_(model), source_(std::move(source)), options_(options) {}
 
   OnnxModel run();
+
+  /// \p layout with the symbolic dims that `options_.dims` names fixed to their sizes.
+  TensorLayout bind_dims(TensorLayout layout) {
+    std::vector<Dim> dims;
+    for (const Dim& d : layout.shape.dims()) {
+      std::optional<std::int64_t> size;
+      for (const auto& [name, value] : options_.dims)
+        if (!d.is_static() && dim_symbol(name) == d.symbol()) size = value;
+      if (!size) {
+        dims.push_back(d);
+        continue;
+      }
+      if (*size < 0)
+        throw UserError(cat(source_.what, ": dim ", quote_name(d.symbol()), " fixed to ", *size,
+                            "; sizes must be >= 0"));
+      bound_.insert(d.symbol());
+      dims.emplace_back(*size);
+    }
+    layout.shape = Shape(std::move(dims));
+    return layout;
+  }
+
+  static std::set<std::string> symbols_of(const std::vector<Tensor>& layouts) {
+    std::set<std::string> out;
+    for (const Tensor& t : layouts)
+      for (const Dim& d : t.shape().dims())
+        if (!d.is_static()) out.insert(d.symbol());
+    return out;
+  }
+
+  std::string describe_inputs() const {
+    std::string out;
+    for (const auto& in : model_.graph().input()) {
+      if (values_.count(in.name()) != 0 && options_.constant_inputs.count(in.name()) == 0) continue;
+      out += cat(out.empty() ? "" : ", ", quote_name(in.name()), " ", to_layout(in, source_.what));
+    }
+    return out.empty() ? std::string("none") : out;
+  }
 
   OnnxValue& value(const std::string& name, const NodeContext& node) {
     const auto it = values_.find(name);
@@ -70,6 +109,7 @@ class Importer {
   TensorSource source_;
   const OnnxImportOptions& options_;
   std::map<std::string, OnnxValue> values_;
+  std::set<std::string> bound_;  // the symbolic dims options_.dims fixed
   std::map<std::string, Tensor> weights_;
   std::vector<std::string> input_names_;
 };
@@ -288,14 +328,34 @@ OnnxModel Importer::run() {
     }
     if (values_.count(in.name()) != 0) continue;  // an initializer (a default for an input)
     input_names_.push_back(in.name());
-    layouts.emplace_back(to_layout(in, source_.what));
+    layouts.emplace_back(bind_dims(to_layout(in, source_.what)));
   }
+  for (const auto& [name, size] : options_.dims)
+    if (bound_.count(dim_symbol(name)) == 0)
+      throw UserError(cat(source_.what, ": no input has a symbolic dim named ", quote_name(name),
+                          " (to fix with a size); its inputs are ", describe_inputs()));
   for (const auto& [name, t] : options_.constant_inputs)
     if (fixed.count(name) == 0)
       throw UserError(cat(source_.what, ": constant input ", quote_name(name),
                           " is not an input of the model"));
-  const StagedGraph staged =
-      stage([&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); })(layouts);
+  const StagedGraph staged = [&] {
+    try {
+      return stage([&](const std::vector<Tensor>& inputs) { return trace(inputs, opset); })(
+          layouts);
+    } catch (const UserError& e) {
+      // Shape arithmetic kiln cannot keep symbolic yet folds once the dims have sizes.
+      const std::string message = e.what();
+      const std::set<std::string> symbols = symbols_of(layouts);
+      if (symbols.empty() || message.find("symbolic") == std::string::npos) throw;
+      throw UserError(cat(message, "\n(the model's inputs have the symbolic dims ",
+                          detail::join(symbols, ", "),
+                          ": fixing their sizes while importing "
+                          "folds this: `kiln import --dim ",
+                          *symbols.begin(),
+                          "=N`, or OnnxImportOptions::dims; `kiln run` and `kiln bench` fix "
+                          "them from their inputs)"));
+    }
+  }();
   // The entry's arguments and results carry the model's names (`kiln run --input NAME=`).
   ir::Module module = staged.graph();
   ir::Graph& entry = *module.find(module.entry().name());
@@ -340,6 +400,21 @@ OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options)
 OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
                             const std::string& what, const OnnxImportOptions& options) {
   return import_model(bytes, {base_dir, what}, options);
+}
+
+std::vector<OnnxInput> onnx_inputs(const std::string& path) {
+  const std::string bytes = read_regular_file(path, "an ONNX model", kMaxModelBytes);
+  onnx::ModelProto model;
+  if (bytes.size() >= kMaxModelBytes ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw UserError(detail::cat(path, ": not a valid ONNX model (the protobuf does not parse)"));
+  std::set<std::string> initializers;
+  for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
+  std::vector<OnnxInput> out;
+  for (const auto& in : model.graph().input())
+    if (initializers.count(in.name()) == 0)
+      out.push_back({in.name(), onnx_import::to_layout(in, path)});
+  return out;
 }
 
 std::vector<std::string> onnx_supported_ops() { return onnx_import::supported_op_types(); }

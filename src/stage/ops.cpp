@@ -443,6 +443,16 @@ std::vector<Tensor> broadcast(const Tensor& x, const std::vector<Device>& device
 Tensor gather(const Tensor& x, const Tensor& indices, std::int64_t axis, Loc where) {
   return detail::apply("kiln.gather", {&x, &indices}, {{"axis", axis}}, where);
 }
+Tensor gather_elements(const Tensor& x, const Tensor& indices, std::int64_t axis, Loc where) {
+  return detail::apply("kiln.gather_elements", {&x, &indices}, {{"axis", axis}}, where);
+}
+Tensor gather_nd(const Tensor& x, const Tensor& indices, std::int64_t batch_dims, Loc where) {
+  return detail::apply("kiln.gather_nd", {&x, &indices}, {{"batch_dims", batch_dims}}, where);
+}
+Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, Loc where) {
+  return detail::apply("kiln.cumsum", {&x},
+                       {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}, where);
+}
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc where) {
   return gather(table, ids, 0, where);
 }

@@ -30,8 +30,9 @@ Coverage
 * reductions: reduce_sum/mean/max/min (random axis sets, keepdim), argmax, softmax,
   log_softmax, layer_norm, rms_norm;
 * data movement: reshape, transpose, broadcast_to, slice (steps, clamping stops),
-  concat, split, gather (i32 and i64 indices); matmul (rank-1 operands, broadcast batch
-  dims, every numeric dtype);
+  concat, split, gather (i32 and i64 indices), gather_elements and gather_nd (negative
+  indices, batch dims); cumsum (exclusive, reverse); matmul (rank-1 operands, broadcast
+  batch dims, every numeric dtype);
 * every dtype that kiln's verifier accepts for the op (f32 f16 bf16 f64 i8 u8 i32 i64
   bool); random shapes of rank 0-4 with dims of size 0 and 1; edge values mixed into the
   random data (NaN, +-inf, +-0, denormals, huge and tiny magnitudes, exp's range edges,
@@ -1483,6 +1484,82 @@ def gen_movement(op, kdt, rng, k):
                                    [(kdt, x[1::2].shape)], "edges, "))
     return cases
 
+def gather_nd_numpy(x, idx, b):
+    """ONNX's GatherND in NumPy's advanced indexing (negative indices from the end)."""
+    k = idx.shape[-1]
+    batch = int(np.prod(x.shape[:b], dtype=np.int64))
+    xs = x.reshape((batch,) + x.shape[b:])
+    ids = idx.reshape((batch, -1, k)).astype(np.int64)
+    out = np.stack([xs[j][tuple(ids[j, :, m] for m in range(k))] for j in range(batch)])
+    return out.reshape(idx.shape[:-1] + x.shape[b + k:])
+
+
+def take_along(x, idx, axis):
+    """ONNX's GatherElements: indices may be shorter than x off the axis, and negative."""
+    if idx.size == 0:
+        return np.zeros(idx.shape, x.dtype)
+    part = x[tuple(slice(0, m) if d != axis else slice(None) for d, m in enumerate(idx.shape))]
+    ids = np.where(idx < 0, idx + x.shape[axis], idx).astype(np.int64)
+    return np.take_along_axis(part, ids, axis=axis)
+
+
+def cumsum_numpy(X, axis, exclusive, reverse):
+    """X (float64 or int64, which wraps) summed along the axis in order, as ONNX's CumSum."""
+    y = np.flip(X, axis) if reverse else X
+    c = np.cumsum(y, axis=axis, dtype=y.dtype)
+    if exclusive:  # shifted by one: a zero first
+        zero = np.zeros_like(np.take(y, [0], axis=axis)) if y.shape[axis] else y
+        c = np.concatenate([zero, np.take(c, range(max(y.shape[axis] - 1, 0)), axis=axis)],
+                           axis=axis)
+    return np.flip(c, axis) if reverse else c
+
+
+def gen_indexing(op, kdt, rng, k):
+    """gather_elements and gather_nd (data movement: compared bit for bit) and cumsum."""
+    cases = []
+    for i in range(k + 2):
+        prof = "all_edges" if i == 0 else "general"
+        idt = "i32" if rng.random() < 0.5 else "i64"
+        if op == "gather_elements":
+            x = values(rng, kdt, rand_shape(rng, min_rank=1, max_elems=120, zero_prob=0), prof)
+            axis = int(rng.integers(0, x.ndim))
+            ishape = tuple(int(rng.integers(0, n + 1)) if d != axis else int(rng.integers(0, 5))
+                           for d, n in enumerate(x.shape))
+            n = x.shape[axis]
+            idx = rng.integers(-n, n, size=ishape).astype(STORAGE[idt])
+            attr_axis = axis - x.ndim if rng.random() < 0.3 else axis
+            cases.append(movement_case(op, kdt, [("x", kdt, x), ("indices", idt, idx)],
+                                       lambda a, axis=axis: [take_along(a[0], a[1], axis)],
+                                       {"axis": attr_axis}, [(kdt, ishape)], ""))
+        elif op == "gather_nd":
+            x = values(rng, kdt, rand_shape(rng, min_rank=1, max_elems=120, zero_prob=0), prof)
+            b = int(rng.integers(0, x.ndim)) if rng.random() < 0.3 else 0
+            kk = int(rng.integers(1, x.ndim - b + 1))
+            lead = tuple(int(rng.integers(1, 4)) for _ in range(int(rng.integers(0, 3))))
+            ishape = x.shape[:b] + lead + (kk,)
+            idx = np.stack([rng.integers(-x.shape[b + m], x.shape[b + m], size=ishape[:-1])
+                            for m in range(kk)], axis=-1).astype(STORAGE[idt])
+            to = ishape[:-1] + x.shape[b + kk:]
+            cases.append(movement_case(op, kdt, [("x", kdt, x), ("indices", idt, idx)],
+                                       lambda a, b=b: [gather_nd_numpy(a[0], a[1], b)],
+                                       {"batch_dims": b}, [(kdt, to)], ""))
+        else:  # cumsum
+            x = values(rng, kdt, rand_shape(rng, min_rank=1), prof)
+            axis = int(rng.integers(0, x.ndim))
+            exclusive, reverse = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+            X = to_f64(x) if is_float(kdt) else x.astype(np.int64)
+            with np.errstate(all="ignore"):
+                e = cumsum_numpy(X, axis, exclusive, reverse)
+            exp = round_float(e, kdt) if is_float(kdt) else e.astype(STORAGE[kdt])
+            out = Out(np.asarray(exp).reshape(x.shape), kdt,
+                      inputs_at=elementwise_inputs_at(["x"], [x], x.shape), cond_inputs=[X])
+            attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+            cases.append(Case("kiln.cumsum", kdt, f"x: {tname(kdt, x.shape)} axis={axis} "
+                              f"exclusive={exclusive} reverse={reverse}", [("x", kdt, x)],
+                              lambda bl, v, attrs=attrs, sh=x.shape: bl.op(
+                                  "kiln.cumsum", v, attrs, [(kdt, sh)]), [out]))
+    return cases
+
 
 # ---------------------------------------------------------------------------------------
 # the op table
@@ -1515,6 +1592,9 @@ def op_table():
     t.append(("matmul", NUMERIC, gen_matmul))
     for op in ("reshape", "transpose", "broadcast_to", "slice", "concat", "split", "gather"):
         t.append((op, ALL, gen_movement))
+    for op in ("gather_elements", "gather_nd"):
+        t.append((op, ALL, gen_indexing))
+    t.append(("cumsum", NUMERIC, gen_indexing))
     return t
 
 

@@ -67,6 +67,33 @@ def dense_model():
     return model
 
 
+def position_model():
+    """GPT-2's position ids and causal mask as torch.onnx.export writes them: a Range over
+    the symbolic seq, CumSum, GatherND and GatherElements over index grids."""
+    i64 = TensorProto.INT64
+    inits = {"zero": np.array(0, np.int64), "one": np.array(1, np.int64),
+             "one1": np.array([1], np.int64), "axis1": np.array(1, np.int64)}
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"]),
+        helper.make_node("Gather", ["s", "one"], ["seq"]),
+        helper.make_node("Range", ["zero", "seq", "one"], ["pos"], name="arange"),
+        helper.make_node("CumSum", ["ids", "axis1"], ["running"], reverse=1),
+        helper.make_node("Unsqueeze", ["pos", "one1"], ["pos2"]),
+        helper.make_node("GatherND", ["running", "pos2"], ["rows"]),  # running[pos]
+        helper.make_node("Add", ["rows", "pos"], ["y0"]),
+        helper.make_node("Unsqueeze", ["pos", "zero"], ["pos_row"]),
+        helper.make_node("GatherElements", ["y0", "pos_row"], ["y"], axis=0),  # diagonal
+    ]
+    graph = helper.make_graph(
+        nodes, "positions",
+        [helper.make_tensor_value_info("ids", i64, ["seq", "seq"])],
+        [helper.make_tensor_value_info("y", i64, [1, "seq"])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model)
+    return model
+
+
 def run(kiln, *args):
     return subprocess.run([kiln, *args], capture_output=True, text=True)
 
@@ -126,6 +153,33 @@ def main():
               and "ONNX op 'NonMaxSuppression' (opset 17) at node 'nms' is not supported" in r.stderr
               and "ONNX op 'Einsum' (opset 17) at node 'ein' is not supported" in r.stderr,
               f"unsupported ops: exit 2, all named: {r.stderr.strip()}")
+
+        # A Range over a symbolic dim: `kiln import` refuses it with symbolic dims and says
+        # to fix them; with --dim it folds; `kiln run` fixes them from its inputs.
+        pos = position_model()
+        pos_path = os.path.join(tmp, "positions.onnx")
+        onnx.save(pos, pos_path)
+        r = run(args.kiln, "import", pos_path, "-o", os.path.join(tmp, "p.mlir"))
+        check(r.returncode == 2 and "node 'arange' (Range)" in r.stderr
+              and "--dim seq=N" in r.stderr,
+              f"a Range over a symbolic dim: exit 2, saying to fix the dim: {r.stderr.strip()}")
+        r = run(args.kiln, "import", pos_path, "-o", os.path.join(tmp, "p.mlir"), "--dim", "seq=5")
+        check(r.returncode == 0, f"kiln import --dim seq=5 exits 0: {r.stderr.strip()}")
+        r = run(args.kiln, "import", pos_path, "-o", os.path.join(tmp, "p.mlir"), "--dim", "sq=5")
+        check(r.returncode == 2 and "no input has a symbolic dim named 'sq'" in r.stderr,
+              f"--dim of a name no input has: exit 2, naming it: {r.stderr.strip()}")
+        for n in (3, 6):
+            ids = np.random.default_rng(n).integers(-50, 50, (n, n)).astype(np.int64)
+            np.save(os.path.join(tmp, "ids.npy"), ids)
+            expected = ReferenceEvaluator(pos).run(None, {"ids": ids})[0]
+            out = os.path.join(tmp, f"pos{n}")
+            r = run(args.kiln, "run", pos_path, "--input", "ids=" + os.path.join(tmp, "ids.npy"),
+                    "-o", out)
+            check(r.returncode == 0, f"kiln run positions.onnx (seq {n}) exits 0: {r.stderr.strip()}")
+            if r.returncode == 0:
+                got = np.load(os.path.join(out, "output0.npy"))
+                check(got.shape == expected.shape and np.array_equal(got, expected),
+                      f"seq {n}: kiln {got.tolist()} vs onnx.reference {expected.tolist()}")
     print(f"{len(failures)} failed")
     return 1 if failures else 0
 

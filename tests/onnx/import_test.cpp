@@ -251,6 +251,65 @@ TEST(OnnxImport, ProductsOfSymbolicDimsAreRefusedClearly) {
                         "product of symbolic dims");
 }
 
+// GPT-2's position ids: Range(0, seq) over the symbolic seq cannot stay symbolic yet; fixed
+// while importing, it folds, and the error before says how.
+Model position_ids_model() {
+  Model m;
+  m.input("ids", {std::string("batch"), std::string("seq")}, onnx::TensorProto::INT64);
+  m.node("Shape", {"ids"}, {"shape"});
+  m.ints("one", {1});
+  m.ints("zero", {0});
+  m.graph().mutable_initializer(1)->clear_dims();  // a scalar start
+  m.node("Gather", {"shape", "one"}, {"seq1"});
+  m.node("Squeeze", {"seq1"}, {"seq"});
+  m.ints("step", {1});
+  m.graph().mutable_initializer(2)->clear_dims();
+  m.node("Range", {"zero", "seq", "step"}, {"positions"}, "arange");
+  m.node("Add", {"ids", "positions"}, {"y"});
+  m.output("y");
+  return m;
+}
+
+TEST(OnnxImport, SymbolicDimsFixedWhileImportingFoldShapeArithmetic) {
+  const Model m = position_ids_model();
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 'arange' (Range)",
+                        "symbolic dims batch, seq", "--dim batch=N", "OnnxImportOptions::dims");
+  kiln::OnnxImportOptions options;
+  options.dims = {{"seq", 4}};
+  const kiln::OnnxModel model = m.import(options);
+  EXPECT_EQ(model.graph.in_layouts()[0].shape, (kiln::Shape{"batch", 4}));  // batch stays
+  const kiln::Tensor ids = kiln::Tensor::from_data(std::vector<std::int64_t>{10, 20, 30, 40,  //
+                                                                             50, 60, 70, 80},
+                                                   {2, 4});
+  kiln::CompiledCallable call(model.graph, model.weights);
+  EXPECT_EQ(call.run({ids})[0].to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{10, 21, 32, 43, 50, 61, 72, 83}));
+}
+
+TEST(OnnxImport, FixedDimsMustNameASymbolicDimAndBeASize) {
+  const Model m = position_ids_model();
+  kiln::OnnxImportOptions options;
+  options.dims = {{"sequence", 4}};
+  KILN_EXPECT_THROW_MSG(m.import(options), kiln::UserError,
+                        "no input has a symbolic dim named 'sequence'", "'ids' i64[batch, seq]");
+  options.dims = {{"seq", -1}};
+  KILN_EXPECT_THROW_MSG(m.import(options), kiln::UserError, "dim 'seq' fixed to -1",
+                        "sizes must be >= 0");
+}
+
+TEST(OnnxImport, TheInputsAreListedWithoutConvertingTheGraph) {
+  TempDir dir;
+  Model m = position_ids_model();
+  m.node("NoSuchOp", {"y"}, {"z"});  // an import would refuse it; the inputs are still read
+  const fs::path path = dir.path / "model.onnx";
+  std::ofstream(path, std::ios::binary) << m.proto.SerializeAsString();
+  const std::vector<kiln::OnnxInput> inputs = kiln::onnx_inputs(path.string());
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_EQ(inputs[0].name, "ids");
+  EXPECT_EQ(inputs[0].layout.dtype, kiln::DType::i64);
+  EXPECT_EQ(inputs[0].layout.shape, (kiln::Shape{"batch", "seq"}));
+}
+
 TEST(OnnxImport, InitializersBecomeWeightsByTheirNames) {
   Model m;
   m.input("x", {1, 2});

@@ -55,11 +55,13 @@ int bench_command(const BenchOptions& options) {
   if (!options.json.empty()) files.push_back({"--json", options.json, true});
   if (!options.profile.empty()) files.push_back({"--profile", options.profile, true});
   check_files_distinct(files);
-  LoadedModel loaded = load_model(options.model.model);
+  LoadedModel loaded = load_model_for_call(options.model);
+  ModelOptions model_options = options.model;
+  if (loaded.dims_fixed) model_options.dims.clear();  // the import used them
   ir::Module& module = loaded.module;
   std::vector<bool> generated;
   const std::vector<Tensor> inputs =
-      bind_inputs(module, options.model, /*generate=*/true, &generated);
+      bind_inputs(module, model_options, /*generate=*/true, &generated);
   const std::map<std::string, Tensor> weights =
       load_weights(module, options.model, /*fill_missing=*/options.model.weights.empty(),
                    std::move(loaded.weights));

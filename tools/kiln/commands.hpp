@@ -62,9 +62,10 @@ struct PrintOptions {
 int print_command(const PrintOptions& options);
 
 struct ImportOptions {
-  std::string model;    ///< MODEL.onnx
-  std::string output;   ///< the module, OUT.mlir
-  std::string weights;  ///< the weights; empty: OUT.safetensors beside the module
+  std::string model;              ///< MODEL.onnx
+  std::string output;             ///< the module, OUT.mlir
+  std::string weights;            ///< the weights; empty: OUT.safetensors beside the module
+  std::vector<std::string> dims;  ///< NAME=SIZE: symbolic input dims fixed while importing
 };
 /// Writes an ONNX model as kiln's MLIR text and its initializers as safetensors.
 int import_command(const ImportOptions& options);

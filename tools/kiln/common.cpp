@@ -112,6 +112,56 @@ LoadedModel load_model(const std::string& path) {
   return {load_module(path), {}};
 }
 
+std::map<std::string, std::int64_t> parse_dims(const std::vector<std::string>& specs) {
+  std::map<std::string, std::int64_t> sizes;
+  for (const std::string& spec : specs) {
+    const auto [name, value] = split_assignment(spec);
+    const std::optional<std::int64_t> size = parse_int(value);
+    if (name.empty() || !size)
+      throw UsageError(str("--dim '", spec, "': expected NAME=SIZE with SIZE >= 0 (e.g. batch=4)"));
+    sizes[name] = *size;
+  }
+  return sizes;
+}
+
+LoadedModel load_model_for_call(const ModelOptions& options) {
+  if (!is_onnx_path(options.model)) return load_model(options.model);
+  OnnxImportOptions import;
+  import.dims = parse_dims(options.dims);
+  // The files' shapes give the sizes of the dims --dim leaves open; a file that does not
+  // fit its input is reported by bind_inputs, against the imported module.
+  const std::vector<OnnxInput> inputs = onnx_inputs(options.model);
+  std::vector<bool> given(inputs.size(), false);
+  std::size_t next = 0;
+  for (const std::string& spec : options.inputs) {
+    const auto [name, file] = split_assignment(spec);
+    std::optional<std::size_t> index;
+    for (std::size_t i = 0; i < inputs.size() && !name.empty(); ++i)
+      if (inputs[i].name == name) index = i;
+    if (!name.empty() && !index) {
+      const std::optional<std::int64_t> i =
+          parse_int(name.rfind("arg", 0) == 0 ? name.substr(3) : name);
+      if (i && *i >= 0 && static_cast<std::size_t>(*i) < inputs.size())
+        index = static_cast<std::size_t>(*i);
+    }
+    if (name.empty()) {
+      while (next < inputs.size() && given[next]) ++next;
+      if (next < inputs.size()) index = next;
+    }
+    if (!index || given[*index]) continue;
+    given[*index] = true;
+    const Tensor t = load_npy(file);
+    const Shape& want = inputs[*index].layout.shape;
+    if (t.rank() != want.rank()) continue;
+    for (std::size_t d = 0; d < t.rank(); ++d)
+      if (!want.dims()[d].is_static())
+        import.dims.emplace(want.dims()[d].symbol(), t.shape().dims()[d].size());
+  }
+  Progress progress("importing " + options.model);
+  OnnxModel imported = import_onnx(options.model, import);
+  return {imported.graph.graph(), std::move(imported.weights), true};
+}
+
 ir::Module load_module(const std::string& path) {
   const std::string text = read_regular_file(path, "a model", kMaxTensorBytes);
   ir::Module module = ir::parse_module(text, path);  // ParseError: path:line:col: ...
@@ -134,13 +184,8 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
   const ir::Graph& entry = module.entry();
   const std::size_t n = entry.arguments().size();
   std::map<std::string, std::pair<std::int64_t, std::string>> sizes;  // dim -> size, source
-  for (const std::string& spec : options.dims) {
-    const auto [name, value] = split_assignment(spec);
-    const std::optional<std::int64_t> size = parse_int(value);
-    if (name.empty() || !size)
-      throw UsageError(str("--dim '", spec, "': expected NAME=SIZE with SIZE >= 0 (e.g. batch=4)"));
-    sizes[name] = {*size, str("--dim ", spec)};
-  }
+  for (const auto& [name, size] : parse_dims(options.dims))
+    sizes[name] = {size, str("--dim ", name, "=", size)};
   std::set<std::string> symbols;  // the entry's symbolic dims, for checking --dim's names
   for (const ir::Value v : entry.arguments())
     for (const Dim& d : entry.type(v).shape.dims())

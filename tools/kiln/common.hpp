@@ -45,11 +45,20 @@ void check_files_distinct(const std::vector<CommandFile>& files);
 struct LoadedModel {
   ir::Module module;
   std::map<std::string, Tensor> weights;  ///< an ONNX model's initializers; else empty
+  /// An ONNX model specialised to its inputs' dims (`--dim` and the `--input` files'
+  /// shapes were used up by the import; the module's arguments have those sizes).
+  bool dims_fixed = false;
 };
 /// Reads, parses and verifies \p path: kiln's MLIR text, or an ONNX model (`.onnx`,
 /// imported by `kiln::import_onnx`). \throws UserError naming the file (and, for syntax
 /// errors, `file:line:col`).
 LoadedModel load_model(const std::string& path);
+/// The same for commands that call the model (run, bench): an ONNX model is imported with
+/// its symbolic input dims fixed to the sizes that `--dim` and the `--input` files give, so
+/// that every shape computation over them folds (`OnnxImportOptions::dims`).
+LoadedModel load_model_for_call(const ModelOptions& options);
+/// `--dim NAME=SIZE` options, parsed. \throws UsageError for a malformed one.
+std::map<std::string, std::int64_t> parse_dims(const std::vector<std::string>& specs);
 /// The same for kiln's MLIR text only.
 ir::Module load_module(const std::string& path);
 /// True when \p path names an ONNX model (by its `.onnx` extension).

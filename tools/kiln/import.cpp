@@ -23,7 +23,9 @@ int import_command(const ImportOptions& options) {
                         {"--output", options.output, true},
                         {"--weights-output", weights_path, true}});
   Progress progress("importing " + options.model);
-  const OnnxModel model = import_onnx(options.model);
+  OnnxImportOptions import;
+  import.dims = parse_dims(options.dims);
+  const OnnxModel model = import_onnx(options.model, import);
   progress.done();
   // The weights first: a module on disk always has the weights it names beside it.
   if (!model.weights.empty()) save_safetensors(weights_path, model.weights);

@@ -131,8 +131,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
 
 void add_generated_input_options(CLI::App& cmd, ModelOptions& o) {
   cmd.add_option("--dim", o.dims,
-                 "Size of a symbolic dim for generated inputs, NAME=SIZE (inputs not given "
-                 "with --input are random; unnamed dims are 1)")
+                 "Size of a symbolic dim, NAME=SIZE, for generated inputs (inputs not given "
+                 "with --input are random; unnamed dims are 1); an ONNX model is imported "
+                 "with it fixed, as with the --input files' dims")
       ->type_name("NAME=SIZE")
       ->allow_extra_args(false);  // one per flag, as --input
 }
@@ -154,6 +155,12 @@ int run(int argc, char** argv) {
                    "Directory to write output0.npy, output1.npy, ... (default: print a summary)")
       ->type_name("DIR")
       ->check(kWritableDirectory);
+  run_cmd
+      ->add_option("--dim", run.model.dims,
+                   "Fix a symbolic dim of an ONNX model's inputs while importing, NAME=SIZE "
+                   "(the --input files' shapes fix the others)")
+      ->type_name("NAME=SIZE")
+      ->allow_extra_args(false);
   run_cmd->add_flag("--reference", run.reference,
                     "Evaluate with the reference interpreter instead (slow, for checking)");
   run_cmd
@@ -221,6 +228,12 @@ int run(int argc, char** argv) {
                    "Write the weights here (default: OUT.safetensors beside the module)")
       ->type_name("FILE")
       ->check(kWritableFile);
+  import_cmd
+      ->add_option("--dim", import.dims,
+                   "Fix a symbolic input dim to a size, NAME=SIZE (repeat for each): the module "
+                   "is specialised to it and its shape computations fold")
+      ->type_name("NAME=SIZE")
+      ->allow_extra_args(false);
 
   DotOptions dot;
   CLI::App* dot_cmd = app.add_subcommand(

@@ -17,7 +17,9 @@ int run_command(const RunOptions& options) {
   std::vector<CommandFile> files = read_files(options.model);
   if (!options.profile.empty()) files.push_back({"--profile", options.profile, true});
   check_files_distinct(files);  // the model's path too, before it is read
-  LoadedModel loaded = load_model(options.model.model);
+  LoadedModel loaded = load_model_for_call(options.model);
+  ModelOptions model_options = options.model;
+  if (loaded.dims_fixed) model_options.dims.clear();  // the import used them
   ir::Module& module = loaded.module;
   const auto output_path = [&](std::size_t i) {
     return (std::filesystem::path(options.output_dir) / ("output" + std::to_string(i) + ".npy"))
@@ -28,7 +30,7 @@ int run_command(const RunOptions& options) {
       files.push_back({"--output (its output" + std::to_string(i) + ".npy)", output_path(i), true});
     check_files_distinct(files);
   }
-  const std::vector<Tensor> inputs = bind_inputs(module, options.model, /*generate=*/false);
+  const std::vector<Tensor> inputs = bind_inputs(module, model_options, /*generate=*/false);
   const std::map<std::string, Tensor> weights =
       load_weights(module, options.model, /*fill_missing=*/false, std::move(loaded.weights));
 

@@ -50,6 +50,19 @@ struct OnnxImportOptions {
   /// inputs what kiln needs to know before run time (a Reshape's shape, a reduction's
   /// axes, a Split's sizes). Each must match the input's dtype and (static) dims.
   std::map<std::string, Tensor> constant_inputs;
+  /// Symbolic dims fixed when importing, by name (an input's `dim_param`, or kiln's symbol
+  /// for it as `onnx_inputs` shows it): the graph is specialised to these sizes, as ONNX
+  /// Runtime's free-dimension overrides do, so that every shape computation over them folds
+  /// (including those kiln cannot yet keep symbolic, such as a Range over a symbolic
+  /// length). Each must name a symbolic dim of some input; sizes must be >= 0.
+  std::map<std::string, std::int64_t> dims;
+};
+
+/// One input of an ONNX model's graph (initializers, which are weights, excepted).
+struct OnnxInput {
+  std::string name;
+  /// Its dtype and dims; a `dim_param` (or an unnamed dim) is a symbolic dim.
+  TensorLayout layout;
 };
 
 /// Reads the ONNX model at \p path. Tensors with external data are read from files beside
@@ -65,6 +78,12 @@ OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options 
 OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
                             const std::string& what = "the ONNX model",
                             const OnnxImportOptions& options = {});
+
+/// The inputs of the ONNX model at \p path, in order, as `import_onnx` would take them
+/// (before `OnnxImportOptions`). Reads only the graph's signature: no node is converted.
+/// \throws UserError as `import_onnx` does for an unreadable file or an input kiln cannot
+/// take.
+std::vector<OnnxInput> onnx_inputs(const std::string& path);
 
 /// The ONNX op types (default domain) `import_onnx` converts, sorted.
 std::vector<std::string> onnx_supported_ops();

@@ -261,6 +261,21 @@ std::vector<Tensor> split(const Tensor& x, std::vector<std::int64_t> sizes, std:
 /// x indexed along \p axis by integer \p indices (the result has the indices' dims there).
 Tensor gather(const Tensor& x, const Tensor& indices, std::int64_t axis,
               Loc where = Loc::current());
+/// x at \p indices along \p axis, element by element (NumPy's take_along_axis, ONNX's
+/// GatherElements): the result has the indices' shape, which must have x's rank and fit in
+/// x off the axis. Indices may be negative (from the end); one outside throws at run time.
+Tensor gather_elements(const Tensor& x, const Tensor& indices, std::int64_t axis,
+                       Loc where = Loc::current());
+/// Slices of x at the index tuples along the last axis of \p indices (ONNX's GatherND):
+/// after \p batch_dims shared leading dims, each tuple of k indices picks x[i0, ..., ik-1];
+/// the result is indices.shape[:-1] + x.shape[batch_dims + k:]. Negative indices count
+/// from the end.
+Tensor gather_nd(const Tensor& x, const Tensor& indices, std::int64_t batch_dims = 0,
+                 Loc where = Loc::current());
+/// Running sum along \p axis (floats summed in double, each result rounded once; integers
+/// wrap). \p exclusive leaves each element out of its own sum; \p reverse sums from the end.
+Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive = false, bool reverse = false,
+              Loc where = Loc::current());
 /// Rows of \p table picked by \p ids: gather along axis 0.
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc where = Loc::current());
 

@@ -185,6 +185,12 @@ void slice(const Launch& l);
 void concat(const Launch& l);
 void split(const Launch& l);
 void gather(const Launch& l);
+
+// ---- index_kernels.cpp ---------------------------------------------------------------------
+
+void gather_elements(const Launch& l);
+void gather_nd(const Launch& l);
+void cumsum(const Launch& l);
 /// The prepared state of fused launches (each input's strides broadcast to out[0]) and
 /// of transpose and broadcast_to (one entry: the strides its output reads its input with).
 struct ReadStrides final : PreparedLaunch {

@@ -13,6 +13,11 @@ namespace {
 using G = KernelGrid;
 
 /// What compiled graphs on CUDA cannot run yet, and what to do instead.
+/// The indexing ops and scans added for ONNX models have CPU kernels only so far.
+constexpr std::string_view kNoCudaIndexing =
+    "gather_elements, gather_nd and cumsum have no CUDA kernel yet; compile the module for a "
+    "CPU device";
+
 constexpr std::string_view kNoCudaCollectives =
     "compiled graphs on CUDA run every op but collectives so far; compile the module for a "
     "CPU device";
@@ -34,6 +39,10 @@ std::vector<KernelDef> make_definitions() {
                      .prepare = [](Launch& l, int) { prepare_collective(l); },
                      .no_cuda = kNoCudaCollectives,
                      .variant = v};
+  };
+  const auto cpu_only = [](const char* name, Kernel cpu, G grid) {
+    return KernelDef{
+        .op = &ir::lookup_op(name), .cpu = cpu, .grid = grid, .no_cuda = kNoCudaIndexing};
   };
   const auto same_type = [](const ir::OpView&, bool same) { return same; };
   KernelDef reshape = def("kiln.reshape", copy_all, G::copy, cuda_op::reshape);
@@ -65,6 +74,9 @@ std::vector<KernelDef> make_definitions() {
       def("kiln.concat", concat, G::copy, cuda_op::concat),
       def("kiln.split", split, G::copy, cuda_op::split),
       gather_def,
+      cpu_only("kiln.gather_elements", gather_elements, G::copy),
+      cpu_only("kiln.gather_nd", gather_nd, G::copy),
+      cpu_only("kiln.cumsum", kernel::cumsum, G::copy),
       // ---- matmul -----------------------------------------------------------------------
       matmul_def,
       // ---- reductions ---------------------------------------------------------------------

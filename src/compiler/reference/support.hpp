@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/str.hpp"
@@ -105,6 +106,9 @@ struct OpArgs {
 std::string name_of(const ir::TensorType& t);
 
 using Evaluator = std::function<std::vector<Array>(const OpArgs&)>;
+
+/// Adds the evaluators of gather_elements, gather_nd and cumsum (reference/indexing.cpp).
+void add_indexing_evaluators(std::unordered_map<std::string, Evaluator>& m);
 
 std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
                              std::vector<Array> arguments, const std::string& prefix);

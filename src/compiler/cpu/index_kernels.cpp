@@ -1,0 +1,112 @@
+// gather_elements, gather_nd and cumsum: indexing by data and running sums. Indices may be
+// negative (from the end); one outside [-n, n) throws, naming the op. Nothing here
+// allocates: index arithmetic is on the operands' shapes.
+
+#include <cstring>
+
+#include "compiler/cpu/kernel_support.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::compiler::kernel {
+
+using kiln::detail::cat;
+
+namespace {
+
+/// Index \p id into a dim of \p size, negative counting from the end. \throws UserError.
+std::int64_t checked_index(const Launch& l, std::int64_t id, std::int64_t size) {
+  if (id < -size || id >= size)
+    throw UserError(
+        cat(l.view().describe(), ": index ", id, " is outside [", -size, ", ", size, ")"));
+  return id < 0 ? id + size : id;
+}
+
+std::int64_t load_index(const View& ids, std::int64_t i) {
+  return load_as_int(ids.dtype, ids.data + static_cast<std::size_t>(i) * size_of(ids.dtype));
+}
+
+}  // namespace
+
+void gather_elements(const Launch& l) {
+  const View &x = l.in[0], &ids = l.in[1], &o = l.out[0];
+  const std::size_t rank = x.shape.size();
+  const std::size_t axis = axis_of(l.view().find("axis")->as_int(), rank);
+  for (std::size_t d = 0; d < rank; ++d)  // symbolic dims: checked now that they have sizes
+    if (d != axis && ids.shape[d] > x.shape[d])
+      throw UserError(cat(l.view().describe(), ": indices of ", ids.shape[d], " at axis ", d,
+                          " do not fit in x's ", x.shape[d]));
+  const std::size_t es = size_of(x.dtype);
+  const auto [first, last] = block_range(elements(ids.shape));
+  for (std::int64_t i = first; i < last; ++i) {
+    // The element of x: i's coordinates, with the axis's replaced by the index.
+    std::int64_t rest = i, offset = 0, stride = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+      std::int64_t c = rest % ids.shape[d];
+      rest /= ids.shape[d];
+      if (d == axis) c = checked_index(l, load_index(ids, i), x.shape[d]);
+      offset += c * stride;
+      stride *= x.shape[d];
+    }
+    std::memcpy(o.data + static_cast<std::size_t>(i) * es,
+                x.data + static_cast<std::size_t>(offset) * es, es);
+  }
+}
+
+void gather_nd(const Launch& l) {
+  const View &x = l.in[0], &ids = l.in[1], &o = l.out[0];
+  const auto b = static_cast<std::size_t>(l.view().find("batch_dims")->as_int());
+  const std::size_t q = ids.shape.size(), r = x.shape.size();
+  const auto k = static_cast<std::size_t>(ids.shape[q - 1]);
+  // Each index tuple selects a slice of `inner` elements of x.
+  std::int64_t inner = 1, batch_elements = 1, tuples_per_batch = 1;
+  for (std::size_t d = b + k; d < r; ++d) inner *= x.shape[d];
+  for (std::size_t d = b; d < r; ++d) batch_elements *= x.shape[d];
+  for (std::size_t d = b; d + 1 < q; ++d) tuples_per_batch *= ids.shape[d];
+  const std::size_t es = size_of(x.dtype);
+  const auto [first, last] = block_range(elements(ids.shape) / static_cast<std::int64_t>(k));
+  for (std::int64_t t = first; t < last; ++t) {
+    std::int64_t offset = 0;
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::int64_t id =
+          checked_index(l, load_index(ids, t * static_cast<std::int64_t>(k) + j), x.shape[b + j]);
+      offset = offset * x.shape[b + j] + id;
+    }
+    const std::int64_t batch = t / tuples_per_batch;
+    const std::int64_t from = batch * batch_elements + offset * inner;
+    std::memcpy(o.data + static_cast<std::size_t>(t * inner) * es,
+                x.data + static_cast<std::size_t>(from) * es, static_cast<std::size_t>(inner) * es);
+  }
+}
+
+void cumsum(const Launch& l) {
+  const View &x = l.in[0], &o = l.out[0];
+  const std::size_t axis = axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  const auto flag = [&](const char* name) {
+    const ir::Attribute* a = l.view().find(name);
+    return a != nullptr && a->as_bool();
+  };
+  const bool exclusive = flag("exclusive"), reverse = flag("reverse");
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < axis; ++d) outer *= x.shape[d];
+  for (std::size_t d = axis + 1; d < x.shape.size(); ++d) inner *= x.shape[d];
+  const std::int64_t n = x.shape[axis];
+  const auto [first, last] = block_range(outer * inner);
+  for (std::int64_t line = first; line < last; ++line) {
+    const std::int64_t base = (line / inner) * n * inner + line % inner;
+    // Floats sum in double (each result rounded once), from -0.0, which adds nothing (a
+    // lone -0.0 stays -0.0); the exclusive first is +0. Integers wrap as two's complement.
+    double f = -0.0;
+    std::uint64_t i = 0;
+    for (std::int64_t s = 0; s < n; ++s) {
+      const std::int64_t at = base + (reverse ? n - 1 - s : s) * inner;
+      const Number v = load_number(x, at);
+      if (exclusive) store_number(o, at, {s == 0 ? 0.0 : f, static_cast<std::int64_t>(i)});
+      f += v.f;
+      i += static_cast<std::uint64_t>(v.i);
+      if (!exclusive) store_number(o, at, {f, static_cast<std::int64_t>(i)});
+    }
+  }
+}
+
+}  // namespace kiln::compiler::kernel

@@ -1,0 +1,100 @@
+// Ops that index by data or scan along an axis: gather_elements, gather_nd (ONNX's
+// GatherElements and GatherND, NumPy's take_along_axis and advanced indexing) and cumsum.
+// Indices are i32 or i64 and may be negative (counting from the end, as in ONNX and
+// NumPy); one outside [-n, n) is an error at run time, naming the op.
+
+#include <algorithm>
+
+#include "ir/ops/ops.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::ir::detail {
+namespace {
+
+using Kind = Attribute::Kind;
+
+void check_indices(const TensorType& idx) {
+  if (idx.dtype != DType::i32 && idx.dtype != DType::i64)
+    throw UserError(cat("indices (operand 1) must be i32 or i64, got ", name(idx.dtype)));
+}
+
+/// Whether \p a <= \p b holds for every value the dims can take (equal, or both static).
+bool fits_in(const Dim& a, const Dim& b) {
+  if (a == b) return true;
+  return a.is_static() && b.is_static() && a.size() <= b.size();
+}
+
+// out[i] = x[i with axis replaced by idx[i]]: the result has the indices' shape; off the
+// axis the indices may be shorter than x.
+std::vector<TensorType> infer_gather_elements(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &idx = ctx.operand(1);
+  check_indices(idx);
+  const Device device = common_device(ctx);
+  if (x.shape.rank() == 0) throw UserError("gather_elements needs x of rank >= 1");
+  if (idx.shape.rank() != x.shape.rank())
+    throw UserError(cat("indices ", idx.shape, " must have x's rank (", x.shape.rank(), "), got ",
+                        idx.shape.rank()));
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  for (std::size_t d = 0; d < x.shape.rank(); ++d)
+    if (d != axis && !fits_in(idx.shape.dims()[d], x.shape.dims()[d]))
+      throw UserError(cat("indices ", idx.shape, " are longer than x ", x.shape, " at axis ", d,
+                          " (off the gather axis ", axis, " they must fit in x)"));
+  return {{x.dtype, idx.shape, device}};
+}
+
+// The last dim of the indices (k, static) indexes x's dims batch_dims .. batch_dims + k - 1;
+// the result is idx.shape[:-1] + x.shape[batch_dims + k:].
+std::vector<TensorType> infer_gather_nd(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &idx = ctx.operand(1);
+  check_indices(idx);
+  const Device device = common_device(ctx);
+  const std::int64_t b = ctx.attr("batch_dims").as_int();
+  const std::size_t q = idx.shape.rank(), r = x.shape.rank();
+  if (q == 0) throw UserError("gather_nd needs indices of rank >= 1");
+  const Dim& last = idx.shape.dims().back();
+  if (!last.is_static())
+    throw UserError(cat("the last dim of the indices ", idx.shape,
+                        " (how many of x's dims each index names) must be static"));
+  const std::int64_t k = last.size();
+  if (b < 0 || static_cast<std::size_t>(b) >= q || static_cast<std::size_t>(b) > r)
+    throw UserError(cat("batch_dims ", b, " must be in [0, ", std::min(q - 1, r),
+                        "] for indices of rank ", q, " and x of rank ", r));
+  if (k < 1 || static_cast<std::size_t>(b + k) > r)
+    throw UserError(cat("each index names ", k, " dims of x ", x.shape, " after its ", b,
+                        " batch dims; x has only ", r));
+  for (std::int64_t d = 0; d < b; ++d)
+    if (!(idx.shape.dims()[d] == x.shape.dims()[d]))
+      throw UserError(
+          cat("batch dim ", d, " of the indices ", idx.shape, " and of x ", x.shape, " differ"));
+  std::vector<Dim> dims(idx.shape.dims().begin(), idx.shape.dims().end() - 1);
+  dims.insert(dims.end(), x.shape.dims().begin() + b + k, x.shape.dims().end());
+  return {{x.dtype, Shape(std::move(dims)), device}};
+}
+
+std::vector<TensorType> infer_cumsum(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  if (x.dtype == DType::bool_) throw UserError("cumsum is not defined for bool tensors");
+  if (x.shape.rank() == 0) throw UserError("cumsum needs a tensor of rank >= 1");
+  normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  return {x};
+}
+
+}  // namespace
+
+void register_indexing_ops(OpRegistry& r) {
+  r.add(make_op("kiln.gather_elements",
+                "x at the indices along an axis, element by element (take_along_axis)", 2, 2,
+                infer_gather_elements, {{"axis", Kind::integer}}));
+  r.add(make_op("kiln.gather_nd",
+                "slices of x at the index tuples of the last axis of the indices (GatherND)", 2, 2,
+                infer_gather_nd, {{"batch_dims", Kind::integer}}));
+  r.add(make_op("kiln.cumsum",
+                "running sum along an axis; exclusive leaves out each element, reverse runs "
+                "from the end",
+                1, 1, infer_cumsum,
+                {{"axis", Kind::integer},
+                 {"exclusive", Kind::boolean, false},
+                 {"reverse", Kind::boolean, false}}));
+}
+
+}  // namespace kiln::ir::detail

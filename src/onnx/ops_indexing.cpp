@@ -1,0 +1,41 @@
+// ONNX's GatherElements, GatherND and CumSum: kiln ops of their own (kiln.gather_elements,
+// kiln.gather_nd, kiln.cumsum), which take negative indices as ONNX does.
+
+#include "core/str.hpp"
+#include "onnx/fold.hpp"
+
+namespace kiln::onnx_import {
+namespace {
+using Outputs = std::vector<OnnxValue>;
+
+Outputs gather_elements_(NodeContext& n) {
+  n.only_attributes({"axis"});
+  const Tensor x = n.input(0);
+  return {traced(gather_elements(x, n.input(1), n.axis(n.attr_int("axis", 0), x.rank())))};
+}
+
+Outputs gather_nd_(NodeContext& n) {
+  n.only_attributes({"batch_dims"});
+  return {traced(gather_nd(n.input(0), n.input(1), n.attr_int("batch_dims", 0)))};
+}
+
+Outputs cumsum_(NodeContext& n) {
+  n.only_attributes({"exclusive", "reverse"});
+  const Tensor x = n.input(0);
+  const std::vector<std::int64_t> axis = n.ints(1, "the axis");
+  if (axis.size() != 1) n.fail("the axis (input 1) must hold one value");
+  return {traced(cumsum(x, n.axis(axis[0], x.rank()), n.attr_int("exclusive", 0) != 0,
+                        n.attr_int("reverse", 0) != 0))};
+}
+
+const OpConverter kConverters[] = {
+    {"CumSum", cumsum_},
+    {"GatherElements", gather_elements_},
+    {"GatherND", gather_nd_},
+};
+
+}  // namespace
+
+std::span<const OpConverter> indexing_converters() { return kConverters; }
+
+}  // namespace kiln::onnx_import
