@@ -73,6 +73,21 @@ def image_model(name):
     return model, (x,), ["image"], ["logits"], {"x": {0: batch}}, inputs
 
 
+def logits_only(model):
+    """A causal LM as a function of its ids alone, returning its logits (no cache)."""
+    import torch
+
+    class LogitsOnly(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, use_cache=False).logits
+
+    return LogitsOnly(model)
+
+
 def gpt2():
     import torch
     import transformers
@@ -83,15 +98,7 @@ def gpt2():
     model = transformers.GPT2LMHeadModel(config)
     model.config.use_cache = False
 
-    class Wrapped(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids):
-            return self.m(input_ids=input_ids, use_cache=False).logits
-
-    return language_model(Wrapped(model), config.vocab_size, ["input_ids"])
+    return language_model(logits_only(model), config.vocab_size, ["input_ids"])
 
 
 def llama():
@@ -105,15 +112,7 @@ def llama():
                                       max_position_embeddings=512, rms_norm_eps=1e-5)
     model = transformers.LlamaForCausalLM(config)
 
-    class Wrapped(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids):
-            return self.m(input_ids=input_ids, use_cache=False).logits
-
-    return language_model(Wrapped(model), config.vocab_size, ["input_ids"])
+    return language_model(logits_only(model), config.vocab_size, ["input_ids"])
 
 
 def minilm():
