@@ -297,7 +297,12 @@ class Printer {
   void dense(const DenseData& d) {
     out_ += "dense<";
     const std::int64_t count = d.shape.num_elements();
-    if (d.dtype == DType::bool_ || count == 0) {
+    // Bools as nested lists; an empty bool tensor as "[]" whatever its dims (a nested
+    // list of dims [10^9, 0] would be 10^9 "[]"s); every other dtype as hex bytes ("0x"
+    // for no elements).
+    if (d.dtype == DType::bool_ && count == 0) {
+      out_ += "[]";
+    } else if (d.dtype == DType::bool_) {
       std::size_t next = 0;
       nested(d, 0, next);
     } else {
