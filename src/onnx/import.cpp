@@ -378,14 +378,18 @@ namespace {
 /// external data.
 constexpr std::uint64_t kMaxModelBytes = std::uint64_t{2} << 30;
 
-OnnxModel import_model(std::string_view bytes, const onnx_import::TensorSource& source,
-                       const OnnxImportOptions& options) {
+/// \p bytes as an ONNX model; \p what names it in the error.
+onnx::ModelProto parse_model(std::string_view bytes, const std::string& what) {
   onnx::ModelProto model;
   if (bytes.size() >= kMaxModelBytes ||
       !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    throw UserError(detail::cat(source.what,
-                                ": not a valid ONNX model (the protobuf does not "
-                                "parse)"));
+    throw UserError(detail::cat(what, ": not a valid ONNX model (the protobuf does not parse)"));
+  return model;
+}
+
+OnnxModel import_model(std::string_view bytes, const onnx_import::TensorSource& source,
+                       const OnnxImportOptions& options) {
+  const onnx::ModelProto model = parse_model(bytes, source.what);
   onnx_import::Importer importer(model, source, options);
   return importer.run();
 }
@@ -403,11 +407,8 @@ OnnxModel import_onnx_bytes(std::string_view bytes, const std::string& base_dir,
 }
 
 std::vector<OnnxInput> onnx_inputs(const std::string& path) {
-  const std::string bytes = read_regular_file(path, "an ONNX model", kMaxModelBytes);
-  onnx::ModelProto model;
-  if (bytes.size() >= kMaxModelBytes ||
-      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    throw UserError(detail::cat(path, ": not a valid ONNX model (the protobuf does not parse)"));
+  const onnx::ModelProto model =
+      parse_model(read_regular_file(path, "an ONNX model", kMaxModelBytes), path);
   std::set<std::string> initializers;
   for (const auto& init : model.graph().initializer()) initializers.insert(init.name());
   std::vector<OnnxInput> out;
