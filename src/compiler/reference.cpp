@@ -230,6 +230,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
       return std::vector<Array>{out};
     };
     add_indexing_evaluators(m);
+    add_nn_evaluators(m);
     m["kiln.reduce_sum"] = [](const OpArgs& a) { return reduce(a, Reduction::sum); };
     m["kiln.reduce_mean"] = [](const OpArgs& a) { return reduce(a, Reduction::mean); };
     m["kiln.reduce_max"] = [](const OpArgs& a) { return reduce(a, Reduction::max); };

@@ -124,6 +124,7 @@ std::span<const OpConverter> elementwise_converters();
 std::span<const OpConverter> shape_converters();
 std::span<const OpConverter> nn_converters();
 std::span<const OpConverter> indexing_converters();
+std::span<const OpConverter> window_converters();
 
 /// The converter for \p op_type in the default domain, or null.
 const OpConverter* find_converter(std::string_view op_type);

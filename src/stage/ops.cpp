@@ -453,6 +453,64 @@ Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, 
   return detail::apply("kiln.cumsum", {&x},
                        {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}, where);
 }
+namespace {
+
+/// \p window's attributes for an op over \p x: empty lists filled with their defaults.
+std::vector<ir::NamedAttribute> window_attributes(const Tensor& x, const Window& window) {
+  const std::size_t s = x.rank() >= 2 ? x.rank() - 2 : 0;
+  const auto or_fill = [](const std::vector<std::int64_t>& v, std::size_t n, std::int64_t fill) {
+    return detail::int_array(v.empty() ? std::vector<std::int64_t>(n, fill) : v);
+  };
+  return {{"strides", or_fill(window.strides, s, 1)},
+          {"pads", or_fill(window.pads, 2 * s, 0)},
+          {"dilations", or_fill(window.dilations, s, 1)}};
+}
+
+Tensor apply_conv(const char* op, std::vector<const Tensor*> operands, const Window& window,
+                  bool transposed, Loc where) {
+  std::vector<ir::NamedAttribute> attrs = window_attributes(*operands[0], window);
+  attrs.push_back({"groups", window.groups});
+  if (transposed) {
+    const std::size_t s = operands[0]->rank() >= 2 ? operands[0]->rank() - 2 : 0;
+    attrs.push_back({"output_padding", detail::int_array(window.output_padding.empty()
+                                                             ? std::vector<std::int64_t>(s, 0)
+                                                             : window.output_padding)});
+  }
+  return std::move(
+      detail::apply_all(op, std::span<const Tensor* const>(operands), std::move(attrs), where)
+          .front());
+}
+
+}  // namespace
+
+Tensor conv(const Tensor& x, const Tensor& w, const Window& window, Loc where) {
+  return apply_conv("kiln.conv", {&x, &w}, window, false, where);
+}
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& bias, const Window& window, Loc where) {
+  return apply_conv("kiln.conv", {&x, &w, &bias}, window, false, where);
+}
+Tensor conv_transpose(const Tensor& x, const Tensor& w, const Window& window, Loc where) {
+  return apply_conv("kiln.conv_transpose", {&x, &w}, window, true, where);
+}
+Tensor conv_transpose(const Tensor& x, const Tensor& w, const Tensor& bias, const Window& window,
+                      Loc where) {
+  return apply_conv("kiln.conv_transpose", {&x, &w, &bias}, window, true, where);
+}
+Tensor max_pool(const Tensor& x, std::vector<std::int64_t> kernel, const Window& window,
+                bool ceil_mode, Loc where) {
+  std::vector<ir::NamedAttribute> attrs = window_attributes(x, window);
+  attrs.push_back({"kernel_shape", detail::int_array(kernel)});
+  attrs.push_back({"ceil_mode", ceil_mode});
+  return detail::apply("kiln.max_pool", {&x}, std::move(attrs), where);
+}
+Tensor avg_pool(const Tensor& x, std::vector<std::int64_t> kernel, const Window& window,
+                bool count_include_pad, bool ceil_mode, Loc where) {
+  std::vector<ir::NamedAttribute> attrs = window_attributes(x, window);
+  attrs.push_back({"kernel_shape", detail::int_array(kernel)});
+  attrs.push_back({"ceil_mode", ceil_mode});
+  attrs.push_back({"count_include_pad", count_include_pad});
+  return detail::apply("kiln.avg_pool", {&x}, std::move(attrs), where);
+}
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc where) {
   return gather(table, ids, 0, where);
 }

@@ -276,6 +276,36 @@ Tensor gather_nd(const Tensor& x, const Tensor& indices, std::int64_t batch_dims
 /// wrap). \p exclusive leaves each element out of its own sum; \p reverse sums from the end.
 Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive = false, bool reverse = false,
               Loc where = Loc::current());
+/// The geometry of a sliding window over [N, C, spatial...] (1 to 3 spatial dims): per
+/// spatial dim a stride and a dilation, and the pads as all the begins, then all the ends
+/// (ONNX's order). Empty: strides and dilations of 1, no pads.
+struct Window {
+  std::vector<std::int64_t> strides{}, pads{}, dilations{};
+  std::int64_t groups = 1;                     ///< convs: channel groups (depthwise: C)
+  std::vector<std::int64_t> output_padding{};  ///< conv_transpose: extra end elements
+};
+/// Convolution of \p x [N, C, S...] by \p w [M, C / groups, K...], plus \p bias [M] if
+/// given: [N, M, O...], O = (S + pads - dilation (K - 1) - 1) / stride + 1. f32 runs
+/// oneDNN's convolution, other floats direct loops.
+Tensor conv(const Tensor& x, const Tensor& w, const Window& window = {},
+            Loc where = Loc::current());
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& bias, const Window& window = {},
+            Loc where = Loc::current());
+/// Transposed convolution (ONNX's ConvTranspose, PyTorch's conv_transpose): \p x
+/// [N, C, S...] by \p w [C, M / groups, K...], plus \p bias [M]: [N, M, O...],
+/// O = stride (S - 1) + output_padding + dilation (K - 1) + 1 - pads.
+Tensor conv_transpose(const Tensor& x, const Tensor& w, const Window& window = {},
+                      Loc where = Loc::current());
+Tensor conv_transpose(const Tensor& x, const Tensor& w, const Tensor& bias,
+                      const Window& window = {}, Loc where = Loc::current());
+/// The largest element of each \p kernel window of x [N, C, S...] (pads never win; a NaN
+/// does). \p ceil_mode rounds the output size up (a last window starting in the input).
+Tensor max_pool(const Tensor& x, std::vector<std::int64_t> kernel, const Window& window = {},
+                bool ceil_mode = false, Loc where = Loc::current());
+/// The mean of each \p kernel window of x: over the elements inside x or, with \p
+/// count_include_pad, over the window's taps inside the padded input.
+Tensor avg_pool(const Tensor& x, std::vector<std::int64_t> kernel, const Window& window = {},
+                bool count_include_pad = false, bool ceil_mode = false, Loc where = Loc::current());
 /// Rows of \p table picked by \p ids: gather along axis 0.
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc where = Loc::current());
 

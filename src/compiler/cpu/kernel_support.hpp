@@ -191,6 +191,19 @@ void gather(const Launch& l);
 void gather_elements(const Launch& l);
 void gather_nd(const Launch& l);
 void cumsum(const Launch& l);
+
+// ---- conv_kernels.cpp: sliding windows ---------------------------------------------------
+
+void conv(const Launch& l);
+void conv_transpose(const Launch& l);
+/// f32 convs: oneDNN primitives over tiles of batch entries and output channels.
+void prepare_conv(Launch& launch, int threads);
+void prepare_conv_transpose(Launch& launch, int threads);
+void max_pool(const Launch& l);
+void avg_pool(const Launch& l);
+/// Pools split by [N, C] planes.
+void prepare_pool(Launch& launch, int threads);
+
 /// The prepared state of fused launches (each input's strides broadcast to out[0]) and
 /// of transpose and broadcast_to (one entry: the strides its output reads its input with).
 struct ReadStrides final : PreparedLaunch {

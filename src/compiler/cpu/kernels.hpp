@@ -44,9 +44,10 @@ struct FusedProgram;
 
 /// What `prepare` (or the planner, for collectives) works out once for a launch, so that
 /// running it computes no layout and allocates nothing: one kind per family of kernels,
-/// each defined beside its kernels (`ReadStrides`, `MatmulLayout`, `CollectiveLaunch`).
+/// each defined beside its kernels (`ReadStrides`, `MatmulLayout`, `PreparedConv`,
+/// `CollectiveLaunch`).
 struct PreparedLaunch {
-  enum class Kind : std::uint8_t { read_strides, matmul, collective };
+  enum class Kind : std::uint8_t { read_strides, matmul, conv, collective };
   explicit PreparedLaunch(Kind k) : kind(k) {}
   PreparedLaunch(const PreparedLaunch&) = delete;
   PreparedLaunch& operator=(const PreparedLaunch&) = delete;
@@ -65,12 +66,12 @@ struct Launch {
   // The launch's prepared state, of the kind its kernel reads (see `prepared_as`); null
   // for kernels that need none.
   std::unique_ptr<PreparedLaunch> prepared;
-  // matmul launches: an elementwise launch over this one's output whose work runs here, on
+  // matmul and conv launches: an elementwise launch over this one's output whose work runs here, on
   // each tile of the output as soon as it is computed (while it is in cache); the plan does
   // not launch it separately.
   const Launch* epilogue = nullptr;
-  // matmul launches, set by the planner: in[1] stays the same for the plan's life (a
-  // weight or a constant), so prepare may pack it once for oneDNN (see PackedMatmul).
+  // Set by the planner: in[1] stays the same for the plan's life (a weight or a constant),
+  // so prepare may pack it once for oneDNN (matmuls: PackedMatmul; convs: reordered).
   bool pack_rhs = false;
   // matmul launches, set by the planner: the product may be computed in bfloat16
   // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.

@@ -13,10 +13,11 @@ namespace {
 using G = KernelGrid;
 
 /// What compiled graphs on CUDA cannot run yet, and what to do instead.
-/// The indexing ops and scans added for ONNX models have CPU kernels only so far.
-constexpr std::string_view kNoCudaIndexing =
-    "gather_elements, gather_nd and cumsum have no CUDA kernel yet; compile the module for a "
-    "CPU device";
+/// The indexing, scan and sliding-window ops added for ONNX models have CPU kernels only
+/// so far.
+constexpr std::string_view kNoCudaKernelYet =
+    "gather_elements, gather_nd, cumsum, conv, conv_transpose and the pools have no CUDA "
+    "kernel yet; compile the module for a CPU device";
 
 constexpr std::string_view kNoCudaCollectives =
     "compiled graphs on CUDA run every op but collectives so far; compile the module for a "
@@ -40,9 +41,13 @@ std::vector<KernelDef> make_definitions() {
                      .no_cuda = kNoCudaCollectives,
                      .variant = v};
   };
-  const auto cpu_only = [](const char* name, Kernel cpu, G grid) {
-    return KernelDef{
-        .op = &ir::lookup_op(name), .cpu = cpu, .grid = grid, .no_cuda = kNoCudaIndexing};
+  const auto cpu_only = [](const char* name, Kernel cpu, G grid,
+                           void (*prepare)(Launch&, int) = nullptr) {
+    return KernelDef{.op = &ir::lookup_op(name),
+                     .cpu = cpu,
+                     .grid = grid,
+                     .prepare = prepare,
+                     .no_cuda = kNoCudaKernelYet};
   };
   const auto same_type = [](const ir::OpView&, bool same) { return same; };
   KernelDef reshape = def("kiln.reshape", copy_all, G::copy, cuda_op::reshape);
@@ -63,6 +68,10 @@ std::vector<KernelDef> make_definitions() {
   KernelDef matmul_def =
       def("kiln.matmul", kernel::matmul, G::matmul, cuda_op::matmul, prepare_matmul);
   matmul_def.strided_operands = matmul_def.takes_epilogue = true;
+  KernelDef conv_def = cpu_only("kiln.conv", conv, G::single, prepare_conv);
+  KernelDef conv_transpose_def =
+      cpu_only("kiln.conv_transpose", conv_transpose, G::single, prepare_conv_transpose);
+  conv_def.takes_epilogue = conv_transpose_def.takes_epilogue = true;
   KernelDef gather_def = def("kiln.gather", gather, G::copy, cuda_op::gather);
   gather_def.reports_errors = true;
   return {
@@ -79,6 +88,11 @@ std::vector<KernelDef> make_definitions() {
       cpu_only("kiln.cumsum", kernel::cumsum, G::copy),
       // ---- matmul -----------------------------------------------------------------------
       matmul_def,
+      // ---- sliding windows ---------------------------------------------------------------
+      conv_def,
+      conv_transpose_def,
+      cpu_only("kiln.max_pool", max_pool, G::single, prepare_pool),
+      cpu_only("kiln.avg_pool", avg_pool, G::single, prepare_pool),
       // ---- reductions ---------------------------------------------------------------------
       def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, variant::sum),
       def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, variant::mean),

@@ -207,7 +207,7 @@ void bind_launches(Plan& plan, bool prepack_weights, MatmulPrecision precision) 
     l.out = views.subspan(io.first + io.ins, io.outs);
     const std::span<const std::size_t> in = plan.in(i);
     // A weight or constant: the same bytes for the plan's life.
-    l.pack_rhs = prepack_weights && in.size() == 2 &&
+    l.pack_rhs = prepack_weights && in.size() >= 2 &&
                  plan.storage[plan.root(in[1])].arena_offset < 0 &&
                  plan.storage[plan.root(in[1])].fixed != nullptr;
     l.bf16 = precision == MatmulPrecision::bf16;

@@ -109,6 +109,8 @@ using Evaluator = std::function<std::vector<Array>(const OpArgs&)>;
 
 /// Adds the evaluators of gather_elements, gather_nd and cumsum (reference/indexing.cpp).
 void add_indexing_evaluators(std::unordered_map<std::string, Evaluator>& m);
+/// Adds the evaluators of conv, conv_transpose, max_pool and avg_pool (reference/nn.cpp).
+void add_nn_evaluators(std::unordered_map<std::string, Evaluator>& m);
 
 std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
                              std::vector<Array> arguments, const std::string& prefix);

@@ -9,6 +9,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_structural_ops(registry);
   register_collective_ops(registry);
   register_indexing_ops(registry);
+  register_nn_ops(registry);
 }
 
 OpDef make_op(std::string name, std::string summary, int min_operands, int max_operands,

@@ -20,6 +20,7 @@ void register_elementwise_ops(OpRegistry& registry);
 void register_structural_ops(OpRegistry& registry);
 void register_collective_ops(OpRegistry& registry);
 void register_indexing_ops(OpRegistry& registry);
+void register_nn_ops(OpRegistry& registry);
 
 /// An op definition with inferred result types.
 OpDef make_op(std::string name, std::string summary, int min_operands, int max_operands,

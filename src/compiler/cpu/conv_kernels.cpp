@@ -1,0 +1,470 @@
+// conv, conv_transpose, max_pool and avg_pool over [N, C, spatial...] buffers.
+//
+// f32 convolutions run oneDNN's convolution and deconvolution primitives, built once per
+// plan (prepare_conv): the work splits into tiles of batch entries and output channels
+// (whole groups for grouped convolutions), one primitive execution per tile on the worker
+// that runs its block, the bias inside the primitive and an elementwise epilogue (ReLU, a
+// residual add) on each tile right after it, while the tile is in cache. Fixed weights are
+// reordered once into the layout oneDNN's kernel prefers. Other dtypes, and any problem
+// oneDNN has no primitive for, run direct loops in double. Pools are loops over planes.
+
+#include <omp.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "compiler/cpu/kernel_support.hpp"
+#include "compiler/cpu/onednn_support.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::compiler::kernel {
+
+using kiln::detail::cat;
+
+namespace {
+
+constexpr std::size_t kMaxSpatial = 3;
+using Spatial = std::array<std::int64_t, kMaxSpatial>;
+
+/// A window op's geometry, its spatial dims right-aligned in three (the leading ones of
+/// size 1, with a kernel of 1), so that one loop nest serves 1-D, 2-D and 3-D.
+struct Geometry {
+  std::int64_t n = 0, c = 0, m = 0, groups = 1;
+  std::size_t spatial = 0;
+  Spatial in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
+      pad_begin{0, 0, 0}, pad_end{0, 0, 0};
+  std::int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  std::int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  std::int64_t taps() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+/// \p l's geometry; \p kernel_from_w: the kernel sizes are w's trailing dims (convs).
+Geometry geometry_of(const Launch& l, bool kernel_from_w) {
+  const ir::OpView op = l.view();
+  const View &x = l.in[0], &o = l.out[0];
+  Geometry g;
+  g.spatial = x.shape.size() - 2;
+  g.n = x.shape[0];
+  g.c = x.shape[1];
+  g.m = o.shape[1];
+  if (const ir::Attribute* groups = op.find("groups")) g.groups = groups->as_int();
+  const Index stride = op.find("strides")->as_int_array(),
+              dilation = op.find("dilations")->as_int_array(),
+              pads = op.find("pads")->as_int_array(),
+              kernel = kernel_from_w ? Index(l.in[1].shape.begin() + 2, l.in[1].shape.end())
+                                     : op.find("kernel_shape")->as_int_array();
+  const std::size_t lead = kMaxSpatial - g.spatial;
+  for (std::size_t d = 0; d < g.spatial; ++d) {
+    g.in[lead + d] = x.shape[2 + d];
+    g.out[lead + d] = o.shape[2 + d];
+    g.kernel[lead + d] = kernel[d];
+    g.stride[lead + d] = stride[d];
+    g.dilation[lead + d] = dilation[d];
+    g.pad_begin[lead + d] = pads[d];
+    g.pad_end[lead + d] = pads[g.spatial + d];
+  }
+  return g;
+}
+
+// ---- direct loops (any floating dtype) ----------------------------------------------------
+
+/// One output element of a conv: out[n, m, o] with the group's input channels.
+double conv_element(const Launch& l, const Geometry& g, std::int64_t n, std::int64_t m,
+                    const Spatial& o) {
+  const View &x = l.in[0], &w = l.in[1];
+  const std::int64_t cg = g.c / g.groups, mg = g.m / g.groups, first = m / mg * cg;
+  double sum = l.in.size() > 2 ? load(l.in[2], m) : 0.0;
+  for (std::int64_t c = 0; c < cg; ++c) {
+    const std::int64_t x_plane = (n * g.c + first + c) * g.in_plane(),
+                       w_taps = (m * cg + c) * g.taps();
+    for (std::int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+      const std::int64_t i0 = o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+      if (i0 < 0 || i0 >= g.in[0]) continue;
+      for (std::int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+        const std::int64_t i1 = o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+        if (i1 < 0 || i1 >= g.in[1]) continue;
+        for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+          const std::int64_t i2 = o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+          if (i2 < 0 || i2 >= g.in[2]) continue;
+          sum += load(x, x_plane + (i0 * g.in[1] + i1) * g.in[2] + i2) *
+                 load(w, w_taps + (k0 * g.kernel[1] + k1) * g.kernel[2] + k2);
+        }
+      }
+    }
+  }
+  return sum;
+}
+
+/// Where output position \p y of a transposed conv takes tap \p k from: the input index,
+/// or -1 when no input lands there through that tap.
+std::int64_t transposed_source(std::int64_t y, std::int64_t k, std::int64_t stride,
+                               std::int64_t dilation, std::int64_t pad, std::int64_t in) {
+  const std::int64_t at = y + pad - k * dilation;
+  if (at < 0 || at % stride != 0 || at / stride >= in) return -1;
+  return at / stride;
+}
+
+/// One output element of a conv_transpose: every x[n, c, i] of the group whose tap k
+/// lands on it (i * stride - pad + k * dilation = o), times w[c, m - first, k].
+double conv_transpose_element(const Launch& l, const Geometry& g, std::int64_t n, std::int64_t m,
+                              const Spatial& o) {
+  const View &x = l.in[0], &w = l.in[1];
+  const std::int64_t cg = g.c / g.groups, mg = g.m / g.groups, first = m / mg * cg, j = m % mg;
+  double sum = l.in.size() > 2 ? load(l.in[2], m) : 0.0;
+  for (std::int64_t c = first; c < first + cg; ++c) {
+    const std::int64_t x_plane = (n * g.c + c) * g.in_plane(), w_taps = (c * mg + j) * g.taps();
+    for (std::int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+      const std::int64_t i0 =
+          transposed_source(o[0], k0, g.stride[0], g.dilation[0], g.pad_begin[0], g.in[0]);
+      if (i0 < 0) continue;
+      for (std::int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+        const std::int64_t i1 =
+            transposed_source(o[1], k1, g.stride[1], g.dilation[1], g.pad_begin[1], g.in[1]);
+        if (i1 < 0) continue;
+        for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+          const std::int64_t i2 =
+              transposed_source(o[2], k2, g.stride[2], g.dilation[2], g.pad_begin[2], g.in[2]);
+          if (i2 < 0) continue;
+          sum += load(x, x_plane + (i0 * g.in[1] + i1) * g.in[2] + i2) *
+                 load(w, w_taps + (k0 * g.kernel[1] + k1) * g.kernel[2] + k2);
+        }
+      }
+    }
+  }
+  return sum;
+}
+
+/// This block's share of the output of a conv or conv_transpose, element by element in
+/// double, then its epilogue over the same elements.
+void direct_conv(const Launch& l, bool transposed) {
+  const Geometry g = geometry_of(l, true);
+  const View& o = l.out[0];
+  const auto [first, last] = block_range(elements(o.shape));
+  for (std::int64_t i = first; i < last; ++i) {
+    std::int64_t rest = i / g.out_plane();
+    const std::int64_t pos = i % g.out_plane(), m = rest % g.m, n = rest / g.m;
+    const Spatial at{pos / (g.out[1] * g.out[2]), pos / g.out[2] % g.out[1], pos % g.out[2]};
+    store(o, i, transposed ? conv_transpose_element(l, g, n, m, at) : conv_element(l, g, n, m, at));
+  }
+  if (l.epilogue != nullptr && first < last)
+    run_fused_f32_rows(*l.epilogue, first, 1, last - first, 0);
+}
+
+// ---- oneDNN ---------------------------------------------------------------------------------
+
+using Desc = dnnl::memory::desc;
+using DnnlDims = dnnl::memory::dims;
+
+/// One tile: batch entries [n0, n1) and output channels [m0, m1) (whole groups when
+/// grouped), computed by one primitive execution.
+struct ConvTile {
+  std::int64_t n0 = 0, n1 = 0, m0 = 0, m1 = 0;
+  onednn::Step step;
+  dnnl::stream stream;
+};
+
+/// A conv or conv_transpose launch's prepared state: its tiles, each with its primitive.
+struct PreparedConv final : PreparedLaunch {
+  static constexpr Kind kKind = Kind::conv;
+  PreparedConv() : PreparedLaunch(kKind) {}
+  std::vector<ConvTile> tiles;
+  std::vector<dnnl::memory> weights;  // fixed weights reordered for oneDNN's kernel
+  std::int64_t m = 0, out_plane = 0;
+};
+
+/// The trailing \p spatial entries of \p s, each minus \p minus.
+DnnlDims tail(const Spatial& s, std::size_t spatial, std::int64_t minus = 0) {
+  DnnlDims d;
+  for (std::size_t i = kMaxSpatial - spatial; i < kMaxSpatial; ++i) d.push_back(s[i] - minus);
+  return d;
+}
+
+/// [rows, channels, spatial...] f32 of a row-major tensor of \p total channels.
+Desc activation_desc(std::int64_t rows, std::int64_t channels, std::int64_t total,
+                     const Spatial& plane, std::size_t spatial) {
+  DnnlDims dims{rows, channels}, strides;
+  const DnnlDims space = tail(plane, spatial);
+  dims.insert(dims.end(), space.begin(), space.end());
+  std::int64_t step = 1;
+  for (std::size_t d = space.size(); d-- > 0;) {
+    strides.insert(strides.begin(), step);
+    step *= space[d];
+  }
+  strides.insert(strides.begin(), {total * step, step});
+  return Desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+/// The weights of output channels [m0, m1) as oneDNN reads them (o, i, kernel; with groups
+/// g, o, i, kernel) over kiln's layout: [M, C / groups, kernel] for a conv, [C, M / groups,
+/// kernel] for a conv_transpose; and the element offset of the slice.
+std::pair<Desc, std::int64_t> weights_desc(const Geometry& g, bool transposed, std::int64_t m0,
+                                           std::int64_t m1) {
+  const std::int64_t cg = g.c / g.groups, mg = g.m / g.groups, taps = g.taps();
+  const DnnlDims kernel = tail(g.kernel, g.spatial);
+  DnnlDims kernel_strides;
+  std::int64_t step = 1;
+  for (std::size_t d = kernel.size(); d-- > 0;) {
+    kernel_strides.insert(kernel_strides.begin(), step);
+    step *= kernel[d];
+  }
+  DnnlDims dims, strides;
+  std::int64_t offset = 0;
+  if (g.groups == 1) {  // a slice of output channels
+    dims = {m1 - m0, g.c};
+    strides = transposed ? DnnlDims{taps, g.m * taps} : DnnlDims{g.c * taps, taps};
+    offset = m0 * (transposed ? taps : g.c * taps);
+  } else {  // a slice of whole groups
+    dims = {(m1 - m0) / mg, mg, cg};
+    strides = transposed ? DnnlDims{cg * mg * taps, taps, mg * taps}
+                         : DnnlDims{mg * cg * taps, cg * taps, taps};
+    offset = m0 / mg * mg * cg * taps;
+  }
+  dims.insert(dims.end(), kernel.begin(), kernel.end());
+  strides.insert(strides.end(), kernel_strides.begin(), kernel_strides.end());
+  return {Desc(dims, dnnl::memory::data_type::f32, strides), offset};
+}
+
+/// Multiply-adds below which a conv is not split over more than one tile.
+constexpr std::int64_t kTileMacs = std::int64_t{1} << 20;
+
+/// The tiles of \p g over \p threads workers: batch entries first, then output channels
+/// (at least 16 a tile) or whole groups.
+std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
+  const std::int64_t macs = g.n * g.m * g.out_plane() * (g.c / g.groups) * g.taps();
+  const std::int64_t want = std::clamp<std::int64_t>(macs / kTileMacs, 1, threads);
+  const std::int64_t unit = g.groups == 1 ? 1 : g.m / g.groups;  // channels that stay together
+  const std::int64_t units = g.m / unit;
+  const std::int64_t by_batch = std::min(g.n, want);
+  const std::int64_t by_channel =
+      by_batch >= want
+          ? 1
+          : std::clamp<std::int64_t>((want + by_batch - 1) / by_batch, 1,
+                                     g.groups == 1 ? std::max<std::int64_t>(1, units / 16) : units);
+  std::vector<ConvTile> tiles;
+  for (std::int64_t b = 0; b < by_batch; ++b)
+    for (std::int64_t c = 0; c < by_channel; ++c)
+      tiles.push_back({.n0 = g.n * b / by_batch,
+                       .n1 = g.n * (b + 1) / by_batch,
+                       .m0 = units * c / by_channel * unit,
+                       .m1 = units * (c + 1) / by_channel * unit,
+                       .step = {},
+                       .stream = {}});
+  return tiles;
+}
+
+/// Builds \p tile's primitive and binds it to \p l's buffers; \p fixed weights are
+/// reordered once into the layout the primitive prefers (into \p owned).
+void build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& tile,
+                std::vector<dnnl::memory>& owned) {
+  const dnnl::engine& engine = onednn::cpu_engine();
+  const std::int64_t rows = tile.n1 - tile.n0, outs = tile.m1 - tile.m0;
+  // A grouped tile reads its groups' input channels; an ungrouped one all of them.
+  const std::int64_t c0 = g.groups == 1 ? 0 : tile.m0 / (g.m / g.groups) * (g.c / g.groups);
+  const std::int64_t ins = g.groups == 1 ? g.c : outs / (g.m / g.groups) * (g.c / g.groups);
+  const Desc src = activation_desc(rows, ins, g.c, g.in, g.spatial),
+             dst = activation_desc(rows, outs, g.m, g.out, g.spatial);
+  const auto [weights, w_offset] = weights_desc(g, transposed, tile.m0, tile.m1);
+  const bool fixed = l.pack_rhs;
+  const Desc asked =
+      fixed ? Desc(weights.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
+            : weights;
+  const bool has_bias = l.in.size() > 2;
+  const Desc bias = has_bias ? Desc({outs}, dnnl::memory::data_type::f32, DnnlDims{1}) : Desc();
+  const DnnlDims strides = tail(g.stride, g.spatial), dilates = tail(g.dilation, g.spatial, 1),
+                 pad_l = tail(g.pad_begin, g.spatial), pad_r = tail(g.pad_end, g.spatial);
+  const dnnl::primitive_attr attr = onednn::user_scratchpad();
+  Desc chosen, scratchpad;
+  if (transposed) {
+    using D = dnnl::deconvolution_forward;
+    const D::desc d =
+        has_bias
+            ? D::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                      src, asked, bias, dst, strides, dilates, pad_l, pad_r)
+            : D::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                      src, asked, dst, strides, dilates, pad_l, pad_r);
+    const D::primitive_desc pd(d, attr, engine);
+    tile.step.primitive = D(pd);
+    chosen = pd.weights_desc();
+    scratchpad = pd.scratchpad_desc();
+  } else {
+    using C = dnnl::convolution_forward;
+    const C::desc d =
+        has_bias ? C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                           src, asked, bias, dst, strides, dilates, pad_l, pad_r)
+                 : C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                           src, asked, dst, strides, dilates, pad_l, pad_r);
+    const C::primitive_desc pd(d, attr, engine);
+    tile.step.primitive = C(pd);
+    chosen = pd.weights_desc();
+    scratchpad = pd.scratchpad_desc();
+  }
+  const auto at = [](const View& v, std::int64_t offset) {
+    return reinterpret_cast<float*>(v.data) + offset;
+  };
+  tile.step.add(DNNL_ARG_SRC,
+                dnnl::memory(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane())));
+  dnnl::memory given(weights, engine, at(l.in[1], w_offset));
+  if (chosen != weights) {  // fixed weights only (others are asked for as they are)
+    dnnl::memory packed(chosen, engine);
+    dnnl::stream stream(engine);
+    dnnl::reorder(given, packed).execute(stream, given, packed);
+    stream.wait();
+    owned.push_back(packed);
+    given = packed;
+  }
+  tile.step.add(DNNL_ARG_WEIGHTS, given);
+  if (has_bias) tile.step.add(DNNL_ARG_BIAS, dnnl::memory(bias, engine, at(l.in[2], tile.m0)));
+  tile.step.add(DNNL_ARG_DST,
+                dnnl::memory(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane())));
+  tile.step.add_scratchpad(scratchpad, engine);
+  tile.stream = dnnl::stream(engine);
+}
+
+void prepare_window_conv(Launch& l, int threads, bool transposed) {
+  const Geometry g = geometry_of(l, true);
+  const bool f32 =
+      std::all_of(l.in.begin(), l.in.end(), [](const View& v) { return v.dtype == DType::f32; });
+  const std::int64_t outputs = elements(l.out[0].shape);
+  l.blocks =
+      static_cast<std::uint32_t>(std::clamp<std::int64_t>(outputs / 1024, 1, std::max(threads, 1)));
+  if (!f32 || outputs == 0 || elements(l.in[0].shape) == 0) return;  // direct loops
+  auto prepared = std::make_unique<PreparedConv>();
+  prepared->tiles = plan_tiles(g, threads);
+  prepared->m = g.m;
+  prepared->out_plane = g.out_plane();
+  try {
+    const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
+    for (ConvTile& tile : prepared->tiles) build_tile(l, g, transposed, tile, prepared->weights);
+  } catch (const dnnl::error&) {
+    return;  // no primitive for it on this CPU: the direct loops compute it
+  }
+  l.blocks = static_cast<std::uint32_t>(prepared->tiles.size());
+  l.prepared = std::move(prepared);
+}
+
+void run_window_conv(const Launch& l, bool transposed) {
+  const PreparedConv* p = l.prepared_as<PreparedConv>();
+  if (p == nullptr) {
+    direct_conv(l, transposed);
+    return;
+  }
+  // This thread's OpenMP regions (oneDNN's) use this thread only: the tiles are the
+  // parallelism. Checked per call, since the calling thread may be anyone's.
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  const auto [first, last] = block_range(static_cast<std::int64_t>(p->tiles.size()));
+  for (std::int64_t t = first; t < last; ++t) {
+    const ConvTile& tile = p->tiles[static_cast<std::size_t>(t)];
+    if (!tile.step.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+      throw DeviceError(
+          cat(l.view().describe(), ": oneDNN failed on tile ", t, " of ", p->tiles.size()));
+    if (l.epilogue != nullptr) {
+      const std::int64_t row = p->m * p->out_plane;
+      run_fused_f32_rows(*l.epilogue, tile.n0 * row + tile.m0 * p->out_plane, tile.n1 - tile.n0,
+                         (tile.m1 - tile.m0) * p->out_plane, row);
+    }
+  }
+}
+
+// ---- pools ---------------------------------------------------------------------------------
+
+/// Pools planes [first, last) of \p g: \p V is the value type loads give (float for f32,
+/// double for other floats, int64 for integers).
+template <class V, class Load, class Store>
+void pool_planes(const Geometry& g, bool average, bool include_pad, std::int64_t first,
+                 std::int64_t last, Load&& load_at, Store&& store_at) {
+  for (std::int64_t plane = first; plane < last; ++plane) {
+    const std::int64_t in_base = plane * g.in_plane(), out_base = plane * g.out_plane();
+    std::int64_t written = 0;
+    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0)
+      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1)
+        for (std::int64_t o2 = 0; o2 < g.out[2]; ++o2) {
+          const Spatial o{o0, o1, o2};
+          V best = std::numeric_limits<V>::has_infinity ? -std::numeric_limits<V>::infinity()
+                                                        : std::numeric_limits<V>::lowest();
+          V sum = 0;
+          std::int64_t taps = 0, padded = 1;
+          Spatial lo, hi;  // the taps inside x, per dim
+          for (std::size_t d = 0; d < kMaxSpatial; ++d) {
+            const std::int64_t start = o[d] * g.stride[d] - g.pad_begin[d];
+            std::int64_t in_pads = 0;
+            lo[d] = g.kernel[d];
+            hi[d] = 0;
+            for (std::int64_t k = 0; k < g.kernel[d]; ++k) {
+              const std::int64_t at = start + k * g.dilation[d];
+              if (at >= -g.pad_begin[d] && at < g.in[d] + g.pad_end[d]) ++in_pads;
+              if (at < 0 || at >= g.in[d]) continue;
+              lo[d] = std::min(lo[d], k);
+              hi[d] = k + 1;
+            }
+            padded *= in_pads;
+          }
+          for (std::int64_t k0 = lo[0]; k0 < hi[0]; ++k0) {
+            const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+            for (std::int64_t k1 = lo[1]; k1 < hi[1]; ++k1) {
+              const std::int64_t i1 = o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+              for (std::int64_t k2 = lo[2]; k2 < hi[2]; ++k2) {
+                const std::int64_t i2 = o2 * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+                const V v = load_at(in_base + (i0 * g.in[1] + i1) * g.in[2] + i2);
+                ++taps;
+                if (average) {
+                  sum += v;
+                } else if (v > best || v != v) {  // a NaN wins, and stays
+                  best = v;
+                }
+              }
+            }
+          }
+          store_at(out_base + written++,
+                   average ? sum / static_cast<V>(include_pad ? padded : taps) : best);
+        }
+  }
+}
+
+void pool(const Launch& l, bool average) {
+  const Geometry g = geometry_of(l, false);
+  const ir::Attribute* include = l.view().find("count_include_pad");
+  const bool include_pad = average && include != nullptr && include->as_bool();
+  const View &x = l.in[0], &o = l.out[0];
+  const auto [first, last] = block_range(g.n * g.c);
+  if (x.dtype == DType::f32) {
+    const auto* in = reinterpret_cast<const float*>(x.data);
+    auto* out = reinterpret_cast<float*>(o.data);
+    pool_planes<float>(
+        g, average, include_pad, first, last, [&](std::int64_t i) { return in[i]; },
+        [&](std::int64_t i, float v) { out[i] = v; });
+  } else if (is_floating(x.dtype)) {
+    pool_planes<double>(
+        g, average, include_pad, first, last, [&](std::int64_t i) { return load(x, i); },
+        [&](std::int64_t i, double v) { store(o, i, v); });
+  } else {
+    pool_planes<std::int64_t>(
+        g, false, false, first, last, [&](std::int64_t i) { return load_number(x, i).i; },
+        [&](std::int64_t i, std::int64_t v) {
+          store_number(o, i, {0, v});
+        });
+  }
+}
+
+}  // namespace
+
+void conv(const Launch& l) { run_window_conv(l, false); }
+void conv_transpose(const Launch& l) { run_window_conv(l, true); }
+void prepare_conv(Launch& l, int threads) { prepare_window_conv(l, threads, false); }
+void prepare_conv_transpose(Launch& l, int threads) { prepare_window_conv(l, threads, true); }
+void max_pool(const Launch& l) { pool(l, false); }
+void avg_pool(const Launch& l) { pool(l, true); }
+
+void prepare_pool(Launch& l, int threads) {
+  const std::int64_t planes = l.in[0].shape[0] * l.in[0].shape[1];
+  const std::int64_t work = elements(l.out[0].shape) * [&] {
+    std::int64_t taps = 1;
+    for (std::int64_t k : l.view().find("kernel_shape")->as_int_array()) taps *= k;
+    return taps;
+  }();
+  l.blocks = static_cast<std::uint32_t>(
+      std::clamp<std::int64_t>(std::min(planes, work / 16384), 1, std::max(threads, 1)));
+}
+
+}  // namespace kiln::compiler::kernel

@@ -1,0 +1,227 @@
+// Sliding-window ops over [N, C, spatial...] tensors (ONNX's NCHW layout, 1 to 3 spatial
+// dims): convolution, transposed convolution, max and average pooling. Their geometry is
+// explicit: one stride, dilation and kernel size per spatial dim, and pads as all the
+// begins then all the ends (ONNX's order). An importer resolves auto_pad into pads.
+
+#include <algorithm>
+
+#include "ir/ops/ops.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::ir::detail {
+namespace {
+
+using Kind = Attribute::Kind;
+
+/// The largest stride, pad, dilation or kernel size accepted: room for their arithmetic.
+constexpr std::int64_t kMaxGeometry = std::int64_t{1} << 31;
+
+/// One spatial dim's window: kernel size, stride, dilation and the pads on each side.
+struct Window {
+  std::int64_t kernel = 1, stride = 1, dilation = 1, pad_begin = 0, pad_end = 0;
+  /// The input elements one window spans.
+  std::int64_t span() const { return dilation * (kernel - 1) + 1; }
+};
+
+/// The values of attribute \p name, \p per_dim for each of \p spatial dims, each in
+/// [lo, kMaxGeometry]. \throws UserError.
+std::vector<std::int64_t> geometry(const InferContext& ctx, const char* name, std::size_t spatial,
+                                   std::int64_t lo, std::size_t per_dim = 1) {
+  const std::vector<std::int64_t> v = ctx.attr(name).as_int_array();
+  if (v.size() != spatial * per_dim)
+    throw UserError(cat(name, " has ", v.size(), " values; ", spatial, " spatial dims need ",
+                        spatial * per_dim));
+  for (std::int64_t x : v)
+    if (x < lo || x > kMaxGeometry)
+      throw UserError(cat(name, " [", join(v, ", "), "] must each be in [", lo, ", 2^31]"));
+  return v;
+}
+
+/// The windows of every spatial dim of \p x (rank 3 to 5), kernel sizes from \p kernel.
+std::vector<Window> windows(const InferContext& ctx, const TensorType& x,
+                            const std::vector<std::int64_t>& kernel) {
+  const std::size_t r = x.shape.rank();
+  if (r < 3 || r > 5)
+    throw UserError(cat("x ", x.shape, " must be [N, C, spatial...] with 1 to 3 spatial dims"));
+  const std::size_t s = r - 2;
+  const std::vector<std::int64_t> strides = geometry(ctx, "strides", s, 1),
+                                  dilations = geometry(ctx, "dilations", s, 1),
+                                  pads = geometry(ctx, "pads", s, 0, 2);
+  std::vector<Window> w(s);
+  for (std::size_t d = 0; d < s; ++d) {
+    if (kernel[d] < 1 || kernel[d] > kMaxGeometry)
+      throw UserError(
+          cat("kernel size ", kernel[d], " at spatial dim ", d, " must be in [1, 2^31]"));
+    w[d] = {kernel[d], strides[d], dilations[d], pads[d], pads[s + d]};
+  }
+  return w;
+}
+
+/// The output size of a window over \p in (rounding the last partial step up when \p ceil,
+/// as long as that window starts inside the input or its begin pad).
+Dim window_output(const Dim& in, const Window& w, std::size_t d, bool ceil = false) {
+  if (!in.is_static()) {
+    // Only a window that maps each position to one output keeps a symbol.
+    if (w.stride == 1 && w.span() == 1 + w.pad_begin + w.pad_end) return in;
+    throw UserError(cat("spatial dim ", d, " is symbolic (", in.symbol(),
+                        "): this window changes its size; give it a size"));
+  }
+  const std::int64_t room = in.size() + w.pad_begin + w.pad_end - w.span();
+  if (room < 0)
+    throw UserError(cat("the window of ", w.span(), " at spatial dim ", d,
+                        " is larger than the padded input (", in.size(), " + ", w.pad_begin, " + ",
+                        w.pad_end, ")"));
+  std::int64_t out = (ceil ? (room + w.stride - 1) / w.stride : room / w.stride) + 1;
+  if (ceil && (out - 1) * w.stride >= in.size() + w.pad_begin) --out;
+  return out;
+}
+
+void check_floating(const TensorType& t, const char* what) {
+  if (!is_floating(t.dtype))
+    throw UserError(cat(what, " must be a floating-point tensor, got ", name(t.dtype)));
+}
+
+/// Checks the bias (operand 2, if any) of a convolution with \p channels outputs.
+void check_bias(const InferContext& ctx, const TensorType& x, const Dim& channels) {
+  if (ctx.operands().size() < 3) return;
+  const TensorType& b = ctx.operand(2);
+  if (b.dtype != x.dtype || b.shape.rank() != 1 || !(b.shape[0] == channels))
+    throw UserError(cat("the bias must be [", channels, "] of ", name(x.dtype), ", got ", b.shape,
+                        " of ", name(b.dtype)));
+}
+
+/// The groups attribute, which must divide both \p a and \p b (when static).
+std::int64_t groups_of(const InferContext& ctx, const Dim& a, const Dim& b) {
+  const std::int64_t g = ctx.attr("groups").as_int();
+  if (g < 1 || g > kMaxGeometry) throw UserError(cat("groups ", g, " must be in [1, 2^31]"));
+  for (const Dim& c : {a, b})
+    if (c.is_static() ? c.size() % g != 0 : g != 1)
+      throw UserError(cat("groups ", g, " must divide the channels (", a, " in, ", b, " out)"));
+  return g;
+}
+
+std::vector<std::int64_t> kernel_dims(const TensorType& w, std::size_t spatial) {
+  std::vector<std::int64_t> k;
+  for (std::size_t d = 0; d < spatial; ++d) {
+    const Dim& dim = w.shape[2 + d];
+    if (!dim.is_static()) throw UserError(cat("the kernel dims of w ", w.shape, " must be static"));
+    k.push_back(dim.size());
+  }
+  return k;
+}
+
+/// conv(x [N, C, S...], w [M, C / groups, K...], bias [M]?) -> [N, M, O...].
+std::vector<TensorType> infer_conv(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &w = ctx.operand(1);
+  const Device device = common_device(ctx);
+  check_floating(x, "x");
+  if (w.dtype != x.dtype)
+    throw UserError(cat("w (", name(w.dtype), ") must have x's dtype (", name(x.dtype), ")"));
+  if (w.shape.rank() != x.shape.rank())
+    throw UserError(cat("w ", w.shape, " must have x's rank (", x.shape.rank(), ")"));
+  const std::size_t s = x.shape.rank() - 2;
+  const std::vector<Window> win = windows(ctx, x, kernel_dims(w, s));
+  const Dim &c = x.shape[1], &m = w.shape[0];
+  const std::int64_t g = groups_of(ctx, c, m);
+  const bool fits = c.is_static() && w.shape[1].is_static() ? c.size() == w.shape[1].size() * g
+                                                            : g == 1 && c == w.shape[1];
+  if (!fits)
+    throw UserError(cat("w ", w.shape, " must be [M, C / groups, kernel...] for x ", x.shape,
+                        " and groups ", g));
+  check_bias(ctx, x, m);
+  std::vector<Dim> dims{x.shape[0], m};
+  for (std::size_t d = 0; d < s; ++d) dims.push_back(window_output(x.shape[2 + d], win[d], d));
+  return {{x.dtype, Shape(std::move(dims)), device}};
+}
+
+/// conv_transpose(x [N, C, S...], w [C, M / groups, K...], bias [M]?) -> [N, M, O...],
+/// O = stride (S - 1) + output_padding + dilation (K - 1) + 1 - pad_begin - pad_end.
+std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &w = ctx.operand(1);
+  const Device device = common_device(ctx);
+  check_floating(x, "x");
+  if (w.dtype != x.dtype || w.shape.rank() != x.shape.rank())
+    throw UserError(cat("w ", w.shape, " of ", name(w.dtype), " must have x's rank and dtype"));
+  const std::size_t s = x.shape.rank() - 2;
+  const std::vector<Window> win = windows(ctx, x, kernel_dims(w, s));
+  const std::vector<std::int64_t> extra = geometry(ctx, "output_padding", s, 0);
+  if (!(w.shape[0] == x.shape[1]) || !w.shape[1].is_static())
+    throw UserError(cat("w ", w.shape, " must be [C, M / groups, kernel...] for x ", x.shape));
+  const std::int64_t g = ctx.attr("groups").as_int();
+  if (g < 1 || g > kMaxGeometry) throw UserError(cat("groups ", g, " must be in [1, 2^31]"));
+  const Dim m = w.shape[1].size() * g;
+  groups_of(ctx, x.shape[1], m);
+  check_bias(ctx, x, m);
+  std::vector<Dim> dims{x.shape[0], m};
+  for (std::size_t d = 0; d < s; ++d) {
+    const Dim& in = x.shape[2 + d];
+    const Window& v = win[d];
+    if (extra[d] >= std::max(v.stride, v.dilation))
+      throw UserError(cat("output_padding ", extra[d], " at spatial dim ", d,
+                          " must be less than the stride or the dilation"));
+    if (!in.is_static())
+      throw UserError(cat("spatial dim ", d, " is symbolic (", in.symbol(), "); give it a size"));
+    const std::int64_t out =
+        v.stride * (in.size() - 1) + extra[d] + v.span() - v.pad_begin - v.pad_end;
+    if (in.size() == 0 || out < 1)
+      throw UserError(cat("the output of spatial dim ", d, " would have ", out,
+                          " elements: the pads are larger than the window"));
+    dims.push_back(out);
+  }
+  return {{x.dtype, Shape(std::move(dims)), device}};
+}
+
+std::vector<TensorType> infer_pool(const InferContext& ctx, bool average) {
+  const TensorType& x = ctx.operand(0);
+  if (average) check_floating(x, "x");
+  if (x.dtype == DType::bool_) throw UserError("max_pool is not defined for bool tensors");
+  if (x.shape.rank() < 3 || x.shape.rank() > 5)
+    throw UserError(cat("x ", x.shape, " must be [N, C, spatial...] with 1 to 3 spatial dims"));
+  const std::size_t s = x.shape.rank() - 2;
+  const std::vector<Window> win = windows(ctx, x, geometry(ctx, "kernel_shape", s, 1));
+  const bool ceil = ctx.attr("ceil_mode").as_bool();
+  std::vector<Dim> dims{x.shape[0], x.shape[1]};
+  for (std::size_t d = 0; d < s; ++d) {
+    if (win[d].pad_begin >= win[d].span() || win[d].pad_end >= win[d].span())
+      throw UserError(cat("the pads at spatial dim ", d, " (", win[d].pad_begin, ", ",
+                          win[d].pad_end, ") must be smaller than the window (", win[d].span(),
+                          "): a window of only padding has no value"));
+    dims.push_back(window_output(x.shape[2 + d], win[d], d, ceil));
+  }
+  return {{x.dtype, Shape(std::move(dims)), x.device}};
+}
+
+std::vector<TensorType> infer_max_pool(const InferContext& ctx) { return infer_pool(ctx, false); }
+std::vector<TensorType> infer_avg_pool(const InferContext& ctx) { return infer_pool(ctx, true); }
+
+std::vector<AttrSpec> window_attributes(std::vector<AttrSpec> more) {
+  std::vector<AttrSpec> a{
+      {"strides", Kind::array}, {"pads", Kind::array}, {"dilations", Kind::array}};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+}  // namespace
+
+void register_nn_ops(OpRegistry& r) {
+  r.add(make_op("kiln.conv",
+                "convolution of [N, C, spatial...] by [M, C / groups, kernel...], plus a bias [M]",
+                2, 3, infer_conv, window_attributes({{"groups", Kind::integer}})));
+  r.add(make_op("kiln.conv_transpose",
+                "transposed convolution (the gradient of conv): [N, C, S...] by "
+                "[C, M / groups, kernel...], plus a bias [M]",
+                2, 3, infer_conv_transpose,
+                window_attributes({{"groups", Kind::integer}, {"output_padding", Kind::array}})));
+  r.add(make_op("kiln.max_pool",
+                "largest element of each window of [N, C, spatial...] (pads never win)", 1, 1,
+                infer_max_pool,
+                window_attributes({{"kernel_shape", Kind::array}, {"ceil_mode", Kind::boolean}})));
+  r.add(make_op("kiln.avg_pool",
+                "mean of each window of [N, C, spatial...], counting the pads or not", 1, 1,
+                infer_avg_pool,
+                window_attributes({{"kernel_shape", Kind::array},
+                                   {"ceil_mode", Kind::boolean},
+                                   {"count_include_pad", Kind::boolean}})));
+}
+
+}  // namespace kiln::ir::detail

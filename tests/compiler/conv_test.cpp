@@ -1,0 +1,269 @@
+// conv, conv_transpose, max_pool and avg_pool, compiled (oneDNN for f32, direct loops for
+// other dtypes) against the reference interpreter: cases worked out by hand, random cases
+// over the geometry (groups, strides, dilations, asymmetric pads, 1-D to 3-D, batches that
+// split into tiles on two workers), fixed weights (reordered once) and weights passed per
+// call, fused epilogues, NaNs, and geometry refused with a message. ONNX's node tests and
+// the zoo (ResNet-18, MobileNetV3) compare with ONNX's references and ONNX Runtime.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "../error_matchers.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/runtime/device_context.hpp"
+#include "kiln/stage/stage.hpp"
+
+namespace kiln {
+namespace {
+
+using ::testing::ElementsAre;
+using Ints = std::vector<std::int64_t>;
+
+Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_data(v, s); }
+Shape shape_of(const Ints& dims) { return Shape(std::vector<Dim>(dims.begin(), dims.end())); }
+
+CompileOptions on_threads(int threads) {
+  CompileOptions o;
+  o.context = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+  return o;
+}
+
+/// Runs \p staged compiled on \p threads workers and in the reference; expects every
+/// output within \p tol of the reference's (relative to the output's largest magnitude).
+std::vector<Tensor> both(const StagedGraph& staged, const std::vector<Tensor>& inputs,
+                         double tol = 1e-5, int threads = 2) {
+  const std::vector<Tensor> ref = reference_run(staged.graph(), inputs, {});
+  CompiledCallable call(staged, {}, on_threads(threads));
+  std::vector<Tensor> out = call.run(inputs);
+  EXPECT_EQ(out.size(), ref.size());
+  for (std::size_t i = 0; i < out.size() && i < ref.size(); ++i) {
+    EXPECT_EQ(out[i].shape(), ref[i].shape());
+    const std::vector<double> got = out[i].to_doubles(), want = ref[i].to_doubles();
+    double scale = 1e-30;
+    for (double w : want) scale = std::max(scale, std::abs(w));
+    for (std::size_t k = 0; k < got.size() && k < want.size(); ++k) {
+      if (std::isnan(want[k])) {
+        EXPECT_TRUE(std::isnan(got[k])) << "output " << i << " element " << k;
+        continue;
+      }
+      if (std::abs(got[k] - want[k]) > tol * scale) {
+        ADD_FAILURE() << "output " << i << " element " << k << ": " << got[k] << " vs " << want[k]
+                      << " (tolerance " << tol * scale << ")";
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(Conv, OneDimensionalWithPadsWorkedByHand) {
+  // Cross-correlation with [1, -1]: out[i] = x[i] - x[i + 1], the pads reading 0.
+  const auto out =
+      both(stage([](Tensor x, Tensor w) {
+             return conv(x, w, Window{.pads = {1, 1}});
+           })(TensorLayout(DType::f32, {1, 1, 4}), TensorLayout(DType::f32, {1, 1, 2})),
+           {f32({1, 2, 4, 8}, {1, 1, 4}), f32({1, -1}, {1, 1, 2})}, 0);
+  EXPECT_EQ(out[0].shape(), Shape({1, 1, 5}));
+  EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(-1, -1, -2, -4, 8));
+}
+
+struct ConvCase {
+  const char* name;
+  Ints x, w;  // shapes
+  Window window;
+  bool bias = true;
+};
+
+const std::vector<ConvCase>& conv_cases() {
+  static const std::vector<ConvCase> cases{
+      {"plain 3x3", {2, 3, 9, 9}, {8, 3, 3, 3}, {.pads = {1, 1, 1, 1}}},
+      {"strided, asymmetric pads",
+       {3, 4, 11, 10},
+       {32, 4, 3, 2},
+       {.strides = {2, 3}, .pads = {0, 1, 2, 0}}},
+      {"dilated", {1, 2, 12, 12}, {4, 2, 3, 3}, {.dilations = {2, 3}}, false},
+      {"grouped", {2, 8, 7, 7}, {12, 2, 3, 3}, {.pads = {1, 1, 1, 1}, .groups = 4}},
+      {"depthwise, strided",
+       {1, 16, 14, 14},
+       {16, 1, 3, 3},
+       {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 16}},
+      {"1x1, many channels", {1, 64, 6, 6}, {96, 64, 1, 1}, {}},
+      {"1-D", {2, 3, 20}, {5, 3, 4}, {.strides = {2}, .pads = {2, 1}}},
+      {"3-D", {1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {.pads = {1, 0, 1, 0, 1, 1}}, false},
+  };
+  return cases;
+}
+
+TEST(Conv, RandomGeometriesMatchTheReferenceWithWeightsFixedOrPassed) {
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 1),
+                 w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), 2),
+                 b = Tensor::random(TensorLayout(DType::f32, {c.w[0]}), 3);
+    const Window win = c.window;
+    const bool bias = c.bias;
+    // Weights and bias passed per call: oneDNN reads them as they lie.
+    both(stage([&](Tensor xs, Tensor ws, Tensor bs) {
+           return bias ? conv(xs, ws, bs, win) : conv(xs, ws, win);
+         })(x.layout(), w.layout(), b.layout()),
+         {x, w, b});
+    // Fixed weights (constants): reordered once for oneDNN's kernel.
+    for (int threads : {1, 2})
+      both(stage([&](Tensor xs) { return bias ? conv(xs, w, b, win) : conv(xs, w, win); })(
+               x.layout()),
+           {x}, 1e-5, threads);
+  }
+}
+
+TEST(Conv, NonF32DtypesRunTheDirectLoops) {
+  const Tensor x = Tensor::random(TensorLayout(DType::f64, {2, 4, 6, 5}), 4),
+               w = Tensor::random(TensorLayout(DType::f64, {6, 2, 3, 2}), 5);
+  both(stage([](Tensor xs, Tensor ws) {
+         return conv(xs, ws, Window{.strides = {1, 2}, .pads = {1, 0, 1, 1}, .groups = 2});
+       })(x.layout(), w.layout()),
+       {x, w}, 1e-12);
+  both(stage([](Tensor xs, Tensor ws) {
+         return conv(cast(xs, DType::bf16), cast(ws, DType::bf16), Window{.groups = 2});
+       })(x.layout(), w.layout()),
+       {x, w}, 1e-2);
+}
+
+TEST(Conv, AnEpilogueRunsOnEachTile) {
+  // relu(conv(x) + x): the residual block's tail, fused into the conv's launch.
+  const Tensor x = Tensor::random(TensorLayout(DType::f32, {2, 16, 10, 10}), 6),
+               w = Tensor::random(TensorLayout(DType::f32, {16, 16, 3, 3}), 7);
+  const StagedGraph staged = stage([&](Tensor xs) {
+    return relu(conv(xs, w, Window{.pads = {1, 1, 1, 1}}) + xs);
+  })(x.layout());
+  both(staged, {x});
+  CompiledCallable call(staged, {}, on_threads(2));
+  call.run({x});
+  EXPECT_EQ(call.stats().epilogues, 1U);
+}
+
+TEST(ConvTranspose, WorkedByHandAndRandomGeometries) {
+  // Stride 2 spreads x = [1, 2] onto [1, 1, 1] taps: [1, 1, 1 + 2, 2, 2].
+  const auto out =
+      both(stage([](Tensor x, Tensor w) { return conv_transpose(x, w, Window{.strides = {2}}); })(
+               TensorLayout(DType::f32, {1, 1, 2}), TensorLayout(DType::f32, {1, 1, 3})),
+           {f32({1, 2}, {1, 1, 2}), f32({1, 1, 1}, {1, 1, 3})}, 0);
+  EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(1, 1, 3, 2, 2));
+  struct Case {
+    Ints x, w;
+    Window window;
+  };
+  const std::vector<Case> cases{
+      {{2, 3, 5, 5}, {3, 4, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}}},
+      {{1, 4, 4, 6},
+       {4, 3, 3, 2},
+       {.strides = {3, 2}, .pads = {0, 1, 2, 0}, .groups = 2, .output_padding = {1, 1}}},
+      {{1, 2, 7}, {2, 2, 3}, {.strides = {1}, .dilations = {2}}},
+      {{2, 8, 3, 3}, {8, 1, 4, 4}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 8}},
+  };
+  for (const Case& c : cases) {
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 8),
+                 w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), 9);
+    const Tensor b = Tensor::random(TensorLayout(DType::f32, {c.w[1] * c.window.groups}), 10);
+    const Window win = c.window;
+    both(stage([&](Tensor xs) { return conv_transpose(xs, w, b, win); })(x.layout()), {x});
+    both(stage([&](Tensor xs, Tensor ws) { return conv_transpose(xs, ws, win); })(x.layout(),
+                                                                                  w.layout()),
+         {x, w});
+    const Tensor x64 = Tensor::random(TensorLayout(DType::f64, x.shape()), 8),
+                 w64 = Tensor::random(TensorLayout(DType::f64, w.shape()), 9);
+    both(stage([&](Tensor xs, Tensor ws) { return conv_transpose(xs, ws, win); })(x64.layout(),
+                                                                                  w64.layout()),
+         {x64, w64}, 1e-12);
+  }
+}
+
+TEST(Pool, MaxAndAverageWorkedByHand) {
+  // x = 1..16 in a 4 x 4 plane; 2 x 2 windows with stride 2 and one pad at the start.
+  std::vector<float> v(16);
+  for (int i = 0; i < 16; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(i + 1);
+  const Window win{.strides = {2, 2}, .pads = {1, 1, 0, 0}};
+  const auto out =
+      both(stage([&](Tensor x) {
+             return std::make_tuple(max_pool(x, {2, 2}, win), avg_pool(x, {2, 2}, win, false),
+                                    avg_pool(x, {2, 2}, win, true));
+           })(TensorLayout(DType::f32, {1, 1, 4, 4})),
+           {f32(v, {1, 1, 4, 4})}, 0);
+  // Windows: rows {-1, 0}, {1, 2}; columns {-1, 0}, {1, 2} (row 3 and column 3 unread).
+  EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(1, 3, 9, 11));
+  EXPECT_THAT(out[1].to_vector<float>(), ElementsAre(1, 2.5, 7, 8.5));
+  EXPECT_THAT(out[2].to_vector<float>(), ElementsAre(0.25, 1.25, 3.5, 8.5));
+}
+
+TEST(Pool, CeilModeNaNsIntegersAndRandomGeometries) {
+  // Ceil mode: 5 elements, window 2, stride 2 -> 3 outputs (the last window half outside);
+  // a window starting past the input is dropped (2 elements, window 1, stride 2 -> 1).
+  const auto ceil =
+      both(stage([](Tensor x, Tensor y) {
+             return std::make_tuple(max_pool(x, {2}, Window{.strides = {2}}, true),
+                                    avg_pool(x, {2}, Window{.strides = {2}}, false, true),
+                                    max_pool(y, {1}, Window{.strides = {2}}, true));
+           })(TensorLayout(DType::f32, {1, 1, 5}), TensorLayout(DType::f32, {1, 1, 2})),
+           {f32({1, 5, 2, 4, 3}, {1, 1, 5}), f32({7, 8}, {1, 1, 2})}, 0);
+  EXPECT_THAT(ceil[0].to_vector<float>(), ElementsAre(5, 4, 3));
+  EXPECT_THAT(ceil[1].to_vector<float>(), ElementsAre(3, 3, 3));
+  EXPECT_THAT(ceil[2].to_vector<float>(), ElementsAre(7));
+  // A NaN wins its windows, as in PyTorch.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto with_nan =
+      both(stage([](Tensor x) { return max_pool(x, {2}); })(TensorLayout(DType::f32, {1, 1, 4})),
+           {f32({1, nan, 3, 4}, {1, 1, 4})}, 0);
+  const std::vector<float> got = with_nan[0].to_vector<float>();
+  EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]));
+  EXPECT_EQ(got[2], 4);
+  // uint8 max pooling: exact.
+  const auto ints =
+      both(stage([](Tensor x) {
+             return max_pool(x, {2, 2});
+           })(TensorLayout(DType::u8, {1, 1, 2, 3})),
+           {Tensor::from_data(std::vector<std::uint8_t>{1, 200, 3, 4, 5, 255}, {1, 1, 2, 3})}, 0);
+  EXPECT_THAT(ints[0].to_vector<std::uint8_t>(), ElementsAre(200, 255));
+  // Random 2-D and 3-D geometries, f32 and f64, split over planes.
+  const Tensor x = Tensor::random(TensorLayout(DType::f32, {2, 8, 13, 12}), 11);
+  const Window w2{.strides = {2, 3}, .pads = {1, 0, 1, 2}, .dilations = {1, 2}};
+  for (bool ceil_mode : {false, true})
+    for (const Tensor& t : {x, Tensor::random(TensorLayout(DType::f64, x.shape()), 11)})
+      both(stage([&](Tensor xs) {
+             return std::make_tuple(max_pool(xs, {3, 2}, w2, ceil_mode),
+                                    avg_pool(xs, {3, 2}, w2, false, ceil_mode),
+                                    avg_pool(xs, {3, 2}, w2, true, ceil_mode));
+           })(t.layout()),
+           {t}, 1e-6);
+  const Tensor x3 = Tensor::random(TensorLayout(DType::f32, {1, 3, 6, 7, 5}), 12);
+  both(stage([](Tensor xs) {
+         return avg_pool(xs, {2, 3, 2}, Window{.strides = {2, 2, 1}, .pads = {0, 1, 1, 1, 1, 0}});
+       })(x3.layout()),
+       {x3}, 1e-6);
+}
+
+TEST(Conv, BadGeometryIsRefusedWithAMessage) {
+  const TensorLayout x(DType::f32, {1, 4, 5, 5}), w(DType::f32, {6, 4, 7, 7}),
+      grouped(DType::f32, {6, 2, 3, 3});
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a, Tensor b) { return conv(a, b); })(x, w), UserError,
+                        "larger than the padded input");
+  KILN_EXPECT_THROW_MSG(
+      stage([](Tensor a, Tensor b) { return conv(a, b, Window{.groups = 3}); })(x, grouped),
+      UserError, "groups 3 must divide the channels");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return max_pool(a, {3, 3}, Window{.strides = {0, 1}});
+                        })(x),
+                        UserError, "strides [0, 1] must each be in [1, 2^31]");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return max_pool(a, {2, 2}, Window{.pads = {2, 0, 0, 0}});
+                        })(x),
+                        UserError, "must be smaller than the window");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) { return max_pool(a, {2}); })(x), UserError,
+                        "kernel_shape has 1 values; 2 spatial dims need 2");
+}
+
+}  // namespace
+}  // namespace kiln
