@@ -265,5 +265,28 @@ TEST(Conv, BadGeometryIsRefusedWithAMessage) {
                         "kernel_shape has 1 values; 2 spatial dims need 2");
 }
 
+TEST(Conv, HostileGeometryIsRefusedNotOverflowed) {
+  // Pads of 2^31 on each side of three spatial dims: 2^96 output elements.
+  const std::int64_t huge = std::int64_t{1} << 31;
+  const Window pads{.pads = {huge, huge, huge, huge, huge, huge}};
+  KILN_EXPECT_THROW_MSG(
+      stage([&](Tensor a, Tensor b) { return conv(a, b, pads); })(
+          TensorLayout(DType::f32, {1, 1, 1, 1, 1}), TensorLayout(DType::f32, {1, 1, 1, 1, 1})),
+      UserError, "too big for one tensor");
+  // One window of 2^31 taps over one element (pads just short of the window, a stride
+  // that leaves one output): the taps inside are worked out, not scanned, so this is
+  // instant. Compiled only: the reference scans every tap.
+  const Window wide{.strides = {huge}, .pads = {huge - 1, huge - 1}};
+  CompiledCallable call(stage([&](Tensor a) {
+                          return std::make_tuple(max_pool(a, {huge}, wide),
+                                                 avg_pool(a, {huge}, wide, true));
+                        })(TensorLayout(DType::f32, {1, 1, 1})),
+                        {}, on_threads(2));
+  const std::vector<Tensor> out = call.run({f32({5}, {1, 1, 1})});
+  EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(5));
+  // Counting the pads: 2^31 taps in the padded input.
+  EXPECT_THAT(out[1].to_vector<float>(), ElementsAre(5.0f / static_cast<float>(huge)));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/onednn_support.hpp"
@@ -232,8 +233,12 @@ constexpr std::int64_t kTileMacs = std::int64_t{1} << 20;
 /// The tiles of \p g over \p threads workers: batch entries first, then output channels
 /// (at least 16 a tile) or whole groups.
 std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
-  const std::int64_t macs = g.n * g.m * g.out_plane() * (g.c / g.groups) * g.taps();
-  const std::int64_t want = std::clamp<std::int64_t>(macs / kTileMacs, 1, threads);
+  // In double: a hostile geometry's product may exceed int64.
+  const double macs = static_cast<double>(g.n) * static_cast<double>(g.m) *
+                      static_cast<double>(g.out_plane()) * static_cast<double>(g.c / g.groups) *
+                      static_cast<double>(g.taps());
+  const auto want = static_cast<std::int64_t>(
+      std::clamp(macs / static_cast<double>(kTileMacs), 1.0, static_cast<double>(threads)));
   const std::int64_t unit = g.groups == 1 ? 1 : g.m / g.groups;  // channels that stay together
   const std::int64_t units = g.m / unit;
   const std::int64_t by_batch = std::min(g.n, want);
@@ -369,6 +374,20 @@ void run_window_conv(const Launch& l, bool transposed) {
 
 // ---- pools ---------------------------------------------------------------------------------
 
+/// The taps k in [0, kernel) of a window from \p start whose positions start + k dilation
+/// lie in [lo, hi): [first, last), empty when none do (worked out, not scanned: a hostile
+/// kernel may have 2^31 taps).
+std::pair<std::int64_t, std::int64_t> tap_range(std::int64_t start, std::int64_t dilation,
+                                                std::int64_t kernel, std::int64_t lo,
+                                                std::int64_t hi) {
+  if (hi <= lo) return {0, 0};
+  const std::int64_t below = lo - start, above = hi - 1 - start;  // k dilation in [below, above]
+  if (above < 0) return {0, 0};
+  const std::int64_t first = below <= 0 ? 0 : (below + dilation - 1) / dilation;
+  const std::int64_t last = std::min(kernel, above / dilation + 1);
+  return first < last ? std::pair{first, last} : std::pair<std::int64_t, std::int64_t>{0, 0};
+}
+
 /// Pools planes [first, last) of \p g: \p V is the value type loads give (float for f32,
 /// double for other floats, int64 for integers).
 template <class V, class Load, class Store>
@@ -388,17 +407,10 @@ void pool_planes(const Geometry& g, bool average, bool include_pad, std::int64_t
           Spatial lo, hi;  // the taps inside x, per dim
           for (std::size_t d = 0; d < kMaxSpatial; ++d) {
             const std::int64_t start = o[d] * g.stride[d] - g.pad_begin[d];
-            std::int64_t in_pads = 0;
-            lo[d] = g.kernel[d];
-            hi[d] = 0;
-            for (std::int64_t k = 0; k < g.kernel[d]; ++k) {
-              const std::int64_t at = start + k * g.dilation[d];
-              if (at >= -g.pad_begin[d] && at < g.in[d] + g.pad_end[d]) ++in_pads;
-              if (at < 0 || at >= g.in[d]) continue;
-              lo[d] = std::min(lo[d], k);
-              hi[d] = k + 1;
-            }
-            padded *= in_pads;
+            std::tie(lo[d], hi[d]) = tap_range(start, g.dilation[d], g.kernel[d], 0, g.in[d]);
+            const auto [p0, p1] = tap_range(start, g.dilation[d], g.kernel[d], -g.pad_begin[d],
+                                            g.in[d] + g.pad_end[d]);
+            padded *= p1 - p0;
           }
           for (std::int64_t k0 = lo[0]; k0 < hi[0]; ++k0) {
             const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
@@ -458,13 +470,11 @@ void avg_pool(const Launch& l) { pool(l, true); }
 
 void prepare_pool(Launch& l, int threads) {
   const std::int64_t planes = l.in[0].shape[0] * l.in[0].shape[1];
-  const std::int64_t work = elements(l.out[0].shape) * [&] {
-    std::int64_t taps = 1;
-    for (std::int64_t k : l.view().find("kernel_shape")->as_int_array()) taps *= k;
-    return taps;
-  }();
-  l.blocks = static_cast<std::uint32_t>(
-      std::clamp<std::int64_t>(std::min(planes, work / 16384), 1, std::max(threads, 1)));
+  double work = static_cast<double>(elements(l.out[0].shape));  // double: hostile kernels
+  for (std::int64_t k : l.view().find("kernel_shape")->as_int_array())
+    work *= static_cast<double>(k);
+  const double most = std::min<double>(static_cast<double>(planes), std::max(threads, 1));
+  l.blocks = static_cast<std::uint32_t>(std::clamp(work / 16384, 1.0, std::max(most, 1.0)));
 }
 
 }  // namespace kiln::compiler::kernel
