@@ -4,7 +4,8 @@
 # and on a plain MLP, at batch 1 and 16, on every core and on one. Installs the peers from PyPI into
 # build/peers-venv (network needed; torch alone is ≈ 3 GB) and MAX into a venv of its own,
 # build/max-venv; then kernels against PyTorch's and compile time against JAX,
-# torch.compile and MAX. Writes build/peers/*.json. See bench/peers/README.md.
+# torch.compile and MAX; then the ONNX model zoo against ONNX Runtime and PyTorch eager.
+# Writes build/peers/*.json and build/peers/zoo_t*.md. See bench/peers/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -86,5 +87,13 @@ taskset -c 0 "$venv/bin/python" bench/peers/compile_peers.py --threads 1 \
   --blocks "${KILN_COMPILE_BLOCKS:-1,8,32}" --max-python "$max_venv/bin/python" \
   --json build/peers/compile_t1.json
 echo
+# The ONNX model zoo (ResNet-18, MobileNetV3-Small, GPT-2, all-MiniLM-L6-v2, Llama; issue
+# 28) imported from .onnx files: kiln against ONNX Runtime and PyTorch eager, same
+# threads. Uses the zoo's own pinned virtual environment (.venv-zoo, scripts/onnx-zoo.sh).
+for threads in "$cores" 1; do
+  taskset -c "0-$((threads - 1))" scripts/onnx-zoo.sh --bench --threads "$threads" \
+    | tee "build/peers/zoo_t${threads}.md"
+  echo
+done
 echo "kiln against the fastest peer, and against the machine's ceiling (bench/peers/roofline.py):"
 python3 bench/peers/summary.py "${runs[@]}"

