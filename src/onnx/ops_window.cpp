@@ -46,16 +46,24 @@ Ints per_dim(NodeContext& n, const char* name, std::size_t spatial, std::int64_t
   return *v;
 }
 
-/// The window of a Conv or pool over \p x with kernel sizes \p kernel: strides, dilations,
-/// and pads (auto_pad resolved: SAME_UPPER puts an odd pad at the end, SAME_LOWER at the
-/// start, both keeping ceil(size / stride) outputs).
-Window window_of(NodeContext& n, const Tensor& x, const Ints& kernel) {
+/// The strides and dilations of a window op over \p x [N, C, spatial...] (1 to 3
+/// spatial dims), no pads yet.
+Window strided_window(NodeContext& n, const Tensor& x) {
   if (x.rank() < 3 || x.rank() > 5)
     n.fail(cat("the input ", x.shape(), " must be [N, C, spatial...] with 1 to 3 spatial dims"));
   const std::size_t s = x.rank() - 2;
   Window w;
   w.strides = per_dim(n, "strides", s, 1);
   w.dilations = per_dim(n, "dilations", s, 1);
+  return w;
+}
+
+/// The window of a Conv or pool over \p x with kernel sizes \p kernel: strides, dilations,
+/// and pads (auto_pad resolved: SAME_UPPER puts an odd pad at the end, SAME_LOWER at the
+/// start, both keeping ceil(size / stride) outputs).
+Window window_of(NodeContext& n, const Tensor& x, const Ints& kernel) {
+  Window w = strided_window(n, x);
+  const std::size_t s = x.rank() - 2;
   const std::string pad = n.attr_string("auto_pad", "NOTSET");
   if (pad == "NOTSET") {
     w.pads = per_dim(n, "pads", s, 0, 2);
@@ -106,12 +114,8 @@ Outputs conv_transpose_(NodeContext& n) {
                      "output_shape", "pads", "strides"});
   const Tensor x = n.input(0), w = n.input(1);
   const Ints kernel = conv_kernel(n, w);
-  if (x.rank() < 3 || x.rank() > 5)
-    n.fail(cat("the input ", x.shape(), " must be [N, C, spatial...] with 1 to 3 spatial dims"));
+  Window win = strided_window(n, x);
   const std::size_t s = x.rank() - 2;
-  Window win;
-  win.strides = per_dim(n, "strides", s, 1);
-  win.dilations = per_dim(n, "dilations", s, 1);
   win.output_padding = per_dim(n, "output_padding", s, 0);
   win.groups = n.attr_int("group", 1);
   const std::string pad = n.attr_string("auto_pad", "NOTSET");

@@ -284,34 +284,22 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   const DnnlDims strides = tail(g.stride, g.spatial), dilates = tail(g.dilation, g.spatial, 1),
                  pad_l = tail(g.pad_begin, g.spatial), pad_r = tail(g.pad_end, g.spatial);
   const dnnl::primitive_attr attr = onednn::user_scratchpad();
-  Desc chosen, scratchpad;
-  std::string impl;
-  if (transposed) {
-    using D = dnnl::deconvolution_forward;
-    const D::desc d =
-        has_bias
-            ? D::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
-                      src, asked, bias, dst, strides, dilates, pad_l, pad_r)
-            : D::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
-                      src, asked, dst, strides, dilates, pad_l, pad_r);
-    const D::primitive_desc pd(d, attr, engine);
-    tile.step.primitive = D(pd);
-    impl = pd.impl_info_str();
-    chosen = pd.weights_desc();
-    scratchpad = pd.scratchpad_desc();
-  } else {
-    using C = dnnl::convolution_forward;
-    const C::desc d =
-        has_bias ? C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                           src, asked, bias, dst, strides, dilates, pad_l, pad_r)
-                 : C::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                           src, asked, dst, strides, dilates, pad_l, pad_r);
-    const C::primitive_desc pd(d, attr, engine);
-    tile.step.primitive = C(pd);
-    impl = pd.impl_info_str();
-    chosen = pd.weights_desc();
-    scratchpad = pd.scratchpad_desc();
-  }
+  // A deconvolution's descriptor takes the same arguments as a convolution's.
+  const auto make = [&]<class P>(P*, dnnl::algorithm algorithm) {
+    const typename P::desc d =
+        has_bias ? typename P::desc(dnnl::prop_kind::forward_inference, algorithm, src, asked, bias,
+                                    dst, strides, dilates, pad_l, pad_r)
+                 : typename P::desc(dnnl::prop_kind::forward_inference, algorithm, src, asked, dst,
+                                    strides, dilates, pad_l, pad_r);
+    const typename P::primitive_desc pd(d, attr, engine);
+    tile.step.primitive = P(pd);
+    return std::tuple{std::string(pd.impl_info_str()), pd.weights_desc(), pd.scratchpad_desc()};
+  };
+  const auto [impl, chosen, scratchpad] =
+      transposed ? make(static_cast<dnnl::deconvolution_forward*>(nullptr),
+                        dnnl::algorithm::deconvolution_direct)
+                 : make(static_cast<dnnl::convolution_forward*>(nullptr),
+                        dnnl::algorithm::convolution_direct);
   const auto at = [](const View& v, std::int64_t offset) {
     return reinterpret_cast<float*>(v.data) + offset;
   };
