@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes kiln with libFuzzer (clang, ASan + UBSan) for a bounded time per target. Exits
-# non-zero when a fuzzer finds a crash, a hang or a broken property; the input that did it
-# is left in build/fuzz/ (crash-*, timeout-*): copy it into fuzz/regressions/<target>/ once
+# Fuzzes kiln with libFuzzer for a bounded time per target, in the 'asan' build (clang,
+# ASan + UBSan), which the test suite's sanitizer stage builds too. Exits non-zero when a
+# fuzzer finds a crash, a hang or a broken property; the input that did it is left in
+# build/asan/ (crash-*, timeout-*): copy it into fuzz/regressions/<target>/ once
 # the bug is fixed, and the test suite replays it from then on.
 #
 #   scripts/fuzz.sh [seconds] [target ...]    default: 60 s, ir_parser
@@ -36,9 +37,9 @@ done
 . scripts/cuda-toolkit.sh  # KILN_CUDA_FLAG
 cmake --preset release "$KILN_CUDA_FLAG" >/dev/null
 cmake --build --preset release --target ir_write_samples
-cmake --preset fuzz "$KILN_CUDA_FLAG" >/dev/null
-cmake --build --preset fuzz --target "${targets[@]/#/fuzz_}"  # only what the fuzzers link
-corpus=build/fuzz/corpus
+cmake --preset asan "$KILN_CUDA_FLAG" >/dev/null
+cmake --build --preset asan --target "${targets[@]/#/fuzz_}"  # only what the fuzzers link
+corpus=build/asan/corpus
 rm -rf "$corpus/seeds"
 build/release/tests/ir_write_samples "$corpus/seeds"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-allocator_may_return_null=1}"
@@ -56,7 +57,7 @@ for target in "${targets[@]}"; do
     dict=(-dict=../../fuzz/mlir.dict)
   mkdir -p "$found"
   echo "=== fuzzing ${target} for ${seconds} s ==="
-  (cd build/fuzz && "./fuzz/fuzz_${target}" -max_total_time="$seconds" -timeout=10 \
+  (cd build/asan && "./fuzz/fuzz_${target}" -max_total_time="$seconds" -timeout=10 \
     -rss_limit_mb=4096 "${dict[@]}" -print_final_stats=1 \
     "../../$found" "${seeds[@]/#/../../}" 2>&1 | tail -15)
 done

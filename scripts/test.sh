@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite: the Release build, then the same tests under
-# ASan+UBSan and under TSan, then fuzzes the IR parser, the shape rules and planner, and
-# the ONNX importer for KILN_FUZZ_SECONDS each (default 60).
+# Builds and runs the whole test suite: the Release build (g++), then the same tests under
+# ASan+UBSan (clang, a build that holds the libFuzzer targets too) and under TSan (g++),
+# then fuzzes the IR parser, the shape rules and planner, and the ONNX importer in the
+# ASan build for KILN_FUZZ_SECONDS each (default 60).
 # Exits non-zero if anything fails.
 #
 #   scripts/test.sh            all three configurations and the fuzzer
-#   scripts/test.sh release    only the named presets (release, debug, asan, tsan, fuzz)
+#   scripts/test.sh release    only the named stages: the presets release, debug, asan,
+#                              tsan, and fuzz (which builds what it needs of asan)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
