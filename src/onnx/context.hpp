@@ -114,8 +114,9 @@ struct OpConverter {
   std::string_view op_type;
   std::vector<OnnxValue> (*convert)(NodeContext&);
   std::optional<std::vector<HostValue>> (*fold)(NodeContext&) = nullptr;
-  /// The opsets whose semantics `convert` implements (later ones that changed the op are
-  /// refused until they are implemented).
+  /// The oldest opset whose semantics `convert` implements: the op's first version at or
+  /// before kOnnxMinOpset that is unchanged since, or its first version where that is later
+  /// (a converter for an op that later opsets changed reads the opset and follows them).
   std::int64_t since = 13;
 };
 
@@ -125,6 +126,8 @@ std::span<const OpConverter> shape_converters();
 std::span<const OpConverter> nn_converters();
 std::span<const OpConverter> indexing_converters();
 std::span<const OpConverter> window_converters();
+std::span<const OpConverter> layout_converters();
+std::span<const OpConverter> einsum_converters();
 
 /// The converter for \p op_type in the default domain, or null.
 const OpConverter* find_converter(std::string_view op_type);

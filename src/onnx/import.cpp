@@ -228,7 +228,7 @@ std::int64_t Importer::default_opset() const {
     throw UserError(cat(source_.what,
                         ": the model imports no opset of the default domain "
                         "(ai.onnx)"));
-  if (*opset < kOnnxMinOpset || *opset > kOnnxMaxOpset)
+  if (*opset < 1 || *opset > kOnnxMaxOpset)  // older ones: check_supported, op by op
     throw UserError(cat(source_.what, ": the model uses opset ", *opset, "; kiln reads opsets ",
                         kOnnxMinOpset, " to ", kOnnxMaxOpset,
                         " (convert it with onnx.version_converter.convert_version)"));
@@ -245,7 +245,13 @@ void Importer::check_supported(std::int64_t opset) const {
     const std::string type =
         default_domain ? node.op_type() : cat(node.domain(), ".", node.op_type());
     types.insert(type);
-    if (problems.size() < 20)
+    if (problems.size() >= 20) continue;
+    if (c != nullptr && opset < kOnnxMinOpset)
+      problems.push_back(cat("ONNX op '", type, "' (opset ", opset, ") at node ", node_label(node),
+                             " is read from opset ", c->since, " on; kiln reads opsets ",
+                             kOnnxMinOpset, " to ", kOnnxMaxOpset, " (convert the model with "
+                             "onnx.version_converter.convert_version)"));
+    else
       problems.push_back(cat("ONNX op '", type, "' (opset ", opset, ") at node ", node_label(node),
                              " is not supported"));
   }
@@ -419,6 +425,11 @@ std::vector<OnnxInput> onnx_inputs(const std::string& path) {
 }
 
 std::vector<std::string> onnx_supported_ops() { return onnx_import::supported_op_types(); }
+
+std::int64_t onnx_op_oldest_opset(std::string_view op_type) {
+  const onnx_import::OpConverter* c = onnx_import::find_converter(op_type);
+  return c == nullptr ? 0 : c->since;
+}
 
 Tensor load_onnx_tensor(const std::string& path) {
   const std::string bytes = read_regular_file(path, "an ONNX tensor", kMaxModelBytes);

@@ -240,7 +240,7 @@ constexpr SymbolRule kAdd = SymbolRule::add, kSub = SymbolRule::sub, kMul = Symb
 const OpConverter kConverters[] = {
     {"Abs", unary<kiln::abs>},
     {"Add", add, fold2<int_add, f_add, kAdd>},
-    {"And", and_},
+    {"And", and_, nullptr, 7},
     {"Cast", cast_, fold_cast},
     {"CastLike", cast_like},
     {"Ceil", unary<kiln::ceil>},
@@ -269,8 +269,8 @@ const OpConverter kConverters[] = {
     {"Mish", mish},
     {"Mul", mul, fold2<int_mul, f_mul, kMul>},
     {"Neg", neg_, fold_neg},
-    {"Not", not_},
-    {"Or", or_},
+    {"Not", not_, nullptr, 1},
+    {"Or", or_, nullptr, 7},
     {"Pow", pow_},
     {"Reciprocal", reciprocal},
     {"Relu", unary<kiln::relu>},
@@ -286,7 +286,7 @@ const OpConverter kConverters[] = {
     {"Tan", unary<kiln::tan>},
     {"Tanh", unary<kiln::tanh>},
     {"Where", where_},
-    {"Xor", xor_},
+    {"Xor", xor_, nullptr, 7},
 };
 
 }  // namespace

@@ -158,6 +158,27 @@ Outputs log_softmax_(NodeContext& n) {
 
 // ---- normalisation ---------------------------------------------------------------------------
 
+/// The axes [\p from, \p rank).
+std::vector<std::int64_t> axes_from(std::int64_t from, std::size_t rank) {
+  std::vector<std::int64_t> axes;
+  for (std::int64_t i = from; i < static_cast<std::int64_t>(rank); ++i) axes.push_back(i);
+  return axes;
+}
+
+/// (x - mean) / sqrt(var + eps) over \p axes, computed in f32 (f64 for f64), in x's dtype;
+/// with the mean and 1 / stddev (kept dims, f32).
+struct Standardized {
+  Tensor y, mean, inv_stddev;
+};
+Standardized standardize(const Tensor& x, const std::vector<std::int64_t>& axes, double eps) {
+  const DType stash = is_floating(x.dtype()) && x.dtype() != DType::f64 ? DType::f32 : x.dtype();
+  const Tensor xs = cast(x, stash);
+  const Tensor m = kiln::mean(xs, axes, true);
+  const Tensor d = xs - m;
+  const Tensor inv = rsqrt(kiln::mean(d * d, axes, true) + eps);
+  return {cast(d * inv, x.dtype()), m, inv};
+}
+
 Outputs layer_normalization(NodeContext& n) {
   const Tensor x = n.input(0), scale = n.input(1);
   const std::int64_t axis = n.axis(n.attr_int("axis", -1), x.rank());
@@ -171,22 +192,71 @@ Outputs layer_normalization(NodeContext& n) {
     if (bias.rank() == 1) return {traced(layer_norm(x, scale, bias, eps))};
   }
   // The general form: over axes [axis, rank), with the mean and 1/stddev as outputs.
-  std::vector<std::int64_t> axes;
-  for (std::int64_t i = axis; i < static_cast<std::int64_t>(x.rank()); ++i) axes.push_back(i);
-  const DType stash = is_floating(x.dtype()) && x.dtype() != DType::f64 ? DType::f32 : x.dtype();
-  const Tensor xs = cast(x, stash);
-  const Tensor m = mean(xs, axes, true);
-  const Tensor d = xs - m;
-  const Tensor inv = rsqrt(mean(d * d, axes, true) + eps);
-  Tensor y = cast(d * inv, x.dtype()) * scale;
+  const Standardized s = standardize(x, axes_from(axis, x.rank()), eps);
+  Tensor y = s.y * scale;
   if (n.has_input(2)) y = y + n.input(2);
-  return {traced(y), traced(m), traced(inv)};
+  return {traced(y), traced(s.mean), traced(s.inv_stddev)};
+}
+
+/// [C] -> [C, 1, ...] (rank \p rank), to scale the channels of [N, C, spatial...].
+Tensor per_channel(NodeContext& n, const Tensor& v, const Dim& channels, std::size_t rank,
+                   std::string_view what) {
+  if (v.rank() != 1 || v.shape().dims()[0] != channels)
+    n.fail(cat(what, " must be [", channels, "], one per channel; got ", v.shape()));
+  std::vector<Dim> dims(rank, Dim(1));
+  dims[0] = channels;
+  return reshape(v, Shape(dims));
+}
+
+/// Each channel of each batch entry over its spatial axes.
+Outputs instance_normalization(NodeContext& n) {
+  n.only_attributes({"epsilon"});
+  const Tensor x = n.input(0);
+  if (x.rank() < 3) n.fail(cat("the input must be [N, C, spatial...]; got rank ", x.rank()));
+  const Dim& channels = x.shape().dims()[1];
+  const Standardized s = standardize(x, axes_from(2, x.rank()), n.attr_float("epsilon", 1e-5));
+  return {traced(s.y * per_channel(n, n.input(1), channels, x.rank() - 1, "the scale (input 1)") +
+                 per_channel(n, n.input(2), channels, x.rank() - 1, "the bias (input 2)"))};
+}
+
+/// [N, C, spatial...] as [N, G, C / G, spatial...], each group over its channels and
+/// spatial axes; the scale and bias are per group (opset 18) or per channel (21).
+Outputs group_normalization(NodeContext& n) {
+  n.only_attributes({"epsilon", "num_groups", "stash_type"});
+  const Tensor x = n.input(0);
+  if (x.rank() < 2) n.fail(cat("the input must be [N, C, spatial...]; got rank ", x.rank()));
+  if (n.attr_int("stash_type", 1) != 1)
+    n.fail("stash_type other than 1 (f32) is not supported");
+  const std::int64_t groups = n.attr_int("num_groups", 0);
+  const Dim& channel_dim = x.shape().dims()[1];
+  if (!channel_dim.is_static())
+    n.fail(cat("the channels are the symbolic dim ", channel_dim, "; GroupNormalization needs "
+               "their number"));
+  const std::int64_t channels = channel_dim.size();
+  if (groups < 1 || channels % groups != 0)
+    n.fail(cat("num_groups ", groups, " does not divide the ", channels, " channels"));
+  std::vector<Dim> grouped = x.shape().dims();
+  grouped[1] = channels / groups;
+  grouped.insert(grouped.begin() + 1, Dim(groups));
+  const Standardized s = standardize(reshape(x, Shape(grouped)), axes_from(2, grouped.size()),
+                                     n.attr_float("epsilon", 1e-5));
+  const Tensor scale = n.input(1), bias = n.input(2);
+  if (n.opset() >= 21) {
+    const Tensor y = reshape(s.y, x.shape());
+    return {traced(y * per_channel(n, scale, channel_dim, x.rank() - 1, "the scale (input 1)") +
+                   per_channel(n, bias, channel_dim, x.rank() - 1, "the bias (input 2)"))};
+  }
+  const Tensor y = s.y * per_channel(n, scale, Dim(groups), grouped.size() - 1, "the scale") +
+                   per_channel(n, bias, Dim(groups), grouped.size() - 1, "the bias");
+  return {traced(reshape(y, x.shape()))};
 }
 
 const OpConverter kConverters[] = {
     {"ArgMax", arg_max},
     {"ArgMin", arg_min},
     {"Gemm", gemm},
+    {"GroupNormalization", group_normalization, nullptr, 18},
+    {"InstanceNormalization", instance_normalization},
     {"LayerNormalization", layer_normalization, nullptr, 17},
     {"LogSoftmax", log_softmax_},
     {"MatMul", matmul_},

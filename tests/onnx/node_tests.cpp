@@ -85,9 +85,9 @@ std::string compare(const kiln::Tensor& got, const kiln::Tensor& want) {
 struct Outcome {
   std::string op;
   bool in_scope = false;
-  bool old_opset = false;     // below kiln's oldest (kOnnxMinOpset): not read, by design
+  bool old_opset = false;     // an op below the oldest opset kiln reads it at, by design
   bool not_in_kiln = false;   // a dtype or value type kiln has no counterpart for
-  bool fixed_inputs = false;  // passed with integer inputs fixed at import
+  bool fixed_inputs = false;  // passed with integer and scalar inputs fixed at import
   std::string failure;        // empty: passed
 };
 
@@ -108,11 +108,15 @@ Outcome run_case(const fs::path& dir, const std::set<std::string>& supported) {
   }
   out.op = case_op(dir.filename().string(), model, supported);
   out.in_scope = true;
+  std::int64_t opset = 0;
   for (const auto& o : model.opset_import())
-    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() < kiln::kOnnxMinOpset)
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
+  for (const auto& node : model.graph().node()) {
+    if (!node.domain().empty() || supported.count(node.op_type()) == 0)
+      out.in_scope = false;
+    else if (opset < kiln::onnx_op_oldest_opset(node.op_type()) && opset < kiln::kOnnxMinOpset)
       out.old_opset = true;
-  for (const auto& node : model.graph().node())
-    if (!node.domain().empty() || supported.count(node.op_type()) == 0) out.in_scope = false;
+  }
   if (!out.in_scope || out.old_opset) return out;
   for (const auto* values : {&model.graph().input(), &model.graph().output()})
     for (const auto& v : *values)
@@ -132,7 +136,8 @@ Outcome run_case(const fs::path& dir, const std::set<std::string>& supported) {
     for (std::size_t i = 0; fs::exists(pb("output", i)); ++i)
       expected.push_back(kiln::load_onnx_tensor(pb("output", i).string()));
     // Shapes, axes and sizes that a case passes as inputs are fixed at import where kiln
-    // needs them then: every integer input becomes a constant.
+    // needs them then: every integer input, and every one of one element (OneHot's float
+    // depth), becomes a constant.
     std::optional<kiln::OnnxModel> imported;
     try {
       imported = kiln::import_onnx((dir / "model.onnx").string());
@@ -144,7 +149,7 @@ Outcome run_case(const fs::path& dir, const std::set<std::string>& supported) {
       std::vector<kiln::Tensor> rest;
       for (std::size_t i = 0;
            i < inputs.size() && i < static_cast<std::size_t>(model.graph().input_size()); ++i) {
-        if (kiln::is_integer(inputs[i].dtype()))
+        if (kiln::is_integer(inputs[i].dtype()) || inputs[i].num_elements() == 1)
           options.constant_inputs.emplace(model.graph().input(static_cast<int>(i)).name(),
                                           inputs[i]);
         else
@@ -258,7 +263,7 @@ int main(int argc, char** argv) {
           std::cout << "UNEXPECTED PASS " << name << ": listed in known_failures.txt (" << k->second
                     << "); remove it there\n";
         } else if (verbose) {
-          std::cout << "pass " << name << (o.fixed_inputs ? " (integer inputs fixed)" : "") << "\n";
+          std::cout << "pass " << name << (o.fixed_inputs ? " (integer and scalar inputs fixed)" : "") << "\n";
         }
       } else if (k != known.end()) {
         ++row.known;
@@ -270,7 +275,7 @@ int main(int argc, char** argv) {
       }
     }
     if (table) {
-      std::cout << "\n| ONNX op | cases | pass | of which integer inputs fixed at import | "
+      std::cout << "\n| ONNX op | cases | pass | of which integer and scalar inputs fixed at import | "
                    "dtype kiln lacks | known failures | failures |\n"
                    "|---|---|---|---|---|---|---|\n";
       const auto print = [](const std::string& op, const Row& r) {
@@ -290,7 +295,7 @@ int main(int argc, char** argv) {
       print("**all " + std::to_string(rows.size()) + " ops**", total);
       std::cout << "\n"
                 << old_opset << " more cases of these ops use opsets below " << kiln::kOnnxMinOpset
-                << ", which kiln does not read\n";
+                << " at which kiln does not read them\n";
     }
     std::cout << in_scope << " cases of supported ops, " << unexpected << " unexpected results\n";
     return unexpected == 0 ? 0 : 1;

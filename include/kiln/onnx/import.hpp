@@ -39,7 +39,9 @@ struct OnnxModel {
   std::int64_t opset = 0;
 };
 
-/// The oldest and newest default-domain opsets `import_onnx` reads.
+/// The oldest and newest default-domain opsets `import_onnx` reads. A model of an older
+/// opset is read too when each of its ops is unchanged since that opset
+/// (`onnx_op_oldest_opset`: Einsum from 12, OneHot from 11, And, Or, Xor from 7, Not from 1).
 inline constexpr std::int64_t kOnnxMinOpset = 13;
 inline constexpr std::int64_t kOnnxMaxOpset = 22;
 
@@ -68,9 +70,9 @@ struct OnnxInput {
 /// Reads the ONNX model at \p path. Tensors with external data are read from files beside
 /// the model (paths relative to its folder, which they may not leave).
 /// \throws UserError naming the file for an unreadable or malformed model, an opset
-/// outside [kOnnxMinOpset, kOnnxMaxOpset], a dtype kiln has no counterpart for, and, at
-/// once for every node that has one, each op kiln does not support:
-/// `ONNX op 'X' (opset N) at node 'name' is not supported`.
+/// above kOnnxMaxOpset, a dtype kiln has no counterpart for, and, at once for every node
+/// that has one, each op kiln does not support (`ONNX op 'X' (opset N) at node 'name' is
+/// not supported`) or does not read at the model's opset (below kOnnxMinOpset).
 OnnxModel import_onnx(const std::string& path, const OnnxImportOptions& options = {});
 
 /// The same, from the bytes of a model (\p base_dir: where external data lives; empty:
@@ -87,6 +89,10 @@ std::vector<OnnxInput> onnx_inputs(const std::string& path);
 
 /// The ONNX op types (default domain) `import_onnx` converts, sorted.
 std::vector<std::string> onnx_supported_ops();
+/// The oldest default-domain opset at which `import_onnx` reads \p op_type (kOnnxMinOpset
+/// for most ops; earlier for ops unchanged since; later for ops introduced later), or 0
+/// when kiln does not convert it.
+std::int64_t onnx_op_oldest_opset(std::string_view op_type);
 
 /// A serialized ONNX `TensorProto` (the `.pb` files of ONNX's test data) as a CPU tensor.
 /// \throws UserError naming the file for a malformed tensor or one of an unsupported dtype.
