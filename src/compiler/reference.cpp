@@ -37,6 +37,20 @@ const std::unordered_map<std::string, Evaluator>& table() {
     m["kiln.pow"] = binary([](double a, double b) { return std::pow(a, b); }, power);
     m["kiln.maximum"] = binary(larger, [](I a, I b) { return std::max(a, b); });
     m["kiln.minimum"] = binary(smaller, [](I a, I b) { return std::min(a, b); });
+    // Written apart from the compiler's (ops/elementwise.cpp), as every evaluator here.
+    m["kiln.fmod"] = binary([](double a, double b) { return std::fmod(a, b); },
+                            [](I a, I b) -> I { return b == 0 || b == -1 ? 0 : a % b; });
+    m["kiln.bitwise_and"] = binary(nullptr, [](I a, I b) { return a & b; });
+    m["kiln.bitwise_or"] = binary(nullptr, [](I a, I b) { return a | b; });
+    m["kiln.bitwise_xor"] = binary(nullptr, [](I a, I b) { return a ^ b; });
+    m["kiln.bitwise_not"] = unary(nullptr, [](I x) { return ~x; });
+    m["kiln.shift_left"] = binary(nullptr, [](I a, I b) -> I {
+      return b >= 0 && b < 64 ? wrapped(bits(a) << b) : 0;
+    });
+    m["kiln.shift_right"] = binary(nullptr, [](I a, I b) -> I {
+      if (b >= 0 && b < 64) return a >> b;
+      return a < 0 ? -1 : 0;
+    });
     m["kiln.eq"] = binary([](double a, double b) { return a == b ? 1.0 : 0.0; },
                           [](I a, I b) -> I { return a == b; });
     m["kiln.ne"] = binary([](double a, double b) { return a != b ? 1.0 : 0.0; },

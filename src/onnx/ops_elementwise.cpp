@@ -234,6 +234,37 @@ Folded fold_neg(NodeContext& n) {
   return std::vector<HostValue>{std::move(out)};
 }
 
+// ---- Mod, bitwise ops, BitShift --------------------------------------------------------------
+
+/// fmod = 1: the sign of the dividend (C's fmod); fmod = 0 (integers only, as ONNX says):
+/// the sign of the divisor (Python's %), a nonzero remainder of the other sign moved by b.
+Outputs mod(NodeContext& n) {
+  n.only_attributes({"fmod"});
+  const Tensor a = n.input(0), b = n.input(1);
+  const Tensor r = kiln::fmod(a, b);
+  if (n.attr_int("fmod", 0) != 0) return {traced(r)};
+  if (is_floating(r.dtype()))
+    n.fail(cat("fmod = 0 on ", r.dtype(), " tensors: ONNX defines Mod of floating-point "
+               "tensors with fmod = 1 only"));
+  const Tensor differ = not_equal(r < 0.0, b < 0.0);
+  const Tensor moves = where(differ, not_equal(r, scalar_like(0, r)), differ);
+  return {traced(where(moves, r + b, r))};
+}
+
+template <Tensor (*F)(const Tensor&, const Tensor&, Loc)>
+Outputs binary_op(NodeContext& n) {
+  n.only_attributes({});
+  return {traced(F(n.input(0), n.input(1), Loc::current()))};
+}
+
+Outputs bit_shift(NodeContext& n) {
+  n.only_attributes({"direction"});
+  const std::string direction = n.attr_string("direction", "");
+  if (direction == "LEFT") return {traced(shift_left(n.input(0), n.input(1)))};
+  if (direction == "RIGHT") return {traced(shift_right(n.input(0), n.input(1)))};
+  n.fail(cat("direction \"", direction, "\" is not LEFT or RIGHT"));
+}
+
 constexpr SymbolRule kAdd = SymbolRule::add, kSub = SymbolRule::sub, kMul = SymbolRule::mul,
                      kDiv = SymbolRule::div, kEq = SymbolRule::equal, kNone = SymbolRule::none;
 
@@ -241,6 +272,11 @@ const OpConverter kConverters[] = {
     {"Abs", unary<kiln::abs>},
     {"Add", add, fold2<int_add, f_add, kAdd>},
     {"And", and_, nullptr, 7},
+    {"BitShift", bit_shift, nullptr, 11},
+    {"BitwiseAnd", binary_op<bitwise_and>, nullptr, 18},
+    {"BitwiseNot", unary<bitwise_not>, nullptr, 18},
+    {"BitwiseOr", binary_op<bitwise_or>, nullptr, 18},
+    {"BitwiseXor", binary_op<bitwise_xor>, nullptr, 18},
     {"Cast", cast_, fold_cast},
     {"CastLike", cast_like},
     {"Ceil", unary<kiln::ceil>},
@@ -267,6 +303,7 @@ const OpConverter kConverters[] = {
     {"Max", variadic<maximum>, fold_variadic<int_max, f_max>},
     {"Min", variadic<minimum>, fold_variadic<int_min, f_min>},
     {"Mish", mish},
+    {"Mod", mod},
     {"Mul", mul, fold2<int_mul, f_mul, kMul>},
     {"Neg", neg_, fold_neg},
     {"Not", not_, nullptr, 1},

@@ -265,6 +265,24 @@ Tensor minimum(const Tensor& a, const Tensor& b, Loc where) {
   return binary("kiln.minimum", a, b, where);
 }
 
+Tensor fmod(const Tensor& a, const Tensor& b, Loc where) { return binary("kiln.fmod", a, b, where); }
+Tensor bitwise_and(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.bitwise_and", a, b, where);
+}
+Tensor bitwise_or(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.bitwise_or", a, b, where);
+}
+Tensor bitwise_xor(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.bitwise_xor", a, b, where);
+}
+Tensor bitwise_not(const Tensor& x, Loc where) { return unary("kiln.bitwise_not", x, where); }
+Tensor shift_left(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.shift_left", a, b, where);
+}
+Tensor shift_right(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.shift_right", a, b, where);
+}
+
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc loc) {
   if (a.empty() || b.empty()) return detail::apply("kiln.where", {&cond, &a, &b}, {}, loc);
   const DType d = detail::promote(a.dtype(), b.dtype());

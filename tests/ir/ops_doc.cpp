@@ -52,6 +52,8 @@ Where kiln differs from PyTorch, by design:
 | `reduce_max`, `reduce_min`, `argmax` over an empty axis | refused: by the verifier for a static dim, when the call runs for a symbolic one | refused when run | they have no identity |
 | `reduce_mean` of integers | refused by the verifier | refused | a mean of integers is not an integer: cast first |
 | `pow` of integers, negative exponent | 0, except 1 for base 1 and ±1 for base -1 (PyTorch's integer pow) | the same for a tensor exponent | |
+| `fmod` of integers by 0 (and by -1) | 0 | `torch.fmod` raises on `x fmod 0` | as `div`: a defined value, not a trap |
+| `shift_left`, `shift_right` by a count outside [0, 63] | every bit shifted out: 0 (-1 for a negative `x >> n`) | undefined (the CPU's) | a defined result on every backend |
 | `transfer` to the device the operand is on | refused by the verifier (`transfer_to` returns such a tensor as it is) | a no-op | it would wait for itself |
 )";
 

@@ -24,7 +24,8 @@ a temporary directory, removed at the end).
 
 Coverage
 --------
-* element-wise: add sub mul div pow maximum minimum (NumPy broadcasting), eq ne lt le gt
+* element-wise: add sub mul div pow maximum minimum fmod (NumPy broadcasting),
+  bitwise_and/or/xor/not and shift_left/right on integers, eq ne lt le gt
   ge, where, exp log sqrt rsqrt tanh erf sigmoid silu gelu (erf and tanh forms) sin cos
   tan, neg abs relu sign floor ceil round, and cast between every pair of the 9 dtypes;
 * reductions: reduce_sum/mean/max/min (random axis sets, keepdim), argmax, softmax,
@@ -258,6 +259,8 @@ def float_to_int(x64, kdt):
 KILN_RULE_CAST = 'kiln-defined rule (a): float->int truncates, saturates, NaN -> 0'
 KILN_RULE_DIV0 = 'kiln-defined rule (b): integer x / 0 = 0'
 KILN_RULE_DIVMIN = 'kiln-defined rule (c): INT_MIN / -1 wraps to INT_MIN'
+KILN_RULE_FMOD0 = 'kiln-defined rule (d): integer x fmod 0 = 0 (and x fmod -1 = 0)'
+KILN_RULE_SHIFT = 'kiln-defined rule (e): a shift count outside [0, 63] shifts every bit out'
 
 
 def kiln_float_to_int(x64, kdt):
@@ -273,6 +276,32 @@ def kiln_float_to_int(x64, kdt):
     out[hi] = info.max
     out[lo] = info.min
     return out
+
+
+def kiln_int_fmod(a, b, kdt):
+    """(remainder, rule (d) mask): C's % on integers, x fmod 0 = 0 and x fmod -1 = 0."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    A = np.broadcast_to(a, shape).astype(np.int64)
+    B = np.broadcast_to(b, shape).astype(np.int64)
+    rule = (B == 0) | (B == -1)
+    r = np.fmod(A, np.where(rule, 1, B))   # NumPy's fmod: the sign of the dividend
+    return np.where(rule, 0, r).astype(STORAGE[kdt]), B == 0
+
+
+def kiln_shift(op, a, b, kdt):
+    """(result, rule (e) mask): a << b wrapped to kdt, a >> b arithmetic (u8: logical, as
+    its values are not negative); counts outside [0, 63] give 0 (-1 for a negative a >> b)."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    A = np.broadcast_to(a, shape).astype(np.int64)
+    B = np.broadcast_to(b, shape).astype(np.int64)
+    out_of_range = (B < 0) | (B > 63)
+    Bs = np.where(out_of_range, 0, B)
+    if op == "shift_left":
+        r = (A.view(np.uint64) << Bs.view(np.uint64)).view(np.int64)
+        r = np.where(out_of_range, 0, r)
+    else:
+        r = np.where(out_of_range, np.where(A < 0, -1, 0), A >> Bs)
+    return r.astype(STORAGE[kdt]), out_of_range
 
 
 def kiln_int_div(a, b, kdt):
@@ -656,7 +685,9 @@ def compute_dtype_tol(kdt):
 # element-wise
 
 
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "fmod")
+BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+           "bitwise_xor": np.bitwise_xor, "shift_left": None, "shift_right": None}
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal}
 
@@ -668,7 +699,8 @@ def binary_expected(op, kdt, a, b):
         if is_float(kdt):
             A, B = to_f64(a), to_f64(b)
             f = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-                 "pow": np.power, "maximum": np.maximum, "minimum": np.minimum}[op]
+                 "pow": np.power, "maximum": np.maximum, "minimum": np.minimum,
+                 "fmod": np.fmod}[op]
             e = f(A, B)
             out.expected = round_float(e, kdt)
             if op in ("maximum", "minimum"):
@@ -698,6 +730,14 @@ def binary_expected(op, kdt, a, b):
             elif op == "div":
                 out.expected, div0, divmin = kiln_int_div(a, b, kdt)
                 out.kiln_rule = {KILN_RULE_DIV0: div0, KILN_RULE_DIVMIN: divmin}
+            elif op == "fmod":
+                out.expected, mod0 = kiln_int_fmod(a, b, kdt)
+                out.kiln_rule = {KILN_RULE_FMOD0: mod0}
+            elif op in ("shift_left", "shift_right"):
+                out.expected, wide = kiln_shift(op, a, b, kdt)
+                out.kiln_rule = {KILN_RULE_SHIFT: wide}
+            elif op in BITWISE:
+                out.expected = BITWISE[op](a, b).astype(t)
     out.expected = np.asarray(out.expected).reshape(shape)
     return out
 
@@ -721,6 +761,10 @@ def gen_binary(op, kdt, rng, k):
                         if kdt != "u8" else [0, 1, 2, 3, 7, 8, 31, 32, 63, 64, 100, 255],
                         dtype=STORAGE[kdt])
         cases.append(binary_case(op, kdt, e.reshape(-1, 1), exps, "edge grid, "))
+    elif op in ("shift_left", "shift_right"):
+        counts = np.array([0, 1, 2, 7, 8, 31, 32, 63, 64, 100] +
+                          ([] if kdt == "u8" else [-1, -64]), dtype=STORAGE[kdt])
+        cases.append(binary_case(op, kdt, e.reshape(-1, 1), counts, "edge grid, "))
     elif op == "pow":
         exps = dedupe_float([0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -3.0, 0.5, -0.5, 1 / 3, 2.5, 10.0,
                              100.0, -100.0, INF, -INF, NAN, 1e-40, 127.0, 1e-7], kdt)
@@ -872,6 +916,8 @@ def unary_numeric_case(op, kdt, x, note):
             e = np.abs(x)
         elif op == "sign":
             e = np.sign(x)
+        elif op == "bitwise_not":
+            e = np.invert(x)
         elif op in ("floor", "ceil", "round"):  # integers come back as they are
             e = x.copy() if not is_float(kdt) else {"floor": np.floor, "ceil": np.ceil,
                                                     "round": np.rint}[op](x)
@@ -1570,6 +1616,9 @@ def op_table():
     t = []
     for op in BINARY:
         t.append((op, NUMERIC, gen_binary))
+    for op in BITWISE:
+        t.append((op, INTS, gen_binary))
+    t.append(("bitwise_not", INTS, gen_unary_numeric))
     for op in COMPARE:
         t.append((op, ALL, gen_compare))
     t.append(("where", ALL, gen_where))

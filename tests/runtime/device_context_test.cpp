@@ -219,7 +219,7 @@ TEST(DeviceContext, RejectsZeroLaunchDimensions) {
                         "grid_dim (0, 1, 1)", ">= 1");
   KILN_EXPECT_THROW_MSG(ctx.enqueue_function(fn, LaunchConfig{4, {8, 0}}), UserError,
                         "block_dim (8, 0, 1)");
-  KILN_EXPECT_THROW_MSG((LaunchConfig{-1, 4}), UserError, "component -1 is out of range");
+  KILN_EXPECT_THROW_MSG((void)(LaunchConfig{-1, 4}), UserError, "component -1 is out of range");
 }
 
 TEST(DeviceContext, RejectsCopiesOfDifferentSizes) {

@@ -187,6 +187,18 @@ Tensor pow(const Tensor& a, const Tensor& b, Loc where = Loc::current());
 Tensor pow(const Tensor& a, double b, Loc where = Loc::current());
 Tensor maximum(const Tensor& a, const Tensor& b, Loc where = Loc::current());
 Tensor minimum(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+/// The remainder of a / b truncated toward zero, with a's sign (C's fmod; exact). On
+/// integers a fmod 0 is 0.
+Tensor fmod(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+/// Bitwise and, or, xor and not of integer tensors (not bools: use `where` or comparisons).
+Tensor bitwise_and(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor bitwise_or(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor bitwise_xor(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor bitwise_not(const Tensor& x, Loc where = Loc::current());
+/// a << b and a >> b of integer tensors, wrapped to the dtype (>> is arithmetic for signed
+/// dtypes); a count below 0 or above 63 shifts every bit out.
+Tensor shift_left(const Tensor& a, const Tensor& b, Loc where = Loc::current());
+Tensor shift_right(const Tensor& a, const Tensor& b, Loc where = Loc::current());
 /// cond ? a : b, with broadcasting. \p cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Loc where = Loc::current());
 

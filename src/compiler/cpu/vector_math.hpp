@@ -4,7 +4,7 @@
 // fused kernels and the f32 fast paths use these.
 //
 // Accuracy against the double-precision reference rounded to f32: add, sub, mul, div,
-// sqrt, min, max, neg, abs, relu, sign, floor, ceil, round are exact; exp, log, tanh, erf,
+// sqrt, min, max, fmod, neg, abs, relu, sign, floor, ceil, round are exact; exp, log, tanh, erf,
 // sigmoid, silu within a few ulp; sin, cos, tan are libm's in double, rounded once (not
 // vectorised: no model has them on a hot path); the erf-based GELU within 5e-7 |x| absolute. NaN in
 // gives NaN out; exp overflows to inf and underflows to 0 (no denormal results).
@@ -38,7 +38,7 @@ enum class Unary : unsigned char {
   gelu_tanh,
   copy
 };
-enum class Binary : unsigned char { add, sub, mul, div, max, min, pow };
+enum class Binary : unsigned char { add, sub, mul, div, max, min, pow, fmod };
 
 /// "avx512", "avx2" or "base": the copy of the loops in use.
 const char* instruction_set();

@@ -193,6 +193,7 @@ KILN_INLINE float apply2(float a, float b) {
   // maximum and minimum propagate a NaN from either side, as in PyTorch.
   if constexpr (F == Binary::max) return a < b || b != b ? b : a;
   if constexpr (F == Binary::min) return b < a || b != b ? b : a;
+  if constexpr (F == Binary::fmod) return std::fmod(a, b);  // exact: no rounding
   return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)));
 }
 
@@ -263,6 +264,8 @@ void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std:
       return binary_loop<Binary::min>(a, a_stride, b, b_stride, y, n);
     case Binary::pow:
       return binary_loop<Binary::pow>(a, a_stride, b, b_stride, y, n);
+    case Binary::fmod:
+      return binary_loop<Binary::fmod>(a, a_stride, b, b_stride, y, n);
   }
 }
 

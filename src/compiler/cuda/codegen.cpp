@@ -159,6 +159,15 @@ __device__ long long kiln_wrap(unsigned long long x) { return (long long)x; }
 __device__ long long kiln_idiv(long long a, long long b) {
   return b == 0 ? 0 : b == -1 ? kiln_wrap(0ull - (unsigned long long)a) : a / b;
 }
+__device__ long long kiln_ifmod(long long a, long long b) {
+  return b == 0 || b == -1 ? 0 : a % b;
+}
+__device__ long long kiln_shl(long long a, long long b) {
+  return b < 0 || b > 63 ? 0 : kiln_wrap((unsigned long long)a << b);
+}
+__device__ long long kiln_shr(long long a, long long b) {
+  return b < 0 || b > 63 ? (a < 0 ? -1 : 0) : a >> b;
+}
 __device__ long long kiln_ipow(long long a, long long b) {
   if (b < 0) return a == 1 ? 1 : a == -1 ? ((-(b + 1)) % 2 == 0 ? -1 : 1) : 0;
   unsigned long long r = 1, base = (unsigned long long)a;

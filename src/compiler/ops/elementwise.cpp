@@ -51,6 +51,19 @@ std::string cuda_minimum(const CudaTerms& t) {
 std::string unsigned_a(const CudaTerms& t) { return cat("(unsigned long long)", t.a); }
 std::string unsigned_b(const CudaTerms& t) { return cat("(unsigned long long)", t.b); }
 
+/// x fmod 0 = 0 (as NumPy); INT64_MIN fmod -1 = 0 (C++ leaves it undefined).
+I int_fmod(I a, I b) { return b == 0 || b == -1 ? 0 : a % b; }
+/// Counts outside [0, 63] shift every bit out.
+I shift_left(I a, I b) { return b < 0 || b > 63 ? 0 : wrap(U64(a) << b); }
+I shift_right(I a, I b) { return b < 0 || b > 63 ? (a < 0 ? -1 : 0) : a >> b; }
+
+/// An op on integers only (its IR rule refuses floats and bools).
+ElementwiseDef integer_binary(const char* name, I (*f)(I, I),
+                              std::string (*cuda)(const CudaTerms&)) {
+  return {&ir::lookup_op(name), ElementwiseKind::binary,
+          ElementwiseForm{.int_binary = f, .cuda_int = cuda}};
+}
+
 /// A comparison: 1 or 0 in every dtype, the same expression on integers.
 ElementwiseDef compare(const char* name, double (*f)(double, double), I (*i)(I, I),
                        std::string (*cuda)(const CudaTerms&)) {
@@ -140,6 +153,30 @@ std::vector<ElementwiseDef> make_definitions() {
            .vector_binary = Binary::min,
            .cuda = cuda_minimum,
            .cuda_int = cuda_minimum}));
+  d.push_back(def("kiln.fmod", K::binary,  // exact in every float type: no rounding
+                  {.binary = [](double a, double b) { return std::fmod(a, b); },
+                   .int_binary = int_fmod,
+                   .vector_binary = Binary::fmod,
+                   .cuda = [](const CudaTerms& t) { return cat(t.fn("fmod"), "(", t.a, ", ", t.b, ")"); },
+                   .cuda_int =
+                       [](const CudaTerms& t) { return cat("kiln_ifmod(", t.a, ", ", t.b, ")"); }}));
+  // ---- bitwise, on integers ------------------------------------------------------------------
+  // On values sign-extended to int64, then wrapped to the dtype's width: the dtype's bits.
+  d.push_back(integer_binary("kiln.bitwise_and", [](I a, I b) { return a & b; },
+                             [](const CudaTerms& t) { return cat("(", t.a, " & ", t.b, ")"); }));
+  d.push_back(integer_binary("kiln.bitwise_or", [](I a, I b) { return a | b; },
+                             [](const CudaTerms& t) { return cat("(", t.a, " | ", t.b, ")"); }));
+  d.push_back(integer_binary("kiln.bitwise_xor", [](I a, I b) { return a ^ b; },
+                             [](const CudaTerms& t) { return cat("(", t.a, " ^ ", t.b, ")"); }));
+  d.push_back(def("kiln.bitwise_not", K::unary,
+                  {.int_unary = [](I x) { return ~x; },
+                   .cuda_int = [](const CudaTerms& t) { return cat("(~", t.a, ")"); }}));
+  d.push_back(integer_binary("kiln.shift_left", shift_left, [](const CudaTerms& t) {
+    return cat("kiln_shl(", t.a, ", ", t.b, ")");
+  }));
+  d.push_back(integer_binary("kiln.shift_right", shift_right, [](const CudaTerms& t) {
+    return cat("kiln_shr(", t.a, ", ", t.b, ")");
+  }));
   // ---- comparisons ---------------------------------------------------------------------------
   d.push_back(compare(
       "kiln.eq", [](double a, double b) -> double { return a == b; },

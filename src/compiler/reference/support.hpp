@@ -116,8 +116,8 @@ std::vector<Array> run_graph(const Context& ctx, const ir::Graph& graph,
                              std::vector<Array> arguments, const std::string& prefix);
 
 // ---- element-wise ---------------------------------------------------------------------------
-/// A binary op: \p f on floats, \p g on integers and bool (exact; arithmetic wraps at 64
-/// bits), then the result fitted to the output's dtype.
+/// A binary op: \p f on floats (null: integers only, as verified), \p g on integers and
+/// bool (exact; arithmetic wraps at 64 bits), then the result fitted to the output's dtype.
 Evaluator binary(double (*f)(double, double), std::int64_t (*g)(std::int64_t, std::int64_t));
 
 /// A unary op: \p f on floats, \p g on integers (null: floats only, as verified).

@@ -15,6 +15,15 @@ std::vector<TensorType> infer_binary(const InferContext& ctx) {
       {dtype, broadcast_shapes(ctx.operand(0).shape, ctx.operand(1).shape), common_device(ctx)}};
 }
 
+std::vector<TensorType> infer_binary_integer(const InferContext& ctx) {
+  const DType dtype = common_dtype(ctx);
+  if (!is_integer(dtype))
+    throw UserError(cat(ctx.op(), " needs integer tensors, got ", name(dtype),
+                        is_floating(dtype) ? "; cast them first" : ""));
+  return {
+      {dtype, broadcast_shapes(ctx.operand(0).shape, ctx.operand(1).shape), common_device(ctx)}};
+}
+
 std::vector<TensorType> infer_compare(const InferContext& ctx) {
   common_dtype(ctx);
   return {{DType::bool_, broadcast_shapes(ctx.operand(0).shape, ctx.operand(1).shape),
@@ -43,6 +52,13 @@ std::vector<TensorType> infer_unary_float(const InferContext& ctx) {
 std::vector<TensorType> infer_unary_numeric(const InferContext& ctx) {
   const TensorType& x = ctx.operand(0);
   if (x.dtype == DType::bool_) throw UserError(cat(ctx.op(), " is not defined for bool tensors"));
+  return {x};
+}
+
+std::vector<TensorType> infer_unary_integer(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  if (!is_integer(x.dtype))
+    throw UserError(cat(ctx.op(), " needs an integer tensor, got ", name(x.dtype)));
   return {x};
 }
 
@@ -79,6 +95,21 @@ void register_elementwise_ops(OpRegistry& r) {
   for (const char* name : {"add", "sub", "mul", "div", "pow", "maximum", "minimum"})
     r.add(
         op(cat("kiln.", name), cat("element-wise ", name, " with broadcasting"), 2, infer_binary));
+  r.add(op("kiln.fmod",
+           "element-wise remainder of the truncated division, the sign of the dividend (C's "
+           "fmod); integers: x fmod 0 = 0",
+           2, infer_binary));
+  for (const char* name : {"and", "or", "xor"})
+    r.add(op(cat("kiln.bitwise_", name), cat("element-wise bitwise ", name, " of integers"), 2,
+             infer_binary_integer));
+  r.add(op("kiln.bitwise_not", "element-wise bitwise not of integers", 1, infer_unary_integer));
+  r.add(op("kiln.shift_left",
+           "element-wise a << b of integers, wrapped to the dtype; a count outside [0, 63] gives 0",
+           2, infer_binary_integer));
+  r.add(op("kiln.shift_right",
+           "element-wise a >> b of integers (arithmetic for signed dtypes); a count outside "
+           "[0, 63] gives 0 (-1 for a negative a)",
+           2, infer_binary_integer));
   for (const char* name : {"eq", "ne", "lt", "le", "gt", "ge"})
     r.add(op(cat("kiln.", name), cat("element-wise comparison ", name, "; bool result"), 2,
              infer_compare));
