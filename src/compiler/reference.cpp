@@ -249,6 +249,7 @@ const std::unordered_map<std::string, Evaluator>& table() {
     m["kiln.reduce_mean"] = [](const OpArgs& a) { return reduce(a, Reduction::mean); };
     m["kiln.reduce_max"] = [](const OpArgs& a) { return reduce(a, Reduction::max); };
     m["kiln.reduce_min"] = [](const OpArgs& a) { return reduce(a, Reduction::min); };
+    m["kiln.reduce_prod"] = [](const OpArgs& a) { return reduce(a, Reduction::prod); };
     m["kiln.argmax"] = [](const OpArgs& a) {
       const Array& x = *a.in[0];
       const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());

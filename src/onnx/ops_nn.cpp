@@ -61,6 +61,9 @@ Tensor reduce_max(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
 Tensor reduce_min(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
   return min(x, std::move(a), k, l);
 }
+Tensor reduce_prod(const Tensor& x, std::vector<std::int64_t> a, bool k, Loc l) {
+  return prod(x, std::move(a), k, l);
+}
 
 /// The shape of \p x reduced over \p axes.
 Shape reduced_shape(const Tensor& x, const std::vector<std::int64_t>& axes, bool keep) {
@@ -266,6 +269,7 @@ const OpConverter kConverters[] = {
     {"ReduceMax", reduce<reduce_max, 18, nullptr, nullptr, -1>},
     {"ReduceMean", reduce<reduce_mean, 18>},
     {"ReduceMin", reduce<reduce_min, 18, nullptr, nullptr, 1>},
+    {"ReduceProd", reduce<reduce_prod, 18>},
     {"ReduceSum", reduce<reduce_sum, 13>},
     {"ReduceSumSquare", reduce<reduce_sum, 18, square>},
     {"Softmax", softmax_},

@@ -340,6 +340,11 @@ Tensor min(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, Loc wh
       "kiln.reduce_min", x, where,
       {{"axes", detail::int_array(detail::all_axes(x, std::move(axes)))}, {"keepdim", keepdim}});
 }
+Tensor prod(const Tensor& x, std::vector<std::int64_t> axes, bool keepdim, Loc where) {
+  return unary(
+      "kiln.reduce_prod", x, where,
+      {{"axes", detail::int_array(detail::all_axes(x, std::move(axes)))}, {"keepdim", keepdim}});
+}
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim, Loc where) {
   return unary("kiln.argmax", x, where, {{"axis", axis}, {"keepdim", keepdim}});
 }

@@ -28,7 +28,7 @@ Coverage
   bitwise_and/or/xor/not and shift_left/right on integers, eq ne lt le gt
   ge, where, exp log sqrt rsqrt tanh erf sigmoid silu gelu (erf and tanh forms) sin cos
   tan, neg abs relu sign floor ceil round, and cast between every pair of the 9 dtypes;
-* reductions: reduce_sum/mean/max/min (random axis sets, keepdim), argmax, softmax,
+* reductions: reduce_sum/mean/max/min/prod (random axis sets, keepdim), argmax, softmax,
   log_softmax, layer_norm, rms_norm;
 * data movement: reshape, transpose, broadcast_to, slice (steps, clamping stops),
   concat, split, gather (i32 and i64 indices), gather_elements and gather_nd (negative
@@ -1048,6 +1048,19 @@ def reduce_case(op, kdt, x, axes_attr, keepdim, note):
                 else:
                     e = np.sum(x.astype(np.int64), axis=axes, keepdims=kd)
                 out.expected = e.astype(STORAGE[kdt])
+        elif op == "reduce_prod":
+            if is_float(kdt):
+                e = np.prod(X, axis=axes, keepdims=kd)
+                out.expected = round_float(e, kdt)
+                # Products in double in kiln's order and NumPy's agree unless a partial
+                # product can leave double's range, which depends on the order.
+                lg = np.where(np.isfinite(X) & (X != 0), np.abs(np.log2(np.abs(
+                    np.where(np.isfinite(X) & (X != 0), X, 1)))), 0)
+                out.skip = np.sum(lg, axis=axes, keepdims=kd) > 1000
+                out.tol = 1e-12 * np.where(np.isfinite(e), np.abs(e), 0) + ulp(e, kdt)
+            else:
+                wide = np.uint64 if kdt == "u8" else np.int64
+                out.expected = np.prod(x.astype(wide), axis=axes, keepdims=kd).astype(STORAGE[kdt])
         else:
             f = np.max if op == "reduce_max" else np.min
             if is_float(kdt):
@@ -1627,7 +1640,7 @@ def op_table():
     for op in ("neg", "abs", "relu", "sign", "floor", "ceil", "round"):
         t.append((op, NUMERIC, gen_unary_numeric))
     t.append(("cast", ALL, gen_cast))
-    for op in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min"):
+    for op in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod"):
         t.append((op, NUMERIC if op != "reduce_mean" else FLOATS, gen_reduce))
     t.append(("argmax", ALL, gen_argmax))
     t.append(("reduce_max_errors", NUMERIC, gen_reduce_errors))

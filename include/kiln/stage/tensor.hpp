@@ -241,6 +241,9 @@ Tensor max(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = 
            Loc where = Loc::current());
 Tensor min(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false,
            Loc where = Loc::current());
+/// Product over \p axes (all when empty): floats in double, integers wrapping; 1 over none.
+Tensor prod(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdim = false,
+            Loc where = Loc::current());
 /// Index of the largest element along \p axis (i64).
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false, Loc where = Loc::current());
 Tensor softmax(const Tensor& x, std::int64_t axis = -1, Loc where = Loc::current());

@@ -218,6 +218,7 @@ void reduce_sum(const Launch& l);
 void reduce_mean(const Launch& l);
 void reduce_max(const Launch& l);
 void reduce_min(const Launch& l);
+void reduce_prod(const Launch& l);
 void argmax(const Launch& l);
 void softmax(const Launch& l);
 void log_softmax(const Launch& l);

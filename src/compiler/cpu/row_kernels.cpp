@@ -28,7 +28,7 @@ bool f32_rows_norm(const Launch& l, bool rms) {
 
 namespace {
 
-enum class Reduce { sum, mean, max, min };
+enum class Reduce { sum, mean, max, min, prod };
 
 /// A reduction's input as [outer, reduced, inner] (dims merged; size-1 dims go anywhere),
 /// or nullopt when the reduced axes are not one run of dims.
@@ -59,7 +59,7 @@ std::optional<ReduceShape> reduce_shape(const Launch& l) {
   return r;
 }
 
-/// f32 reductions over [outer, reduced, inner]: sums in double, max/min propagating NaN
+/// f32 reductions over [outer, reduced, inner]: sums and products in double, max/min propagating NaN
 /// (as PyTorch). Rows (inner 1) through the vector math, columns
 /// a chunk of accumulators at a time; the blocks split outer × column chunks.
 template <Reduce R>
@@ -80,6 +80,10 @@ void reduce_f32(const Launch& l, const ReduceShape& s) {
         float m = INFINITY;
         for (std::size_t i = 0; i < n; ++i) m = row[i] < m || row[i] != row[i] ? row[i] : m;
         o[r] = m;
+      } else if constexpr (R == Reduce::prod) {
+        double p = 1;
+        for (std::size_t i = 0; i < n; ++i) p *= row[i];
+        o[r] = static_cast<float>(p);
       } else {
         o[r] = finish(vmath::sum(row, n));
       }
@@ -107,6 +111,12 @@ void reduce_f32(const Launch& l, const ReduceShape& s) {
           }
         }
       std::copy(m.begin(), m.begin() + width, out);
+    } else if constexpr (R == Reduce::prod) {
+      std::array<double, kChunk> acc;
+      acc.fill(1.0);
+      for (std::int64_t r = 0; r < s.reduced; ++r)
+        for (std::int64_t j = 0; j < width; ++j) acc[j] *= base[r * s.inner + j];
+      for (std::int64_t j = 0; j < width; ++j) out[j] = static_cast<float>(acc[j]);
     } else {
       std::array<double, kChunk> acc{};
       for (std::int64_t r = 0; r < s.reduced; ++r)
@@ -144,8 +154,9 @@ void reduce_of(const Launch& l) {
   // Floats in double (max and min propagate NaN); integers exactly (sums wrap at 64 bits,
   // then to the dtype's width). Max and min start from the first element of each output.
   const bool ints = !is_floating(x.dtype);
-  std::vector<Number> acc(static_cast<std::size_t>(elements(kept)));
-  std::vector<bool> started(acc.size(), R == Reduce::sum || R == Reduce::mean);
+  std::vector<Number> acc(static_cast<std::size_t>(elements(kept)),
+                          R == Reduce::prod ? Number{1.0, 1} : Number{});  // 1 over no elements
+  std::vector<bool> started(acc.size(), R == Reduce::sum || R == Reduce::mean || R == Reduce::prod);
   for_each_element(x.shape, {ost}, [&](std::int64_t i, const std::vector<std::int64_t>& off) {
     const auto at = static_cast<std::size_t>(off[0]);
     Number& a = acc[at];
@@ -153,6 +164,12 @@ void reduce_of(const Launch& l) {
     if (!started[at]) {
       a = v;
       started[at] = true;
+    } else if (R == Reduce::prod) {
+      if (ints)
+        a.i = static_cast<std::int64_t>(static_cast<std::uint64_t>(a.i) *
+                                        static_cast<std::uint64_t>(v.i));
+      else
+        a.f *= v.f;
     } else if (ints) {
       a.i = R == Reduce::max   ? std::max(a.i, v.i)
             : R == Reduce::min ? std::min(a.i, v.i)
@@ -314,6 +331,7 @@ void reduce_sum(const Launch& l) { reduce_of<Reduce::sum>(l); }
 void reduce_mean(const Launch& l) { reduce_of<Reduce::mean>(l); }
 void reduce_max(const Launch& l) { reduce_of<Reduce::max>(l); }
 void reduce_min(const Launch& l) { reduce_of<Reduce::min>(l); }
+void reduce_prod(const Launch& l) { reduce_of<Reduce::prod>(l); }
 void softmax(const Launch& l) { softmax_of<false>(l); }
 void log_softmax(const Launch& l) { softmax_of<true>(l); }
 void layer_norm(const Launch& l) { norm_of<false>(l); }

@@ -19,6 +19,10 @@ constexpr std::string_view kNoCudaKernelYet =
     "gather_elements, gather_nd, cumsum, conv, conv_transpose and the pools have no CUDA "
     "kernel yet; compile the module for a CPU device";
 
+constexpr std::string_view kNoCudaReduceProd =
+    "reduce_prod has no CUDA kernel yet (the CUDA reduction combines sums and extrema only); "
+    "compile the module for a CPU device";
+
 constexpr std::string_view kNoCudaCollectives =
     "compiled graphs on CUDA run every op but collectives so far; compile the module for a "
     "CPU device";
@@ -98,6 +102,11 @@ std::vector<KernelDef> make_definitions() {
       def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, variant::mean),
       def("kiln.reduce_max", reduce_max, G::reduce, cuda_op::reduce, nullptr, variant::max),
       def("kiln.reduce_min", reduce_min, G::reduce, cuda_op::reduce, nullptr, variant::min),
+      KernelDef{.op = &ir::lookup_op("kiln.reduce_prod"),
+                .cpu = reduce_prod,
+                .grid = G::reduce,
+                .no_cuda = kNoCudaReduceProd,
+                .variant = variant::prod},
       def("kiln.argmax", argmax, G::single, cuda_op::argmax),
       // ---- rows: softmax and norms --------------------------------------------------------
       def("kiln.softmax", softmax, G::rows, cuda_op::rows, nullptr, variant::softmax),

@@ -33,7 +33,7 @@ enum class KernelGrid : std::uint8_t {
 /// The members of the families of ops that share a kernel (`KernelDef::variant`).
 namespace variant {
 enum Rows : std::uint8_t { softmax, log_softmax, layer_norm, rms_norm };
-enum Reduce : std::uint8_t { sum, mean, max, min };
+enum Reduce : std::uint8_t { sum, mean, max, min, prod };
 enum Collective : std::uint8_t {
   transfer,
   allreduce_sum,

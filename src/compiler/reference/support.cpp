@@ -153,6 +153,8 @@ std::vector<Array> reduce(const OpArgs& a, Reduction kind) {
   }
   Array out{a.out_dtype(), keepdim ? kept : out_shape, {}};
   out.data.assign(static_cast<std::size_t>(count(kept)), Num{});
+  if (kind == Reduction::prod)  // the product of no elements is 1
+    for (Num& v : out.data) v = floating(x) ? Num{1.0, 0} : Num{0, 1};
   const bool extremum = kind == Reduction::max || kind == Reduction::min;
   std::vector<bool> seen(out.data.size(), !extremum);  // max and min start at the first
   const Index kst = strides(kept);
@@ -169,6 +171,12 @@ std::vector<Array> reduce(const OpArgs& a, Reduction kind) {
     if (!seen[static_cast<std::size_t>(o)]) {
       acc = v;
       seen[static_cast<std::size_t>(o)] = true;
+    } else if (kind == Reduction::prod) {
+      if (on_floats) {
+        acc.f *= v.f;
+      } else {
+        acc.i = wrapped(bits(acc.i) * bits(v.i));
+      }
     } else if (!extremum) {
       if (on_floats) {
         acc.f += v.f;

@@ -146,7 +146,7 @@ double larger(double a, double b);
 double smaller(double a, double b);
 
 // ---- the table ------------------------------------------------------------------------------
-enum class Reduction { sum, mean, max, min };
+enum class Reduction { sum, mean, max, min, prod };
 
 std::vector<Array> reduce(const OpArgs& a, Reduction kind);
 

@@ -303,7 +303,7 @@ void register_structural_ops(OpRegistry& r) {
                 {{"axis", Kind::integer}}));
   r.add(make_op("kiln.split", "splits a tensor along an axis into pieces of the given sizes", 1, 1,
                 infer_split, {{"axis", Kind::integer}, {"sizes", Kind::array}}));
-  for (const char* name : {"sum", "mean", "max", "min"})
+  for (const char* name : {"sum", "mean", "max", "min", "prod"})
     r.add(make_op(cat("kiln.reduce_", name), cat(name, " over axes"), 1, 1, infer_reduce,
                   {{"axes", Kind::array}, {"keepdim", Kind::boolean, false}}));
   r.add(make_op("kiln.argmax", "index of the largest element along an axis (i64)", 1, 1,
