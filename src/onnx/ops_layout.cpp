@@ -1,7 +1,9 @@
-// ONNX's Tile, Trilu, OneHot, DepthToSpace and SpaceToDepth: compositions of kiln's
-// reshape, transpose, broadcast_to, comparisons and where (which the compiler fuses into
-// the kernels those ops have), with their sizes checked before anything is traced.
+// ONNX's Pad, Tile, Trilu, OneHot, DepthToSpace and SpaceToDepth: compositions of kiln's
+// slice, concat, gather, reshape, transpose, broadcast_to, comparisons and where (which the
+// compiler fuses into the kernels those ops have), with their sizes checked before
+// anything is traced.
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/str.hpp"
@@ -33,6 +35,99 @@ std::int64_t times(NodeContext& n, std::int64_t a, std::int64_t b, std::string_v
 
 /// A scalar i64 tensor of \p v (exact, unlike a double scalar).
 Tensor i64_scalar(std::int64_t v) { return Tensor::from_data(std::vector<std::int64_t>{v}, Shape{}); }
+
+// ---- Pad -----------------------------------------------------------------------------------
+
+/// \p x with \p axis's dim replaced by \p size.
+Shape with_dim(const Tensor& x, std::size_t axis, std::int64_t size) {
+  std::vector<Dim> dims = x.shape().dims();
+  dims[axis] = size;
+  return Shape(dims);
+}
+
+/// The elements \p indices (static, in order) of \p x along \p axis.
+Tensor pick(const Tensor& x, std::size_t axis, const std::vector<std::int64_t>& indices) {
+  return gather(x, Tensor::from_data(indices, Shape{static_cast<std::int64_t>(indices.size())}),
+                static_cast<std::int64_t>(axis));
+}
+
+/// Per padded axis: negative pads crop (a slice), positive ones join blocks before and
+/// after (concat): the constant (broadcast), the edge element (broadcast), the mirror
+/// image without the edge (reflect) or the other end (wrap), each gathered by index.
+Outputs pad(NodeContext& n) {
+  n.only_attributes({"mode"});
+  Tensor x = n.input(0);
+  const std::string mode = n.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    n.fail(cat("mode \"", mode, "\" is not constant, reflect, edge or wrap"));
+  const std::vector<std::int64_t> pads = n.ints(1, "the pads");
+  std::vector<std::int64_t> axes;
+  if (n.opset() >= 18 && n.has_input(3)) {
+    for (std::int64_t a : n.ints(3, "the axes")) axes.push_back(n.axis(a, x.rank()));
+  } else {
+    for (std::size_t a = 0; a < x.rank(); ++a) axes.push_back(static_cast<std::int64_t>(a));
+  }
+  if (pads.size() != 2 * axes.size())
+    n.fail(cat("the pads (input 1) hold ", pads.size(), " values for ", axes.size(),
+               " axes; they need a begin and an end for each"));
+  Tensor value = Tensor::scalar(0, x.dtype());
+  if (mode == "constant" && n.has_input(2)) {
+    value = n.input(2);
+    if (value.num_elements() != 1)
+      n.fail(cat("the constant value (input 2) must be one element; got ", value.shape()));
+    value = cast(reshape(value, Shape{}), x.dtype());
+  }
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const auto axis = static_cast<std::size_t>(axes[i]);
+    const std::int64_t begin = pads[i], end = pads[i + axes.size()];
+    if (begin == 0 && end == 0) continue;
+    std::int64_t size = static_dim(n, x, axis);
+    if (std::fabs(static_cast<double>(begin)) + std::fabs(static_cast<double>(end)) > 4.0e18)
+      n.fail(cat("the pads ", begin, " and ", end, " of axis ", axis, " are too large"));
+    const std::int64_t crop_begin = std::max<std::int64_t>(-begin, 0);
+    const std::int64_t crop_end = std::max<std::int64_t>(-end, 0);
+    if (crop_begin + crop_end > size)
+      n.fail(cat("the negative pads ", begin, " and ", end, " of axis ", axis,
+                 " remove more than its ", size, " elements"));
+    if (crop_begin + crop_end > 0) {
+      x = slice(x, static_cast<std::int64_t>(axis), crop_begin, size - crop_end);
+      size -= crop_begin + crop_end;
+    }
+    const std::int64_t before = std::max<std::int64_t>(begin, 0);
+    const std::int64_t after = std::max<std::int64_t>(end, 0);
+    if (before == 0 && after == 0) continue;
+    if (mode != "constant" && size == 0)
+      n.fail(cat("mode ", mode, " pads axis ", axis, ", which has no elements"));
+    if (mode == "reflect" && (before >= size || after >= size))
+      n.fail(cat("mode reflect pads axis ", axis, " of ", size, " elements by ", before, " and ",
+                 after, "; each must be below ", size));
+    if (mode == "wrap" && (before > size || after > size))
+      n.fail(cat("mode wrap pads axis ", axis, " of ", size, " elements by ", before, " and ",
+                 after, "; each must be at most ", size));
+    const auto block = [&](std::int64_t count, bool at_start) {
+      const auto ax = static_cast<std::int64_t>(axis);
+      if (mode == "constant") return broadcast_to(value, with_dim(x, axis, count));
+      if (mode == "edge") {
+        const Tensor edge = at_start ? slice(x, ax, 0, 1) : slice(x, ax, size - 1, size);
+        return broadcast_to(edge, with_dim(x, axis, count));
+      }
+      std::vector<std::int64_t> indices;
+      for (std::int64_t k = 0; k < count; ++k) {
+        if (mode == "reflect")  // x[count], ..., x[1] before; x[size - 2], ... after
+          indices.push_back(at_start ? count - k : size - 2 - k);
+        else  // wrap: the last `count` elements before, the first `count` after
+          indices.push_back(at_start ? size - count + k : k);
+      }
+      return pick(x, axis, indices);
+    };
+    std::vector<Tensor> parts;
+    if (before > 0) parts.push_back(block(before, true));
+    parts.push_back(x);
+    if (after > 0) parts.push_back(block(after, false));
+    x = concat(parts, static_cast<std::int64_t>(axis));
+  }
+  return {traced(x)};
+}
 
 // ---- Tile ----------------------------------------------------------------------------------
 
@@ -185,6 +280,7 @@ Outputs space_to_depth(NodeContext& n) {
 const OpConverter kConverters[] = {
     {"DepthToSpace", depth_to_space},
     {"OneHot", one_hot, nullptr, 11},
+    {"Pad", pad},
     {"SpaceToDepth", space_to_depth},
     {"Tile", tile},
     {"Trilu", trilu, nullptr, 14},

@@ -1,4 +1,4 @@
-// ONNX ops kiln imports as compositions of its own ops (Einsum, Tile, Trilu, OneHot,
+// ONNX ops kiln imports as compositions of its own ops (Einsum, Pad, Tile, Trilu, OneHot,
 // DepthToSpace, InstanceNormalization, GroupNormalization): with symbolic dims, several
 // operands and broadcast ellipses, against loops written here, compiled and in the
 // reference interpreter (ONNX's node tests check the fixed-size cases); and what each
@@ -185,6 +185,46 @@ TEST(OnnxCompositions, TriluOneHotAndDepthToSpaceRefuseWhatTheyCannotDo) {
                         "blocksize 0 is out of range");
   KILN_EXPECT_THROW_MSG(blocks(3, 2, "DCR").import(), kiln::UserError, "3 channels do not divide");
   KILN_EXPECT_THROW_MSG(blocks(4, 2, "XYZ").import(), kiln::UserError, "\"XYZ\" is not DCR or CRD");
+}
+
+Model pad_model(const std::string& mode, std::vector<std::int64_t> pads, bool value_input) {
+  Model m;
+  m.input("x", {std::string("batch"), 4});
+  m.ints("pads", std::move(pads));
+  std::vector<std::string> in = {"x", "pads"};
+  if (value_input) {
+    m.input("value", {});
+    in.push_back("value");
+  }
+  kiln_test::set_string(m.node("Pad", in, {"y"}, "p"), "mode", mode);
+  m.output("y");
+  return m;
+}
+
+TEST(OnnxCompositions, PadCropsAndPadsEachModeBesideASymbolicBatch) {
+  const kiln::Tensor x = kiln::Tensor::from_data(Floats{1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  // Axis 1 only ([0, 2, 0, -1]): two before, the last one cropped; the constant an input.
+  const kiln::OnnxModel constant = pad_model("constant", {0, 2, 0, -1}, true).import();
+  EXPECT_EQ(constant.graph.out_layouts()[0].shape, (kiln::Shape{"batch", 5}));
+  EXPECT_EQ(run(constant, {x, kiln::Tensor::scalar(9)}).to_vector<float>(),
+            (Floats{9, 9, 1, 2, 3, 9, 9, 5, 6, 7}));
+  EXPECT_EQ(run(pad_model("reflect", {0, 2, 0, 1}, false).import(), {x}).to_vector<float>(),
+            (Floats{3, 2, 1, 2, 3, 4, 3, 7, 6, 5, 6, 7, 8, 7}));
+  EXPECT_EQ(run(pad_model("edge", {0, 1, 0, 2}, false).import(), {x}).to_vector<float>(),
+            (Floats{1, 1, 2, 3, 4, 4, 4, 5, 5, 6, 7, 8, 8, 8}));
+  EXPECT_EQ(run(pad_model("wrap", {0, 1, 0, 2}, false).import(), {x}).to_vector<float>(),
+            (Floats{4, 1, 2, 3, 4, 1, 2, 8, 5, 6, 7, 8, 5, 6}));
+
+  KILN_EXPECT_THROW_MSG(pad_model("reflect", {0, 4, 0, 0}, false).import(), kiln::UserError,
+                        "node 'p' (Pad)", "each must be below 4");
+  KILN_EXPECT_THROW_MSG(pad_model("constant", {0, -3, 0, -2}, false).import(), kiln::UserError,
+                        "remove more than its 4 elements");
+  KILN_EXPECT_THROW_MSG(pad_model("constant", {1, 0, 0, 0}, false).import(), kiln::UserError,
+                        "symbolic dim batch");
+  KILN_EXPECT_THROW_MSG(pad_model("mirror", {0, 1, 0, 1}, false).import(), kiln::UserError,
+                        "\"mirror\" is not constant, reflect, edge or wrap");
+  KILN_EXPECT_THROW_MSG(pad_model("constant", {0, 1}, false).import(), kiln::UserError,
+                        "hold 2 values for 2 axes");
 }
 
 /// GroupNormalization of [2, 4, spatial] in 2 groups, in double.
