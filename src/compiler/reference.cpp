@@ -44,9 +44,8 @@ const std::unordered_map<std::string, Evaluator>& table() {
     m["kiln.bitwise_or"] = binary(nullptr, [](I a, I b) { return a | b; });
     m["kiln.bitwise_xor"] = binary(nullptr, [](I a, I b) { return a ^ b; });
     m["kiln.bitwise_not"] = unary(nullptr, [](I x) { return ~x; });
-    m["kiln.shift_left"] = binary(nullptr, [](I a, I b) -> I {
-      return b >= 0 && b < 64 ? wrapped(bits(a) << b) : 0;
-    });
+    m["kiln.shift_left"] =
+        binary(nullptr, [](I a, I b) -> I { return b >= 0 && b < 64 ? wrapped(bits(a) << b) : 0; });
     m["kiln.shift_right"] = binary(nullptr, [](I a, I b) -> I {
       if (b >= 0 && b < 64) return a >> b;
       return a < 0 ? -1 : 0;

@@ -70,9 +70,9 @@ namespace {
 const std::map<std::string_view, const OpConverter*>& table() {
   static const auto* const converters = [] {
     auto* m = new std::map<std::string_view, const OpConverter*>;
-    for (const auto family : {elementwise_converters(), shape_converters(), nn_converters(),
-                              indexing_converters(), window_converters(), layout_converters(),
-                              einsum_converters()})
+    for (const auto family :
+         {elementwise_converters(), shape_converters(), nn_converters(), indexing_converters(),
+          window_converters(), layout_converters(), einsum_converters()})
       for (const OpConverter& c : family)
         if (!m->emplace(c.op_type, &c).second)
           throw InternalError(detail::cat("ONNX op ", c.op_type, " has two converters"));

@@ -249,7 +249,8 @@ void Importer::check_supported(std::int64_t opset) const {
     if (c != nullptr && opset < kOnnxMinOpset)
       problems.push_back(cat("ONNX op '", type, "' (opset ", opset, ") at node ", node_label(node),
                              " is read from opset ", c->since, " on; kiln reads opsets ",
-                             kOnnxMinOpset, " to ", kOnnxMaxOpset, " (convert the model with "
+                             kOnnxMinOpset, " to ", kOnnxMaxOpset,
+                             " (convert the model with "
                              "onnx.version_converter.convert_version)"));
     else
       problems.push_back(cat("ONNX op '", type, "' (opset ", opset, ") at node ", node_label(node),

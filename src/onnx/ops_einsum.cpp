@@ -63,8 +63,8 @@ Term parse_term(NodeContext& n, std::string_view text) {
 std::size_t ellipsis_dims(NodeContext& n, const Term& term, std::string_view text,
                           std::size_t rank) {
   if (term.letters > rank || (!term.ellipsis && term.letters != rank))
-    n.fail(cat("the term \"", text, "\" has ", term.letters, " labels for an operand of rank ",
-               rank));
+    n.fail(
+        cat("the term \"", text, "\" has ", term.letters, " labels for an operand of rank ", rank));
   return rank - term.letters;
 }
 
@@ -90,8 +90,10 @@ Dim merged(NodeContext& n, const std::vector<Dim>& dims) {
   std::int64_t product = 1;
   for (const Dim& d : dims) {
     if (!d.is_static())
-      n.fail(cat("merging the dims ", Shape(dims), " into one matrix axis needs their sizes; "
-                 "fix the symbolic dim ", d, " while importing (--dim ", d, "=N)"));
+      n.fail(cat("merging the dims ", Shape(dims),
+                 " into one matrix axis needs their sizes; "
+                 "fix the symbolic dim ",
+                 d, " while importing (--dim ", d, "=N)"));
     if (static_cast<double>(product) * static_cast<double>(d.size()) > 4.6e18)
       n.fail(cat("the dims ", Shape(dims), " are too large to merge into one axis"));
     product *= d.size();
@@ -110,8 +112,8 @@ Tensor arranged(const Operand& op, const std::vector<Label>& order) {
 }
 
 const Dim& dim_of(const Operand& op, Label l) {
-  return op.tensor.shape().dims()[std::find(op.labels.begin(), op.labels.end(), l) -
-                                  op.labels.begin()];
+  return op.tensor.shape()
+      .dims()[std::find(op.labels.begin(), op.labels.end(), l) - op.labels.begin()];
 }
 
 /// Sums \p op over its labels that are not in \p needed.
@@ -200,13 +202,13 @@ Operand contract(NodeContext& n, Operand a, Operand b, const std::vector<Label>&
   std::vector<Label> a_order = batch, b_order = batch;
   a_order.insert(a_order.end(), rows.begin(), rows.end());
   if (inner.empty()) {  // an outer product: [batch, rows, 1...] * [batch, 1..., cols]
-    const Tensor ta = reshape(arranged(a, a_order),
-                              Shape(with(with(batch_of(a), row_dims),
-                                         std::vector<Dim>(cols.size(), Dim(1)))));
+    const Tensor ta =
+        reshape(arranged(a, a_order),
+                Shape(with(with(batch_of(a), row_dims), std::vector<Dim>(cols.size(), Dim(1)))));
     b_order.insert(b_order.end(), cols.begin(), cols.end());
-    const Tensor tb = reshape(arranged(b, b_order),
-                              Shape(with(with(batch_of(b), std::vector<Dim>(rows.size(), Dim(1))),
-                                         col_dims)));
+    const Tensor tb =
+        reshape(arranged(b, b_order),
+                Shape(with(with(batch_of(b), std::vector<Dim>(rows.size(), Dim(1))), col_dims)));
     return {ta * tb, labels};
   }
   a_order.insert(a_order.end(), inner.begin(), inner.end());
@@ -255,8 +257,8 @@ Outputs einsum(NodeContext& n) {
     const Term term = parse_term(n, std::string_view(equation).substr(arrow + 2));
     output = expand(term, term.ellipsis ? widest : 0, widest);
     for (std::size_t i = 0; i < output.size(); ++i) {
-      if (std::find(output.begin() + static_cast<std::ptrdiff_t>(i) + 1, output.end(),
-                    output[i]) != output.end())
+      if (std::find(output.begin() + static_cast<std::ptrdiff_t>(i) + 1, output.end(), output[i]) !=
+          output.end())
         n.fail(cat("the output repeats the label ", label_text(output[i])));
       if (std::none_of(ops.begin(), ops.end(),
                        [&](const Operand& op) { return contains(op.labels, output[i]); }))

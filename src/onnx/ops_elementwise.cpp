@@ -244,7 +244,8 @@ Outputs mod(NodeContext& n) {
   const Tensor r = kiln::fmod(a, b);
   if (n.attr_int("fmod", 0) != 0) return {traced(r)};
   if (is_floating(r.dtype()))
-    n.fail(cat("fmod = 0 on ", r.dtype(), " tensors: ONNX defines Mod of floating-point "
+    n.fail(cat("fmod = 0 on ", r.dtype(),
+               " tensors: ONNX defines Mod of floating-point "
                "tensors with fmod = 1 only"));
   const Tensor differ = not_equal(r < 0.0, b < 0.0);
   const Tensor moves = where(differ, not_equal(r, scalar_like(0, r)), differ);

@@ -1,5 +1,6 @@
-// ONNX's GatherElements, GatherND and CumSum: kiln ops of their own (kiln.gather_elements,
-// kiln.gather_nd, kiln.cumsum), which take negative indices as ONNX does.
+// ONNX's GatherElements, GatherND, ScatterElements, ScatterND and CumSum: kiln ops of their
+// own (kiln.gather_elements, kiln.gather_nd, kiln.scatter_elements, kiln.scatter_nd,
+// kiln.cumsum), which take negative indices as ONNX does.
 
 #include "core/str.hpp"
 #include "onnx/fold.hpp"
@@ -28,10 +29,24 @@ Outputs cumsum_(NodeContext& n) {
                         n.attr_int("reverse", 0) != 0))};
 }
 
+Outputs scatter_elements_(NodeContext& n) {
+  n.only_attributes({"axis", "reduction"});
+  const Tensor x = n.input(0);
+  return {
+      traced(scatter_elements(x, n.input(1), n.input(2), n.axis(n.attr_int("axis", 0), x.rank()),
+                              n.attr_string("reduction", "none")))};
+}
+
+Outputs scatter_nd_(NodeContext& n) {
+  n.only_attributes({"reduction"});
+  return {
+      traced(scatter_nd(n.input(0), n.input(1), n.input(2), n.attr_string("reduction", "none")))};
+}
+
 const OpConverter kConverters[] = {
-    {"CumSum", cumsum_},
-    {"GatherElements", gather_elements_},
-    {"GatherND", gather_nd_},
+    {"CumSum", cumsum_},        {"GatherElements", gather_elements_},
+    {"GatherND", gather_nd_},   {"ScatterElements", scatter_elements_},
+    {"ScatterND", scatter_nd_},
 };
 
 }  // namespace

@@ -34,7 +34,9 @@ std::int64_t times(NodeContext& n, std::int64_t a, std::int64_t b, std::string_v
 }
 
 /// A scalar i64 tensor of \p v (exact, unlike a double scalar).
-Tensor i64_scalar(std::int64_t v) { return Tensor::from_data(std::vector<std::int64_t>{v}, Shape{}); }
+Tensor i64_scalar(std::int64_t v) {
+  return Tensor::from_data(std::vector<std::int64_t>{v}, Shape{});
+}
 
 // ---- Pad -----------------------------------------------------------------------------------
 
@@ -181,8 +183,8 @@ Outputs trilu(NodeContext& n) {
   const Tensor row = reshape(arange(0, static_cast<double>(rows)), Shape{rows, 1});
   const Tensor col = reshape(arange(0, static_cast<double>(cols)), Shape{1, cols});
   const Tensor diagonal = col - row;
-  const Tensor mask = n.attr_int("upper", 1) != 0 ? diagonal >= i64_scalar(k)
-                                                  : diagonal <= i64_scalar(k);
+  const Tensor mask =
+      n.attr_int("upper", 1) != 0 ? diagonal >= i64_scalar(k) : diagonal <= i64_scalar(k);
   return {traced(where(mask, x, Tensor::scalar(0, x.dtype())))};
 }
 
@@ -195,12 +197,13 @@ Outputs one_hot(NodeContext& n) {
   Tensor indices = n.input(0);
   const HostValue* depth_value = n.host(1);
   if (depth_value == nullptr)
-    n.fail("depth (input 1) must be known when the model is imported (a constant, an "
-           "initializer, or computed from shapes); kiln does not take it at run time");
+    n.fail(
+        "depth (input 1) must be known when the model is imported (a constant, an "
+        "initializer, or computed from shapes); kiln does not take it at run time");
   if (depth_value->symbolic() || depth_value->size() != 1)
     n.fail(cat("depth (input 1) must be one number; got ", depth_value->dims_text()));
-  const double d = depth_value->is_float() ? depth_value->floats[0]
-                                           : static_cast<double>(depth_value->ints[0]);
+  const double d =
+      depth_value->is_float() ? depth_value->floats[0] : static_cast<double>(depth_value->ints[0]);
   if (!(d >= 1) || d >= static_cast<double>(kMaxOneHotDepth) + 1)
     n.fail(cat("depth ", d, " is out of range: kiln's OneHot takes 1 to ", kMaxOneHotDepth,
                " classes"));

@@ -228,12 +228,12 @@ Outputs group_normalization(NodeContext& n) {
   n.only_attributes({"epsilon", "num_groups", "stash_type"});
   const Tensor x = n.input(0);
   if (x.rank() < 2) n.fail(cat("the input must be [N, C, spatial...]; got rank ", x.rank()));
-  if (n.attr_int("stash_type", 1) != 1)
-    n.fail("stash_type other than 1 (f32) is not supported");
+  if (n.attr_int("stash_type", 1) != 1) n.fail("stash_type other than 1 (f32) is not supported");
   const std::int64_t groups = n.attr_int("num_groups", 0);
   const Dim& channel_dim = x.shape().dims()[1];
   if (!channel_dim.is_static())
-    n.fail(cat("the channels are the symbolic dim ", channel_dim, "; GroupNormalization needs "
+    n.fail(cat("the channels are the symbolic dim ", channel_dim,
+               "; GroupNormalization needs "
                "their number"));
   const std::int64_t channels = channel_dim.size();
   if (groups < 1 || channels % groups != 0)

@@ -265,7 +265,9 @@ Tensor minimum(const Tensor& a, const Tensor& b, Loc where) {
   return binary("kiln.minimum", a, b, where);
 }
 
-Tensor fmod(const Tensor& a, const Tensor& b, Loc where) { return binary("kiln.fmod", a, b, where); }
+Tensor fmod(const Tensor& a, const Tensor& b, Loc where) {
+  return binary("kiln.fmod", a, b, where);
+}
 Tensor bitwise_and(const Tensor& a, const Tensor& b, Loc where) {
   return binary("kiln.bitwise_and", a, b, where);
 }
@@ -471,6 +473,16 @@ Tensor gather_elements(const Tensor& x, const Tensor& indices, std::int64_t axis
 }
 Tensor gather_nd(const Tensor& x, const Tensor& indices, std::int64_t batch_dims, Loc where) {
   return detail::apply("kiln.gather_nd", {&x, &indices}, {{"batch_dims", batch_dims}}, where);
+}
+Tensor scatter_elements(const Tensor& x, const Tensor& indices, const Tensor& updates,
+                        std::int64_t axis, const std::string& reduction, Loc where) {
+  return detail::apply("kiln.scatter_elements", {&x, &indices, &updates},
+                       {{"axis", axis}, {"reduction", reduction}}, where);
+}
+Tensor scatter_nd(const Tensor& x, const Tensor& indices, const Tensor& updates,
+                  const std::string& reduction, Loc where) {
+  return detail::apply("kiln.scatter_nd", {&x, &indices, &updates}, {{"reduction", reduction}},
+                       where);
 }
 Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, Loc where) {
   return detail::apply("kiln.cumsum", {&x},

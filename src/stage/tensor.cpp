@@ -1,5 +1,7 @@
 #include "kiln/stage/tensor.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <new>
@@ -33,6 +35,12 @@ Tensor Tensor::traced(std::shared_ptr<detail::Frame> frame, std::uint32_t value,
 
 namespace {
 
+/// The machine's physical memory in bytes; 0 when it cannot be told.
+std::int64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
+}
+
 /// A constant of \p shape whose element i is \p value(i), written straight into its bytes.
 /// \throws UserError naming \p who if the shape is symbolic or too big for memory.
 template <class Value>
@@ -46,6 +54,11 @@ Tensor dense(const char* who, DType dtype, Shape shape, Device device, Value&& v
   } catch (const UserError& e) {
     throw UserError(detail::cat(who, ": ", e.what()));
   }
+  // Refused before it is tried: more than the machine has cannot succeed, and a sanitizer's
+  // operator new ends the process on it rather than throwing.
+  if (const std::int64_t ram = physical_memory(); ram > 0 && bytes > ram)
+    throw UserError(detail::cat(who, ": out of memory for ", name(dtype), shape, " (", bytes,
+                                " bytes, more than this machine's ", ram, ")"));
   auto data = std::make_shared<detail::TensorData>();
   data->dense.dtype = dtype;
   data->dense.shape = shape;

@@ -1,9 +1,13 @@
-// gather_elements, gather_nd and cumsum, compiled and in the reference interpreter: small
+// gather_elements, gather_nd, the scatters and cumsum, compiled and in the reference
+// interpreter: small
 // cases worked out by hand (numpy_diff compares them with NumPy on random ones), symbolic
 // dims, and indices out of range refused in both, naming the op.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
 
 #include "../error_matchers.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
@@ -95,6 +99,48 @@ TEST(Indexing, IndicesOutOfRangeAreRefusedCompiledAndInTheReference) {
     KILN_EXPECT_THROW_MSG(reference_run(nd.graph(), {x, i64({bad}, {1, 1})}, {}), UserError,
                           "kiln.gather_nd", message.c_str());
   }
+}
+
+TEST(Indexing, ScattersWriteInOrderAndCombineByTheirReduction) {
+  // scatter_elements along axis 1 of x [batch, 3]: duplicate indices, the last write wins
+  // (none) or all combine (add, max: NaN wins).
+  const auto scatter = [](const std::string& reduction) {
+    return stage([reduction](Tensor x, Tensor i, Tensor u) {
+      return scatter_elements(x, i, u, 1, reduction);
+    })(TensorLayout(DType::f32, {"batch", 3}), TensorLayout(DType::i64, {"batch", 2}),
+       TensorLayout(DType::f32, {"batch", 2}));
+  };
+  const Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor i = i64({0, 0, -1, 1}, {2, 2});
+  const Tensor u = f32({10, 20, NAN, 30}, {2, 2});
+  EXPECT_THAT(both(scatter("none"), {x, i, u})[0].to_vector<float>().front(), 20);
+  const std::vector<float> added = both(scatter("add"), {x, i, u})[0].to_vector<float>();
+  EXPECT_EQ(added[0], 31);
+  EXPECT_TRUE(std::isnan(added[5]));
+  EXPECT_EQ(added[4], 35);
+  const std::vector<float> largest = both(scatter("max"), {x, i, u})[0].to_vector<float>();
+  EXPECT_EQ(largest[0], 20);
+  EXPECT_TRUE(std::isnan(largest[5]));
+
+  // scatter_nd: rows of a [3, 2] i64 tensor by 1-tuples, multiplied; integers wrap.
+  const StagedGraph nd = stage([](Tensor t, Tensor idx, Tensor up) {
+    return scatter_nd(t, idx, up, "mul");
+  })(TensorLayout(DType::i64, {3, 2}), TensorLayout(DType::i64, {2, 1}),
+     TensorLayout(DType::i64, {2, 2}));
+  const std::int64_t big = std::int64_t{1} << 62;
+  const auto out = both(
+      nd, {i64({1, 2, 3, 4, 5, 6}, {3, 2}), i64({2, -3}, {2, 1}), i64({4, big, 7, 1}, {2, 2})});
+  // 6 * 2^62 = 3 * 2^63 wraps to 2^63, which is INT64_MIN
+  EXPECT_THAT(out[0].to_vector<std::int64_t>(),
+              ElementsAre(7, 2, 3, 4, 20, std::numeric_limits<std::int64_t>::min()));
+
+  KILN_EXPECT_THROW_MSG(
+      CompiledCallable(scatter("none"), {}).run({x, i64({0, 3, 0, 0}, {2, 2}), u}), DeviceError,
+      "kiln.scatter_elements", "index 3 is outside [-3, 3)");
+  KILN_EXPECT_THROW_MSG(
+      reference_run(scatter("none").graph(), {x, i64({0, 3, 0, 0}, {2, 2}), u}, {}), UserError,
+      "kiln.scatter_elements", "index 3 is outside [-3, 3)");
+  KILN_EXPECT_THROW_MSG(scatter("sum"), UserError, "reduction must be");
 }
 
 TEST(Indexing, GatherElementsRefusesIndicesThatMayNotFitOffTheAxis) {

@@ -70,8 +70,8 @@ TEST(OnnxCompositions, EinsumContractsAChainOverASymbolicBatch) {
       for (int l = 0; l < 2; ++l)
         for (int j = 0; j < 3; ++j)
           for (int k = 0; k < 4; ++k)
-            want[(n * 2 + i) * 2 + l] += double(va[(n * 2 + i) * 3 + j]) *
-                                         vb[(n * 3 + j) * 4 + k] * vc[(n * 4 + k) * 2 + l];
+            want[(n * 2 + i) * 2 + l] +=
+                double(va[(n * 2 + i) * 3 + j]) * vb[(n * 3 + j) * 4 + k] * vc[(n * 4 + k) * 2 + l];
   expect_near(run(model, {a, b, c}).to_doubles(), want);
 }
 
@@ -87,7 +87,8 @@ TEST(OnnxCompositions, EinsumBroadcastsEllipsesAndTakesTracesAndOuterProducts) {
       for (int i = 0; i < 3; ++i)
         for (int k = 0; k < 2; ++k) {
           double s = 0;
-          for (int j = 0; j < 4; ++j) s += double(va[(p * 3 + i) * 4 + j]) * vb[(q * 4 + j) * 2 + k];
+          for (int j = 0; j < 4; ++j)
+            s += double(va[(p * 3 + i) * 4 + j]) * vb[(q * 4 + j) * 2 + k];
           want.push_back(s);
         }
   expect_near(run(batched, {a, b}).to_doubles(), want);
@@ -135,7 +136,9 @@ TEST(OnnxCompositions, TileKeepsSymbolicDimsItDoesNotRepeat) {
 
   for (const auto& [reps, fragment] :
        std::vector<std::pair<std::vector<std::int64_t>, const char*>>{
-           {{2, 1}, "symbolic dim batch"}, {{1, -1}, "cannot be negative"}, {{1}, "one per axis"}}) {
+           {{2, 1}, "symbolic dim batch"},
+           {{1, -1}, "cannot be negative"},
+           {{1}, "one per axis"}}) {
     Model bad;
     bad.input("x", {std::string("batch"), 2});
     bad.ints("reps", reps);

@@ -14,10 +14,10 @@
 #include <variant>
 
 #include "../error_matchers.hpp"
-#include "onnx_model.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
+#include "onnx_model.hpp"
 
 namespace {
 

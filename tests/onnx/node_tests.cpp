@@ -263,7 +263,8 @@ int main(int argc, char** argv) {
           std::cout << "UNEXPECTED PASS " << name << ": listed in known_failures.txt (" << k->second
                     << "); remove it there\n";
         } else if (verbose) {
-          std::cout << "pass " << name << (o.fixed_inputs ? " (integer and scalar inputs fixed)" : "") << "\n";
+          std::cout << "pass " << name
+                    << (o.fixed_inputs ? " (integer and scalar inputs fixed)" : "") << "\n";
         }
       } else if (k != known.end()) {
         ++row.known;
@@ -275,9 +276,10 @@ int main(int argc, char** argv) {
       }
     }
     if (table) {
-      std::cout << "\n| ONNX op | cases | pass | of which integer and scalar inputs fixed at import | "
-                   "dtype kiln lacks | known failures | failures |\n"
-                   "|---|---|---|---|---|---|---|\n";
+      std::cout
+          << "\n| ONNX op | cases | pass | of which integer and scalar inputs fixed at import | "
+             "dtype kiln lacks | known failures | failures |\n"
+             "|---|---|---|---|---|---|---|\n";
       const auto print = [](const std::string& op, const Row& r) {
         std::cout << "| " << op << " | " << r.cases << " | " << r.passed << " | " << r.fixed
                   << " | " << r.no_type << " | " << r.known << " | " << r.failed << " |\n";

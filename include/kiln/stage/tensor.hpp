@@ -287,6 +287,18 @@ Tensor gather_elements(const Tensor& x, const Tensor& indices, std::int64_t axis
 /// from the end.
 Tensor gather_nd(const Tensor& x, const Tensor& indices, std::int64_t batch_dims = 0,
                  Loc where = Loc::current());
+/// x with \p updates (the indices' shape) written at \p indices along \p axis, element by
+/// element (ONNX's ScatterElements, PyTorch's scatter): \p reduction "none" (the last of
+/// several writes to one element wins), "add", "mul", "max" or "min" combines each update
+/// with the element. Indices may be negative; one outside throws at run time.
+Tensor scatter_elements(const Tensor& x, const Tensor& indices, const Tensor& updates,
+                        std::int64_t axis, const std::string& reduction = "none",
+                        Loc where = Loc::current());
+/// x with the slices at the index tuples along the last axis (k) of \p indices replaced by
+/// (or combined with) \p updates of shape indices.shape[:-1] + x.shape[k:] (ONNX's
+/// ScatterND); \p reduction as for scatter_elements.
+Tensor scatter_nd(const Tensor& x, const Tensor& indices, const Tensor& updates,
+                  const std::string& reduction = "none", Loc where = Loc::current());
 /// Running sum along \p axis (floats summed in double, each result rounded once; integers
 /// wrap). \p exclusive leaves each element out of its own sum; \p reverse sums from the end.
 Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive = false, bool reverse = false,

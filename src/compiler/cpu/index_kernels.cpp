@@ -1,8 +1,12 @@
-// gather_elements, gather_nd and cumsum: indexing by data and running sums. Indices may be
-// negative (from the end); one outside [-n, n) throws, naming the op. Nothing here
-// allocates: index arithmetic is on the operands' shapes.
+// gather_elements, gather_nd, scatter_elements, scatter_nd and cumsum: indexing by data
+// and running sums. Indices may be negative (from the end); one outside [-n, n) throws,
+// naming the op. Nothing here allocates: index arithmetic is on the operands' shapes.
+// Scatters run on one block, in the order of the updates, so that the last of several
+// writes to one element wins and reductions combine in one order.
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "compiler/cpu/kernel_support.hpp"
 #include "core/str.hpp"
@@ -26,7 +30,94 @@ std::int64_t load_index(const View& ids, std::int64_t i) {
   return load_as_int(ids.dtype, ids.data + static_cast<std::size_t>(i) * size_of(ids.dtype));
 }
 
+enum class Combine { none, add, mul, max, min };
+
+Combine combine_of(const Launch& l) {
+  const ir::Attribute* r = l.view().find("reduction");
+  const std::string mode = r == nullptr ? "none" : r->as_string();
+  return mode == "add"   ? Combine::add
+         : mode == "mul" ? Combine::mul
+         : mode == "max" ? Combine::max
+         : mode == "min" ? Combine::min
+                         : Combine::none;  // the verifier refused anything else
+}
+
+/// o[at] = combine(o[at], up[u]): floats in double, rounded once (max and min propagate
+/// NaN), integers wrapping at 64 bits, then to the dtype's width.
+void scatter_element(const View& o, std::int64_t at, const View& up, std::int64_t u, Combine c) {
+  const std::size_t es = size_of(o.dtype);
+  if (c == Combine::none) {
+    std::memcpy(o.data + static_cast<std::size_t>(at) * es,
+                up.data + static_cast<std::size_t>(u) * es, es);
+    return;
+  }
+  Number a = load_number(o, at);
+  const Number b = load_number(up, u);
+  if (is_floating(o.dtype)) {
+    const bool nan = a.f != a.f || b.f != b.f;
+    a.f = c == Combine::add   ? a.f + b.f
+          : c == Combine::mul ? a.f * b.f
+          : nan               ? (a.f != a.f ? a.f : b.f)
+          : c == Combine::max ? std::max(a.f, b.f)
+                              : std::min(a.f, b.f);
+  } else {
+    const auto ua = static_cast<std::uint64_t>(a.i), ub = static_cast<std::uint64_t>(b.i);
+    a.i = c == Combine::add   ? static_cast<std::int64_t>(ua + ub)
+          : c == Combine::mul ? static_cast<std::int64_t>(ua * ub)
+          : c == Combine::max ? std::max(a.i, b.i)
+                              : std::min(a.i, b.i);
+  }
+  store_number(o, at, a);
+}
+
+/// The output starts as x.
+void copy_input(const View& x, const View& o) {
+  if (o.data != x.data)
+    std::memcpy(o.data, x.data, static_cast<std::size_t>(elements(x.shape)) * size_of(x.dtype));
+}
+
 }  // namespace
+
+void scatter_elements(const Launch& l) {
+  const View &x = l.in[0], &ids = l.in[1], &up = l.in[2], &o = l.out[0];
+  const std::size_t rank = x.shape.size();
+  const std::size_t axis = axis_of(l.view().find("axis")->as_int(), rank);
+  for (std::size_t d = 0; d < rank; ++d)  // symbolic dims: checked now that they have sizes
+    if (d != axis && ids.shape[d] > x.shape[d])
+      throw UserError(cat(l.view().describe(), ": indices of ", ids.shape[d], " at axis ", d,
+                          " do not fit in x's ", x.shape[d]));
+  copy_input(x, o);
+  const Combine c = combine_of(l);
+  for (std::int64_t i = 0, n = elements(ids.shape); i < n; ++i) {
+    std::int64_t rest = i, offset = 0, stride = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+      std::int64_t coordinate = rest % ids.shape[d];
+      rest /= ids.shape[d];
+      if (d == axis) coordinate = checked_index(l, load_index(ids, i), x.shape[d]);
+      offset += coordinate * stride;
+      stride *= x.shape[d];
+    }
+    scatter_element(o, offset, up, i, c);
+  }
+}
+
+void scatter_nd(const Launch& l) {
+  const View &x = l.in[0], &ids = l.in[1], &up = l.in[2], &o = l.out[0];
+  const auto k = static_cast<std::size_t>(ids.shape.back());
+  std::int64_t inner = 1;
+  for (std::size_t d = k; d < x.shape.size(); ++d) inner *= x.shape[d];
+  copy_input(x, o);
+  const Combine c = combine_of(l);
+  const std::int64_t tuples = elements(ids.shape) / static_cast<std::int64_t>(k);
+  for (std::int64_t t = 0; t < tuples; ++t) {
+    std::int64_t offset = 0;
+    for (std::size_t j = 0; j < k; ++j)
+      offset = offset * x.shape[j] +
+               checked_index(l, load_index(ids, t * static_cast<std::int64_t>(k) + j), x.shape[j]);
+    for (std::int64_t e = 0; e < inner; ++e)
+      scatter_element(o, offset * inner + e, up, t * inner + e, c);
+  }
+}
 
 void gather_elements(const Launch& l) {
   const View &x = l.in[0], &ids = l.in[1], &o = l.out[0];

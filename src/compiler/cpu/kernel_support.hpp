@@ -189,6 +189,8 @@ void gather(const Launch& l);
 // ---- index_kernels.cpp ---------------------------------------------------------------------
 
 void gather_elements(const Launch& l);
+void scatter_elements(const Launch& l);
+void scatter_nd(const Launch& l);
 void gather_nd(const Launch& l);
 void cumsum(const Launch& l);
 

@@ -59,9 +59,9 @@ std::optional<ReduceShape> reduce_shape(const Launch& l) {
   return r;
 }
 
-/// f32 reductions over [outer, reduced, inner]: sums and products in double, max/min propagating NaN
-/// (as PyTorch). Rows (inner 1) through the vector math, columns
-/// a chunk of accumulators at a time; the blocks split outer × column chunks.
+/// f32 reductions over [outer, reduced, inner]: sums and products in double, max/min propagating
+/// NaN (as PyTorch). Rows (inner 1) through the vector math, columns a chunk of accumulators at a
+/// time; the blocks split outer × column chunks.
 template <Reduce R>
 void reduce_f32(const Launch& l, const ReduceShape& s) {
   const auto* x = reinterpret_cast<const float*>(l.in[0].data);

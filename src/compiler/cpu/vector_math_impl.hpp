@@ -53,6 +53,7 @@ KILN_INLINE float pow2_minus1(float k) {
 KILN_INLINE float exp_f(float x) {
   float c = x > 89.0f ? 89.0f : x;  // e^89 overflows to inf, as it should
   c = c < -104.0f ? -104.0f : c;    // e^-104 rounds to 0, as it should
+  c = c != c ? 0.0f : c;            // NaN (returned below) never reaches the int conversion
   const float k = round_to_int(c * 1.44269504088896341f);
   float r = fmadd(k, -0.693359375f, c);
   r = fmadd(k, 2.12194440e-4f, r);

@@ -153,21 +153,24 @@ std::vector<ElementwiseDef> make_definitions() {
            .vector_binary = Binary::min,
            .cuda = cuda_minimum,
            .cuda_int = cuda_minimum}));
-  d.push_back(def("kiln.fmod", K::binary,  // exact in every float type: no rounding
-                  {.binary = [](double a, double b) { return std::fmod(a, b); },
-                   .int_binary = int_fmod,
-                   .vector_binary = Binary::fmod,
-                   .cuda = [](const CudaTerms& t) { return cat(t.fn("fmod"), "(", t.a, ", ", t.b, ")"); },
-                   .cuda_int =
-                       [](const CudaTerms& t) { return cat("kiln_ifmod(", t.a, ", ", t.b, ")"); }}));
+  d.push_back(def(
+      "kiln.fmod", K::binary,  // exact in every float type: no rounding
+      {.binary = [](double a, double b) { return std::fmod(a, b); },
+       .int_binary = int_fmod,
+       .vector_binary = Binary::fmod,
+       .cuda = [](const CudaTerms& t) { return cat(t.fn("fmod"), "(", t.a, ", ", t.b, ")"); },
+       .cuda_int = [](const CudaTerms& t) { return cat("kiln_ifmod(", t.a, ", ", t.b, ")"); }}));
   // ---- bitwise, on integers ------------------------------------------------------------------
   // On values sign-extended to int64, then wrapped to the dtype's width: the dtype's bits.
-  d.push_back(integer_binary("kiln.bitwise_and", [](I a, I b) { return a & b; },
-                             [](const CudaTerms& t) { return cat("(", t.a, " & ", t.b, ")"); }));
-  d.push_back(integer_binary("kiln.bitwise_or", [](I a, I b) { return a | b; },
-                             [](const CudaTerms& t) { return cat("(", t.a, " | ", t.b, ")"); }));
-  d.push_back(integer_binary("kiln.bitwise_xor", [](I a, I b) { return a ^ b; },
-                             [](const CudaTerms& t) { return cat("(", t.a, " ^ ", t.b, ")"); }));
+  d.push_back(integer_binary(
+      "kiln.bitwise_and", [](I a, I b) { return a & b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " & ", t.b, ")"); }));
+  d.push_back(integer_binary(
+      "kiln.bitwise_or", [](I a, I b) { return a | b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " | ", t.b, ")"); }));
+  d.push_back(integer_binary(
+      "kiln.bitwise_xor", [](I a, I b) { return a ^ b; },
+      [](const CudaTerms& t) { return cat("(", t.a, " ^ ", t.b, ")"); }));
   d.push_back(def("kiln.bitwise_not", K::unary,
                   {.int_unary = [](I x) { return ~x; },
                    .cuda_int = [](const CudaTerms& t) { return cat("(~", t.a, ")"); }}));

@@ -16,8 +16,8 @@ using G = KernelGrid;
 /// The indexing, scan and sliding-window ops added for ONNX models have CPU kernels only
 /// so far.
 constexpr std::string_view kNoCudaKernelYet =
-    "gather_elements, gather_nd, cumsum, conv, conv_transpose and the pools have no CUDA "
-    "kernel yet; compile the module for a CPU device";
+    "gather_elements, gather_nd, the scatters, cumsum, conv, conv_transpose and the pools "
+    "have no CUDA kernel yet; compile the module for a CPU device";
 
 constexpr std::string_view kNoCudaReduceProd =
     "reduce_prod has no CUDA kernel yet (the CUDA reduction combines sums and extrema only); "
@@ -90,6 +90,8 @@ std::vector<KernelDef> make_definitions() {
       cpu_only("kiln.gather_elements", gather_elements, G::copy),
       cpu_only("kiln.gather_nd", gather_nd, G::copy),
       cpu_only("kiln.cumsum", kernel::cumsum, G::copy),
+      cpu_only("kiln.scatter_elements", kernel::scatter_elements, G::single),
+      cpu_only("kiln.scatter_nd", kernel::scatter_nd, G::single),
       // ---- matmul -----------------------------------------------------------------------
       matmul_def,
       // ---- sliding windows ---------------------------------------------------------------

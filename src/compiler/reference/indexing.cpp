@@ -1,6 +1,10 @@
 // The reference evaluators of gather_elements, gather_nd and cumsum: loops over
 // multi-indices, written apart from the kernels (cpu/index_kernels.cpp) that they check.
 
+#include <algorithm>
+#include <cmath>
+#include <string>
+
 #include "compiler/reference/support.hpp"
 
 namespace kiln::reference {
@@ -61,6 +65,75 @@ std::vector<Array> gather_nd(const OpArgs& a) {
   return {out};
 }
 
+/// What a scatter's update does to the element it lands on (floats in double, NaN
+/// propagating through max and min; integers wrapping).
+Num combined(const std::string& mode, const Num& old, const Num& update, bool on_floats) {
+  if (mode == "none") return update;
+  if (on_floats) {
+    const double a = old.f, b = update.f;
+    if (mode == "add") return {a + b, 0};
+    if (mode == "mul") return {a * b, 0};
+    if (std::isnan(a) || std::isnan(b)) return {std::isnan(a) ? a : b, 0};
+    return {mode == "max" ? std::max(a, b) : std::min(a, b), 0};
+  }
+  const std::int64_t a = old.i, b = update.i;
+  if (mode == "add") return {0, wrapped(bits(a) + bits(b))};
+  if (mode == "mul") return {0, wrapped(bits(a) * bits(b))};
+  return {0, mode == "max" ? std::max(a, b) : std::min(a, b)};
+}
+
+std::string reduction_of(const OpArgs& a) {
+  const ir::Attribute* r = a.op.find("reduction");
+  return r == nullptr ? "none" : r->as_string();
+}
+
+/// x, then each update in order written at x's element whose index along the axis the
+/// indices give (the others: the update's own).
+std::vector<Array> scatter_elements(const OpArgs& a) {
+  const Array &x = *a.in[0], &ids = *a.in[1], &up = *a.in[2];
+  const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
+  for (std::size_t d = 0; d < x.shape.size(); ++d)
+    if (d != axis && ids.shape[d] > x.shape[d])
+      throw UserError(cat("reference: ", a.op.describe(), ": indices do not fit in x at axis ", d));
+  const std::string mode = reduction_of(a);
+  Array out{a.out_dtype(), x.shape, x.data};
+  for_each_index(ids.shape, [&](const Index& idx, std::int64_t flat) {
+    Index at = idx;
+    at[axis] = in_range(a, ids.data[static_cast<std::size_t>(flat)].i, x.shape[axis]);
+    Num& target = out.data[static_cast<std::size_t>(flat_of(at, x.shape))];
+    target =
+        fit(out.dtype, combined(mode, target, up.data[static_cast<std::size_t>(flat)], floating(x)),
+            floating(x));
+  });
+  return {out};
+}
+
+/// x, then each update in order written at the element its tuple of leading indices and
+/// its own trailing ones name.
+std::vector<Array> scatter_nd(const OpArgs& a) {
+  const Array &x = *a.in[0], &ids = *a.in[1], &up = *a.in[2];
+  const auto k = static_cast<std::size_t>(ids.shape.back());
+  const std::size_t tuple_rank = ids.shape.size() - 1;
+  const std::string mode = reduction_of(a);
+  Array out{a.out_dtype(), x.shape, x.data};
+  for_each_index(up.shape, [&](const Index& idx, std::int64_t flat) {
+    Index tuple(idx.begin(), idx.begin() + static_cast<long>(tuple_rank));
+    tuple.push_back(0);
+    Index at(x.shape.size());
+    for (std::size_t j = 0; j < k; ++j) {
+      tuple.back() = static_cast<std::int64_t>(j);
+      at[j] =
+          in_range(a, ids.data[static_cast<std::size_t>(flat_of(tuple, ids.shape))].i, x.shape[j]);
+    }
+    for (std::size_t d = k; d < x.shape.size(); ++d) at[d] = idx[tuple_rank + d - k];
+    Num& target = out.data[static_cast<std::size_t>(flat_of(at, x.shape))];
+    target =
+        fit(out.dtype, combined(mode, target, up.data[static_cast<std::size_t>(flat)], floating(x)),
+            floating(x));
+  });
+  return {out};
+}
+
 std::vector<Array> cumsum(const OpArgs& a) {
   const Array& x = *a.in[0];
   const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
@@ -102,6 +175,8 @@ void add_indexing_evaluators(std::unordered_map<std::string, Evaluator>& m) {
   m["kiln.gather_elements"] = gather_elements;
   m["kiln.gather_nd"] = gather_nd;
   m["kiln.cumsum"] = cumsum;
+  m["kiln.scatter_elements"] = scatter_elements;
+  m["kiln.scatter_nd"] = scatter_nd;
 }
 
 }  // namespace kiln::reference

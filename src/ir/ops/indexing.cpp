@@ -1,5 +1,6 @@
 // Ops that index by data or scan along an axis: gather_elements, gather_nd (ONNX's
-// GatherElements and GatherND, NumPy's take_along_axis and advanced indexing) and cumsum.
+// GatherElements and GatherND, NumPy's take_along_axis and advanced indexing), their
+// inverses scatter_elements and scatter_nd, and cumsum.
 // Indices are i32 or i64 and may be negative (counting from the end, as in ONNX and
 // NumPy); one outside [-n, n) is an error at run time, naming the op.
 
@@ -71,6 +72,66 @@ std::vector<TensorType> infer_gather_nd(const InferContext& ctx) {
   return {{x.dtype, Shape(std::move(dims)), device}};
 }
 
+/// Scatters' `reduction`: how an update combines with the element it lands on.
+void check_reduction(const InferContext& ctx, DType dtype) {
+  const Attribute* r = ctx.find("reduction");
+  if (r == nullptr) return;
+  const std::string& mode = r->as_string();
+  if (mode != "none" && mode != "add" && mode != "mul" && mode != "max" && mode != "min")
+    throw UserError(cat("reduction must be \"none\", \"add\", \"mul\", \"max\" or \"min\", got \"",
+                        mode, "\""));
+  if (mode != "none" && dtype == DType::bool_)
+    throw UserError(cat("reduction \"", mode, "\" is not defined for bool tensors"));
+}
+
+// x with x[i with axis replaced by idx[i]] = updates[i]: indices and updates of one shape,
+// x's rank, fitting in x off the axis.
+std::vector<TensorType> infer_scatter_elements(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &idx = ctx.operand(1), &up = ctx.operand(2);
+  check_indices(idx);
+  const Device device = common_device(ctx);
+  if (x.shape.rank() == 0) throw UserError("scatter_elements needs x of rank >= 1");
+  if (up.dtype != x.dtype)
+    throw UserError(cat("the updates (operand 2) must have x's dtype ", name(x.dtype), ", got ",
+                        name(up.dtype)));
+  if (!(idx.shape == up.shape))
+    throw UserError(
+        cat("the indices ", idx.shape, " and the updates ", up.shape, " must have one shape"));
+  if (idx.shape.rank() != x.shape.rank())
+    throw UserError(cat("indices ", idx.shape, " must have x's rank (", x.shape.rank(), ")"));
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  for (std::size_t d = 0; d < x.shape.rank(); ++d)
+    if (d != axis && !fits_in(idx.shape.dims()[d], x.shape.dims()[d]))
+      throw UserError(cat("indices ", idx.shape, " are longer than x ", x.shape, " at axis ", d,
+                          " (off the scatter axis ", axis, " they must fit in x)"));
+  check_reduction(ctx, x.dtype);
+  return {{x.dtype, x.shape, device}};
+}
+
+// x with the slices at the index tuples (the last axis of the indices, k static) replaced
+// by the updates, of shape idx.shape[:-1] + x.shape[k:].
+std::vector<TensorType> infer_scatter_nd(const InferContext& ctx) {
+  const TensorType &x = ctx.operand(0), &idx = ctx.operand(1), &up = ctx.operand(2);
+  check_indices(idx);
+  const Device device = common_device(ctx);
+  if (up.dtype != x.dtype)
+    throw UserError(cat("the updates (operand 2) must have x's dtype ", name(x.dtype), ", got ",
+                        name(up.dtype)));
+  const std::size_t q = idx.shape.rank(), r = x.shape.rank();
+  if (q == 0) throw UserError("scatter_nd needs indices of rank >= 1");
+  const Dim& last = idx.shape.dims().back();
+  if (!last.is_static() || last.size() < 1 || static_cast<std::size_t>(last.size()) > r)
+    throw UserError(cat("the last dim of the indices ", idx.shape,
+                        " (how many of x's dims each index names) must be static, 1 to ", r));
+  std::vector<Dim> want(idx.shape.dims().begin(), idx.shape.dims().end() - 1);
+  want.insert(want.end(), x.shape.dims().begin() + last.size(), x.shape.dims().end());
+  if (!(up.shape == Shape(want)))
+    throw UserError(cat("the updates ", up.shape, " must be ", Shape(want),
+                        " (the indices' dims but the last, then x's after the indexed ones)"));
+  check_reduction(ctx, x.dtype);
+  return {{x.dtype, x.shape, device}};
+}
+
 std::vector<TensorType> infer_cumsum(const InferContext& ctx) {
   const TensorType& x = ctx.operand(0);
   if (x.dtype == DType::bool_) throw UserError("cumsum is not defined for bool tensors");
@@ -88,6 +149,15 @@ void register_indexing_ops(OpRegistry& r) {
   r.add(make_op("kiln.gather_nd",
                 "slices of x at the index tuples of the last axis of the indices (GatherND)", 2, 2,
                 infer_gather_nd, {{"batch_dims", Kind::integer}}));
+  r.add(make_op("kiln.scatter_elements",
+                "x with the updates written at the indices along an axis, element by element; "
+                "reduction none (the last write wins), add, mul, max or min",
+                3, 3, infer_scatter_elements,
+                {{"axis", Kind::integer}, {"reduction", Kind::string, false}}));
+  r.add(make_op("kiln.scatter_nd",
+                "x with the updates written at the index tuples of the last axis of the "
+                "indices (ScatterND); reduction none (the last write wins), add, mul, max or min",
+                3, 3, infer_scatter_nd, {{"reduction", Kind::string, false}}));
   r.add(make_op("kiln.cumsum",
                 "running sum along an axis; exclusive leaves out each element, reverse runs "
                 "from the end",
