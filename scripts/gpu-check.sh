@@ -10,33 +10,62 @@
 # skipped; about 5 minutes on a fresh 16-core machine (the build dominates).
 #
 #   scripts/gpu-check.sh [build-dir]     (default build/gpu)
+#   scripts/gpu-check.sh --prebuilt ARCHIVE
+#
+# --prebuilt runs what scripts/gpu-pack.sh built and packed elsewhere (for a GPU machine
+# without kiln's packages or a network): it builds nothing, and finds the CUDA libraries
+# kiln opens (NVRTC, cuBLAS, NCCL) wherever the machine keeps them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir="${1:-build/gpu}"
-# Packages: install what is missing when a package registry is reachable; a machine
-# without network must already have them.
-scripts/setup.sh || echo "gpu-check: could not install packages (offline?); building with what is here" >&2
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 start=$SECONDS
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON -DKILN_BUILD_EXAMPLES=OFF \
-  >/dev/null
-cmake --build "$dir" --target kiln_cuda_backend_tests kiln_cuda_tests kiln_compiler_tests \
-  bench_cuda_launch kiln_cli
-echo "gpu-check: built in $((SECONDS - start)) s"
-echo "=== the CUDA backend on the GPU and on the fake driver ==="
-"$dir/tests/kiln_cuda_backend_tests" --gtest_brief=1
-echo "=== CUDA tests (ctest -L cuda) ==="
-ctest --test-dir "$dir" -L cuda --output-on-failure
-echo "=== NVRTC code generation ==="
-"$dir/tests/kiln_compiler_tests" --gtest_filter='CudaCodegen*:PtxCache*' --gtest_brief=1
-echo "=== stream launches vs CUDA-graph replay; GEMM TFLOP/s ==="
-"$dir/bench/bench_cuda_launch" --chains 10,100,1000 --reps 50
+if [ "${1:-}" = "--prebuilt" ]; then
+  archive="${2:?gpu-check: --prebuilt needs the archive scripts/gpu-pack.sh wrote}"
+  root=$(mktemp -d)
+  tar -C "$root" -xJf "$archive"
+  echo "gpu-check: prebuilt binaries of commit $(cat "$root/commit")"
+  bin="$root/bin"
+  backend_tests="$bin/kiln_cuda_backend_tests" cuda_tests="$bin/kiln_cuda_tests"
+  compiler_tests="$bin/kiln_compiler_tests" launch_bench="$bin/bench_cuda_launch" kiln="$bin/kiln"
+  # The toolkit's and PyPI's CUDA libraries, where the loader would not find them itself.
+  cuda_dirs=$(find /usr/local /usr/lib /opt \( -name 'libnvrtc.so*' -o \
+    -name 'libcublas.so*' -o -name 'libnccl.so*' \) -printf '%h\n' 2>/dev/null | sort -u |
+    paste -sd: || true)
+  export LD_LIBRARY_PATH="$root/lib${cuda_dirs:+:$cuda_dirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "gpu-check: CUDA libraries from ${cuda_dirs:-the default paths}"
+  work="$root"
+else
+  dir="${1:-build/gpu}"
+  # Packages: install what is missing when a package registry is reachable; a machine
+  # without network must already have them.
+  scripts/setup.sh || echo "gpu-check: could not install packages (offline?); building with what is here" >&2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA=ON \
+    -DKILN_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build "$dir" --target kiln_cuda_backend_tests kiln_cuda_tests kiln_compiler_tests \
+    bench_cuda_launch kiln_cli
+  echo "gpu-check: built in $((SECONDS - start)) s"
+  backend_tests="$dir/tests/kiln_cuda_backend_tests" cuda_tests="$dir/tests/kiln_cuda_tests"
+  compiler_tests="$dir/tests/kiln_compiler_tests" launch_bench="$dir/bench/bench_cuda_launch"
+  kiln="$dir/bin/kiln" work="$dir"
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+status=0
+step() {  # runs a step; a failing one is reported and the rest still run
+  echo "=== $1 ==="
+  shift
+  "$@" || { echo "gpu-check: FAILED (exit $?): $*"; status=1; }
+}
+step "the CUDA backend on the GPU (Gpu/) and on the fake driver" "$backend_tests" --gtest_brief=1
+step "CUDA tests (the ctest label cuda)" "$cuda_tests" --gtest_brief=1
+step "NVRTC code generation" "$compiler_tests" --gtest_filter='CudaCodegen*:PtxCache*' \
+  --gtest_brief=1
+step "stream launches vs CUDA-graph replay; GEMM TFLOP/s" "$launch_bench" --chains 10,100,1000 \
+  --reps 50
 echo "=== compiled transformer (4 x d512, seq 128): GPU against CPU ==="
-model="$dir/transformer.mlir"
-"$dir/bin/kiln" demo --layers 4 --dim 512 --heads 8 --seq 128 -n 1 --emit-mlir "$model" \
-  >/dev/null
+model="$work/transformer.mlir"
+"$kiln" demo --layers 4 --dim 512 --heads 8 --seq 128 -n 1 --emit-mlir "$model" >/dev/null
 for device in cuda:0 cpu:0; do
-  "$dir/bin/kiln" bench "$model" -w "${model%.mlir}.safetensors" \
-    -i "${model%.mlir}.input.npy" --device "$device" -n 50 --reference-iterations 0 | tail -3
+  step "kiln bench on $device" "$kiln" bench "$model" -w "${model%.mlir}.safetensors" \
+    -i "${model%.mlir}.input.npy" --device "$device" -n 50 --reference-iterations 0
 done
 echo "gpu-check: done in $((SECONDS - start)) s"
+exit $status

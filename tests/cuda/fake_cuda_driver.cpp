@@ -200,6 +200,20 @@ CUresult add_node(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, std::siz
 }
 
 /// \p s when it is capturing (the null stream never is).
+/// The stream this thread captures in a mode that forbids it unsafe calls (global or
+/// thread-local), and this thread's capture mode (cuThreadExchangeStreamCaptureMode).
+thread_local FakeStream* t_capturing = nullptr;
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/// What a real driver answers an allocation (or another unsafe call) on a thread that is
+/// capturing and has not relaxed its mode: an error, and the capture invalidated.
+CUresult unsafe_call_in_capture() {
+  if (t_capturing == nullptr || t_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_SUCCESS;
+  t_capturing->invalidated = true;
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 FakeStream* capturing(CUstream s) {
   auto* stream = reinterpret_cast<FakeStream*>(s);
   return stream != nullptr && stream->capture ? stream : nullptr;
@@ -341,6 +355,7 @@ const detail::CudaDriver& FakeCuda::driver() const {
       return CUDA_SUCCESS;
     };
     d.cuMemAlloc = [](CUdeviceptr* p, std::size_t n) {
+      if (const CUresult r = unsafe_call_in_capture(); r != CUDA_SUCCESS) return r;
       ++fake().live_allocations;
       *p = reinterpret_cast<CUdeviceptr>(std::malloc(n));
       return CUDA_SUCCESS;
@@ -530,11 +545,12 @@ const detail::CudaDriver& FakeCuda::driver() const {
       const CUresult r = fake().sticky_error;
       return r;  // sticky, as a real context's fault is
     };
-    d.cuStreamBeginCapture = [](CUstream stream, CUstreamCaptureMode) {
+    d.cuStreamBeginCapture = [](CUstream stream, CUstreamCaptureMode mode) {
       auto* s = reinterpret_cast<FakeStream*>(stream);
       if (s == nullptr || s->capture) return CUDA_ERROR_ILLEGAL_STATE;
       s->capture = std::make_unique<FakeGraph>();
       s->invalidated = false;
+      if (mode != CU_STREAM_CAPTURE_MODE_RELAXED) t_capturing = s;
       ++fake().captures;
       return CUDA_SUCCESS;
     };
@@ -542,11 +558,16 @@ const detail::CudaDriver& FakeCuda::driver() const {
       FakeStream* s = capturing(stream);
       if (s == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
       std::unique_ptr<FakeGraph> captured = std::move(s->capture);
+      if (t_capturing == s) t_capturing = nullptr;
       if (s->invalidated) {
         *graph = nullptr;
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
       }
       *graph = reinterpret_cast<CUgraph>(captured.release());
+      return CUDA_SUCCESS;
+    };
+    d.cuThreadExchangeStreamCaptureMode = [](CUstreamCaptureMode* mode) {
+      std::swap(*mode, t_capture_mode);
       return CUDA_SUCCESS;
     };
     d.cuStreamWaitEvent = [](CUstream stream, CUevent e, unsigned) {
@@ -658,6 +679,11 @@ const detail::CudaDriver& FakeCuda::driver() const {
     };
     d.cuGraphAddChildGraphNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
                                     std::size_t n, CUgraph child) {
+      // The driver refuses a child graph with memory nodes (cuGraphAddChildGraphNode).
+      for (const auto& member : reinterpret_cast<FakeGraph*>(child)->nodes)
+        if (member->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
+            member->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+          return CUDA_ERROR_NOT_SUPPORTED;
       auto node = std::make_unique<FakeNode>();
       node->type = CU_GRAPH_NODE_TYPE_GRAPH;
       node->child = reinterpret_cast<FakeGraph*>(child)->clone();  // as the driver clones
@@ -724,6 +750,7 @@ namespace {
 
 struct FakeBlasHandle {
   CUstream stream = nullptr;
+  bool workspace = false;  // a user workspace set since the last cublasSetStream
 };
 
 struct FakeGemm {
@@ -763,10 +790,16 @@ const detail::Cublas& FakeCuda::blas() const {
       return CUBLAS_STATUS_SUCCESS;
     };
     t.cublasSetStream = [](cublasHandle_t h, cudaStream_t s) {
+      // As the real one: setting the stream puts the handle back on cuBLAS's own
+      // workspace pool, forgetting the user's workspace.
       reinterpret_cast<FakeBlasHandle*>(h)->stream = reinterpret_cast<CUstream>(s);
+      reinterpret_cast<FakeBlasHandle*>(h)->workspace = false;
       return CUBLAS_STATUS_SUCCESS;
     };
-    t.cublasSetWorkspace = [](cublasHandle_t, void*, std::size_t) { return CUBLAS_STATUS_SUCCESS; };
+    t.cublasSetWorkspace = [](cublasHandle_t h, void*, std::size_t) {
+      reinterpret_cast<FakeBlasHandle*>(h)->workspace = true;
+      return CUBLAS_STATUS_SUCCESS;
+    };
     t.cublasSgemmStridedBatched =
         [](cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
            const float* alpha, const float* a, int lda, long long sa, const float* b, int ldb,
@@ -776,6 +809,14 @@ const detail::Cublas& FakeCuda::blas() const {
           auto call = std::make_shared<FakeGemm>(
               FakeGemm{m, n, k, lda, ldb, ldc, batch, sa, sb, sc, *alpha, *beta, a, b, c});
           fake().gemm_calls.push_back(call);
+          // Without a user workspace, a captured GEMM allocates its own, stream-ordered,
+          // as cuBLAS 13 does on an H200 (m = 128, split-K): a memory node in the graph.
+          auto* handle = reinterpret_cast<FakeBlasHandle*>(h);
+          if (FakeStream* s = capturing(handle->stream); s != nullptr && !handle->workspace) {
+            auto node = std::make_unique<FakeNode>();
+            node->type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+            capture(s, std::move(node));
+          }
           const CUresult r = fake().driver().cuLaunchHostFunc(
               reinterpret_cast<FakeBlasHandle*>(h)->stream, &FakeGemm::run, call.get());
           return r == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

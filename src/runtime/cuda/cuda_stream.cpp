@@ -114,16 +114,26 @@ std::pair<const Cublas*, cublasHandle_t> CudaStreamState::blas() const {
   if (blas_handle_ == nullptr) {
     if (blas_ == nullptr) blas_ = &Cublas::instance();
     make_current();
+    // The first GEMM is often recorded while a graph captures this thread's work, where
+    // allocating is an error that ruins the capture: this thread's capture mode is
+    // relaxed while the handle and its workspace are made, as CUDA's documentation
+    // suggests for such lazy set-up, then restored.
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    check(cu->cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode");
+    struct Restore {
+      const CudaDriver* cu;
+      CUstreamCaptureMode mode;
+      ~Restore() { cu->cuThreadExchangeStreamCaptureMode(&mode); }
+    } restore{cu, mode};
     // A workspace of the handle's own: cuBLAS then allocates nothing while a graph
     // captures its GEMMs (32 MiB: what NVIDIA suggests for Hopper).
-    constexpr std::size_t kWorkspace = std::size_t{32} << 20;
-    check(cu->cuMemAlloc(&blas_workspace_, kWorkspace), "cuMemAlloc (cuBLAS workspace)");
+    check(cu->cuMemAlloc(&blas_workspace_, kBlasWorkspace), "cuMemAlloc (cuBLAS workspace)");
     cublasHandle_t created = nullptr;
     try {
       blas_->check(blas_->cublasCreate(&created), cat("cublasCreate on ", device));
-      blas_->check(
-          blas_->cublasSetWorkspace(created, reinterpret_cast<void*>(blas_workspace_), kWorkspace),
-          "cublasSetWorkspace");
+      blas_->check(blas_->cublasSetWorkspace(created, reinterpret_cast<void*>(blas_workspace_),
+                                             kBlasWorkspace),
+                   "cublasSetWorkspace");
     } catch (...) {
       if (created != nullptr) blas_->cublasDestroy(created);
       cu->cuMemFree(blas_workspace_);
@@ -133,6 +143,12 @@ std::pair<const Cublas*, cublasHandle_t> CudaStreamState::blas() const {
     blas_handle_ = created;
   }
   return {blas_, blas_handle_};
+}
+
+void CudaStreamState::use_blas_workspace() const {
+  blas_->check(blas_->cublasSetWorkspace(blas_handle_, reinterpret_cast<void*>(blas_workspace_),
+                                         kBlasWorkspace),
+               "cublasSetWorkspace");
 }
 
 void CudaCode::allow_dynamic_shared(std::uint32_t bytes, const char* where,
@@ -490,6 +506,9 @@ void enqueue_gemm_f32(const DeviceContext& ctx, void* stream, const GemmF32& g) 
   const auto [blas, handle] = cuda->state().blas();
   const auto s = static_cast<CUstream>(stream);
   blas->check(blas->cublasSetStream(handle, s), "cublasSetStream");
+  // cublasSetStream puts the handle back on cuBLAS's own workspace pool, from which a
+  // captured GEMM allocates (a memory node, which a child graph may not hold): ours again.
+  cuda->state().use_blas_workspace();
   // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS reads B as n x k, A as k x m.
   const float one = 1.0f, zero = 0.0f;
   const auto i = [](std::int64_t v) { return static_cast<int>(v); };

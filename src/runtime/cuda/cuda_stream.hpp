@@ -61,6 +61,12 @@ struct CudaStreamState {
   /// This device's cuBLAS handle (made on first use, with a workspace of its own so that
   /// its GEMMs can be captured into graphs). \throws UserError without cuBLAS.
   std::pair<const Cublas*, cublasHandle_t> blas() const;
+  /// Points the handle at this device's workspace again: after every cublasSetStream,
+  /// which forgets it (then a captured GEMM would allocate, and its graph could not be a
+  /// child graph).
+  void use_blas_workspace() const;
+  /// The workspace's size (32 MiB: what NVIDIA suggests for Hopper).
+  static constexpr std::size_t kBlasWorkspace = std::size_t{32} << 20;
 
  private:
   mutable std::mutex blas_mutex_;
