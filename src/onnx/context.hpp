@@ -39,6 +39,9 @@ struct HostValue {
 /// The most elements a host value holds: larger known tensors stay tensors.
 inline constexpr std::size_t kMaxHostElements = 1 << 16;
 
+/// The longest backwards Slice imported (its indices are gathered, one constant each).
+inline constexpr std::size_t kMaxBackwardSlice = std::size_t{1} << 24;
+
 /// `Constant` nodes larger than this become weights (named after their output).
 inline constexpr std::size_t kMaxEmbeddedConstant = 1024;
 

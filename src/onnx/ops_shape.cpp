@@ -323,7 +323,10 @@ Outputs split_(NodeContext& n) {
   } else {
     const std::int64_t parts = n.attr_int("num_outputs", n.node().output_size());
     if (parts <= 0) n.fail("needs num_outputs or split");
-    const std::int64_t each = (dim.size() + parts - 1) / parts;
+    if (parts != n.node().output_size())
+      n.fail(
+          cat("num_outputs is ", parts, " but the node has ", n.node().output_size(), " outputs"));
+    const std::int64_t each = dim.size() / parts + (dim.size() % parts != 0 ? 1 : 0);
     for (std::int64_t left = dim.size(); left > 0; left -= each)
       sizes.push_back(std::min(each, left));
     while (static_cast<std::int64_t>(sizes.size()) < parts) sizes.push_back(0);
@@ -333,24 +336,28 @@ Outputs split_(NodeContext& n) {
   return out;
 }
 
-/// The indices ONNX's Slice takes along an axis of \p size: from \p start by \p step
-/// (either sign) up to, not including, \p end, each clamped as ONNX says.
-std::vector<std::int64_t> slice_indices(std::int64_t start, std::int64_t end, std::int64_t step,
-                                        std::int64_t size) {
+/// The indices ONNX's Slice takes along an axis: first, first + step, ... (count of them).
+struct SliceRange {
+  std::int64_t first = 0, count = 0, step = 1;
+  std::int64_t at(std::int64_t k) const { return first + k * step; }
+};
+/// The range ONNX's Slice takes along an axis of \p size: from \p start by \p step (either
+/// sign) up to, not including, \p end, each clamped as ONNX says. Computed by count, never
+/// by stepping: a hostile step near 2^63 would overflow, and a huge axis is not walked.
+SliceRange slice_range(std::int64_t start, std::int64_t end, std::int64_t step, std::int64_t size) {
   const auto wrap = [&](std::int64_t v) { return v < 0 ? (v < -size ? -1 : v + size) : v; };
   start = wrap(start);
   end = wrap(end);
-  std::vector<std::int64_t> out;
   if (step > 0) {
     start = std::clamp<std::int64_t>(start, 0, size);
     end = std::clamp<std::int64_t>(end, 0, size);
-    for (std::int64_t i = start; i < end; i += step) out.push_back(i);
-  } else {
-    start = std::clamp<std::int64_t>(start, -1, size - 1);
-    end = std::clamp<std::int64_t>(end, -1, size - 1);
-    for (std::int64_t i = start; i > end; i += step) out.push_back(i);
+    return {start, end > start ? (end - start - 1) / step + 1 : 0, step};
   }
-  return out;
+  start = std::clamp<std::int64_t>(start, -1, size - 1);
+  end = std::clamp<std::int64_t>(end, -1, size - 1);
+  // -step overflows for INT64_MIN; any step that large takes one element anyway.
+  const std::int64_t back = step == std::numeric_limits<std::int64_t>::min() ? size + 1 : -step;
+  return {start, start > end ? (start - end - 1) / back + 1 : 0, start > end ? -back : -1};
 }
 struct SliceSpec {
   std::vector<std::int64_t> starts, ends, axes, steps;
@@ -387,15 +394,18 @@ Outputs slice_(NodeContext& n) {
         continue;
       n.fail(cat("slicing symbolic dim ", dim, " is not supported (only the whole axis)"));
     }
-    const std::vector<std::int64_t> picked =
-        slice_indices(s.starts[i], s.ends[i], s.steps[i], dim.size());
-    if (s.steps[i] > 0) {
-      const std::int64_t start = picked.empty() ? 0 : picked.front();
-      const std::int64_t stop = picked.empty() ? 0 : picked.back() + 1;
-      x = slice(x, s.axes[i], start, stop, s.steps[i]);
+    const SliceRange r = slice_range(s.starts[i], s.ends[i], s.steps[i], dim.size());
+    if (r.step > 0) {
+      const std::int64_t start = r.count == 0 ? 0 : r.first;
+      const std::int64_t stop = r.count == 0 ? 0 : r.at(r.count - 1) + 1;
+      x = slice(x, s.axes[i], start, stop, r.step);
     } else {  // backwards: the picked elements, gathered
-      const Tensor indices =
-          Tensor::from_data(picked, Shape{static_cast<std::int64_t>(picked.size())});
+      if (r.count > static_cast<std::int64_t>(kMaxBackwardSlice))
+        n.fail(cat("a backwards slice of ", r.count, " elements along axis ", s.axes[i],
+                   " is more than kiln imports (", kMaxBackwardSlice, ")"));
+      std::vector<std::int64_t> picked(static_cast<std::size_t>(r.count));
+      for (std::int64_t k = 0; k < r.count; ++k) picked[static_cast<std::size_t>(k)] = r.at(k);
+      const Tensor indices = Tensor::from_data(picked, Shape{r.count});
       x = gather(x, indices, s.axes[i]);
     }
   }
@@ -407,13 +417,12 @@ Folded fold_slice(NodeContext& n) {
   for (std::size_t i = 1; i < n.num_inputs(); ++i)
     if (n.has_input(i) && n.host(i) == nullptr) return std::nullopt;
   const SliceSpec s = slice_spec(n, 1);
-  std::vector<std::int64_t> picked;
-  if (s.axes.empty())
-    for (std::int64_t i = 0; i < x->shape[0]; ++i) picked.push_back(i);
-  else
-    picked = slice_indices(s.starts[0], s.ends[0], s.steps[0], x->shape[0]);
+  const SliceRange r = s.axes.empty()
+                           ? SliceRange{0, x->shape[0], 1}
+                           : slice_range(s.starts[0], s.ends[0], s.steps[0], x->shape[0]);
   HostValue out = like(*x, {0});
-  for (const std::int64_t i : picked) copy_element(*x, static_cast<std::size_t>(i), out);
+  for (std::int64_t k = 0; k < r.count; ++k)
+    copy_element(*x, static_cast<std::size_t>(r.at(k)), out);
   out.shape = {static_cast<std::int64_t>(out.size())};
   if (!out.symbolic()) out.symbols.clear();
   return one(std::move(out));

@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <tuple>
 #include <variant>
 
 #include "../error_matchers.hpp"
@@ -379,6 +381,69 @@ TEST(OnnxImport, FoldedIntegerArithmeticWrapsAtTheDtypesWidth) {
       kiln::Tensor::from_bytes(kiln::DType::bool_, {1}, kiln::Device::cpu(), &yes, 1);
   kiln::CompiledCallable call(model.graph, model.weights);
   EXPECT_EQ(call.run({x})[0].to_doubles(), std::vector<double>{1});
+}
+
+// Slice's steps and bounds come from the file: a step near 2^63 takes one element (it used
+// to overflow stepping past the end: the ONNX fuzzer's find), and a slice of a huge axis is
+// staged without walking it.
+TEST(OnnxImport, SlicesWithHostileStepsTakeWhatTheyNameWithoutOverflow) {
+  const std::int64_t top = std::numeric_limits<std::int64_t>::max(),
+                     bottom = std::numeric_limits<std::int64_t>::min();
+  const std::vector<float> x{10, 11, 12, 13, 14};
+  for (const auto& [starts, ends, step, want] :
+       std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::vector<float>>>{
+           {0, top, top, {10}},
+           {1, top, std::int64_t{1} << 62, {11}},
+           {-1, bottom, bottom, {14}},
+           {4, bottom, -(std::int64_t{1} << 62), {14}},
+           {-1, bottom, -2, {14, 12, 10}},
+           {3, 0, -top, {13}}}) {
+    Model m;
+    m.input("x", {5});
+    m.ints("starts", {starts});
+    m.ints("ends", {ends});
+    m.ints("axes", {0});
+    m.ints("steps", {step});
+    m.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+    // The same slice of a vector known while importing: folded on the host.
+    m.ints("v", {0, 1, 2, 3, 4});
+    m.node("Slice", {"v", "starts", "ends", "axes", "steps"}, {"picked"});
+    set_int(m.node("Cast", {"picked"}, {"w"}), "to", onnx::TensorProto::FLOAT);
+    m.output("y");
+    m.output("w");
+    const kiln::OnnxModel model = m.import();
+    kiln::CompiledCallable call(model.graph, model.weights);
+    const std::vector<kiln::Tensor> got = call.run({kiln::Tensor::from_data(x, {5})});
+    std::vector<float> folded = want;
+    for (float& f : folded) f -= 10;
+    EXPECT_EQ(got[0].to_vector<float>(), want) << starts << ":" << ends << ":" << step;
+    EXPECT_EQ(got[1].to_vector<float>(), folded) << starts << ":" << ends << ":" << step;
+  }
+  Model huge;
+  huge.input("x", {std::int64_t{1} << 40});
+  huge.ints("starts", {1});
+  huge.ints("ends", {top});
+  huge.ints("steps", {3});
+  huge.ints("axes", {0});
+  huge.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  huge.output("y");
+  EXPECT_EQ(huge.import().graph.out_layouts()[0].shape, (kiln::Shape{366503875925}));
+  // Backwards, the whole axis: gathered, by indices kiln would have to hold.
+  huge.graph().mutable_initializer(0)->set_int64_data(0, -1);
+  huge.graph().mutable_initializer(1)->set_int64_data(0, bottom);
+  huge.graph().mutable_initializer(2)->set_int64_data(0, -1);
+  KILN_EXPECT_THROW_MSG(huge.import(), kiln::UserError, "backwards slice of",
+                        "more than kiln imports");
+}
+
+TEST(OnnxImport, SplitsNumOutputsMustMatchTheNode) {
+  Model m(18);
+  m.input("x", {6});
+  set_int(m.node("Split", {"x"}, {"a", "b"}, "s"), "num_outputs", std::int64_t{1} << 62);
+  m.output("a");
+  m.output("b");
+  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 's' (Split)",
+                        "num_outputs is 4611686018427387904 but the node has 2 outputs");
 }
 
 TEST(OnnxImport, TheSupportedOpsAreListed) {
