@@ -1,6 +1,6 @@
-// ONNX's GatherElements, GatherND, ScatterElements, ScatterND and CumSum: kiln ops of their
-// own (kiln.gather_elements, kiln.gather_nd, kiln.scatter_elements, kiln.scatter_nd,
-// kiln.cumsum), which take negative indices as ONNX does.
+// ONNX's GatherElements, GatherND, ScatterElements, ScatterND, CumSum and TopK: kiln ops of
+// their own (kiln.gather_elements, kiln.gather_nd, kiln.scatter_elements, kiln.scatter_nd,
+// kiln.cumsum, kiln.top_k), which take negative indices as ONNX does.
 
 #include "core/str.hpp"
 #include "onnx/fold.hpp"
@@ -43,10 +43,22 @@ Outputs scatter_nd_(NodeContext& n) {
       traced(scatter_nd(n.input(0), n.input(1), n.input(2), n.attr_string("reduction", "none")))};
 }
 
+/// TopK: K known while importing; the results are always sorted (what `sorted = 0`
+/// allows too), ties by the lower index.
+Outputs top_k_(NodeContext& n) {
+  n.only_attributes({"axis", "largest", "sorted"});
+  const Tensor x = n.input(0);
+  const std::vector<std::int64_t> k = n.ints(1, "K");
+  if (k.size() != 1) n.fail(detail::cat("K must hold one value, got ", k.size()));
+  auto [values, indices] =
+      top_k(x, k[0], n.axis(n.attr_int("axis", -1), x.rank()), n.attr_int("largest", 1) != 0);
+  return {traced(std::move(values)), traced(std::move(indices))};
+}
+
 const OpConverter kConverters[] = {
     {"CumSum", cumsum_},        {"GatherElements", gather_elements_},
     {"GatherND", gather_nd_},   {"ScatterElements", scatter_elements_},
-    {"ScatterND", scatter_nd_},
+    {"ScatterND", scatter_nd_}, {"TopK", top_k_, nullptr, 11},
 };
 
 }  // namespace

@@ -1,9 +1,12 @@
 // ONNX's sliding-window ops (Conv, ConvTranspose, MaxPool, AveragePool) onto kiln.conv,
 // kiln.conv_transpose, kiln.max_pool and kiln.avg_pool, with auto_pad and ConvTranspose's
 // output_shape resolved into explicit pads here; GlobalAveragePool and GlobalMaxPool as
-// reductions over the spatial axes; BatchNormalization (inference) as elementwise ops.
+// reductions over the spatial axes; BatchNormalization (inference) as elementwise ops;
+// Resize onto kiln.resize, its output sizes and scales worked out here (scales or sizes,
+// axes, keep_aspect_ratio_policy, the crop of tf_crop_and_resize).
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/str.hpp"
 #include "onnx/fold.hpp"
@@ -217,6 +220,113 @@ Outputs batch_normalization(NodeContext& n) {
   return {traced((x - m) * (scale * rsqrt(var + eps)) + bias)};
 }
 
+/// Input \p i's floats (scales, roi), known while importing; empty when it is not given
+/// or empty (opsets 11-12 wrote an empty tensor for "none").
+std::vector<double> known_floats(NodeContext& n, std::size_t i, const char* what) {
+  if (!n.has_input(i)) return {};
+  const HostValue* h = n.host(i);
+  if (h == nullptr)
+    n.fail(cat("its ", what, " (input ", i, ") must be known when the model is imported"));
+  if (!h->is_float()) {
+    std::vector<double> v;
+    for (std::int64_t e : h->ints) v.push_back(static_cast<double>(e));
+    return v;
+  }
+  return h->floats;
+}
+
+Outputs resize_(NodeContext& n) {
+  n.only_attributes({"mode", "coordinate_transformation_mode", "nearest_mode", "cubic_coeff_a",
+                     "exclude_outside", "extrapolation_value", "antialias", "axes",
+                     "keep_aspect_ratio_policy"});
+  const Tensor x = n.input(0);
+  const std::size_t r = x.rank();
+  Resampling how{.mode = n.attr_string("mode", "nearest"),
+                 .coordinates = n.attr_string("coordinate_transformation_mode", "half_pixel"),
+                 .nearest_mode = n.attr_string("nearest_mode", "round_prefer_floor"),
+                 .cubic_coeff_a = n.attr_float("cubic_coeff_a", -0.75),
+                 .exclude_outside = n.attr_int("exclude_outside", 0) != 0,
+                 .antialias = n.attr_int("antialias", 0) != 0,
+                 .extrapolation_value = n.attr_float("extrapolation_value", 0)};
+  Ints axes;
+  if (const auto given = n.attr_ints("axes")) {
+    for (std::int64_t a : *given) {
+      axes.push_back(n.axis(a, r, "axes"));
+      if (std::count(axes.begin(), axes.end(), axes.back()) > 1)
+        n.fail(cat("axis ", a, " appears twice in axes"));
+    }
+  } else {
+    for (std::size_t d = 0; d < r; ++d) axes.push_back(static_cast<std::int64_t>(d));
+  }
+  const std::size_t k = axes.size();
+  const std::vector<double> roi = known_floats(n, 1, "roi"),
+                            given_scales = known_floats(n, 2, "scales");
+  Ints given_sizes;
+  if (n.has_input(3) && (n.host(3) == nullptr || n.host(3)->size() != 0))
+    given_sizes = n.ints(3, "sizes");
+  if (given_scales.empty() == given_sizes.empty())
+    n.fail("needs exactly one of scales (input 2) and sizes (input 3)");
+  if ((!given_scales.empty() && given_scales.size() != k) ||
+      (!given_sizes.empty() && given_sizes.size() != k))
+    n.fail(cat("scales or sizes have ", std::max(given_scales.size(), given_sizes.size()),
+               " values for ", k, " axes"));
+  const bool crop = how.coordinates == "tf_crop_and_resize";
+  if (crop && roi.size() != 2 * k)
+    n.fail(cat("tf_crop_and_resize needs roi (input 1) with ", 2 * k, " values, got ", roi.size()));
+  // Per axis of x: the crop, the scale, the output size (-1: as it is).
+  std::vector<double> scales(r, 1.0);
+  Ints sizes(r, -1);
+  if (crop) {
+    how.roi.assign(2 * r, 0.0);
+    std::fill(how.roi.begin() + static_cast<long>(r), how.roi.end(), 1.0);
+  }
+  const auto static_dim = [&](std::int64_t axis) {
+    const Dim& d = x.shape().dims()[static_cast<std::size_t>(axis)];
+    if (!d.is_static())
+      n.fail(cat("axis ", axis, " of the input ", x.shape(),
+                 " is symbolic and resized; fix its size with --dim"));
+    return d.size();
+  };
+  const std::string policy = n.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+    n.fail(cat("keep_aspect_ratio_policy \"", policy,
+               "\" is not one of stretch, not_larger, "
+               "not_smaller"));
+  double kept = policy == "not_larger" ? INFINITY : 0;  // the one scale of a kept ratio
+  for (std::size_t i = 0; i < k; ++i) {
+    const auto a = static_cast<std::size_t>(axes[i]);
+    if (crop) how.roi[a] = roi[i], how.roi[r + a] = roi[k + i];
+    if (!given_sizes.empty()) {
+      const std::int64_t in = static_dim(axes[i]);
+      if (given_sizes[i] < 0) n.fail(cat("size ", given_sizes[i], " is negative"));
+      sizes[a] = given_sizes[i];
+      scales[a] = in == 0 ? 1.0 : static_cast<double>(given_sizes[i]) / static_cast<double>(in);
+      kept = policy == "not_larger" ? std::min(kept, scales[a]) : std::max(kept, scales[a]);
+      continue;
+    }
+    const double s = given_scales[i];
+    if (!(s > 0) || !std::isfinite(s)) n.fail(cat("scale ", s, " must be finite and above 0"));
+    scales[a] = s;
+    const Dim& d = x.shape().dims()[a];
+    if (s == 1 && !crop && !d.is_static()) continue;  // kept as it is, symbolic or not
+    // ONNX: floor(input * scale), of the crop's length for tf_crop_and_resize.
+    const double span = crop ? how.roi[r + a] - how.roi[a] : 1.0;
+    const double out = std::floor(static_cast<double>(static_dim(axes[i])) * span * s);
+    if (!(out >= 0) || out > 2147483648.0)
+      n.fail(cat("axis ", a, " would have ", out, " elements (scale ", s, ")"));
+    sizes[a] = static_cast<std::int64_t>(out);
+  }
+  if (!given_sizes.empty() && policy != "stretch")
+    for (std::int64_t axis : axes) {  // one scale for every axis, sizes rounded half up
+      const auto a = static_cast<std::size_t>(axis);
+      scales[a] = kept;
+      sizes[a] =
+          static_cast<std::int64_t>(std::floor(kept * static_cast<double>(static_dim(axis)) + 0.5));
+    }
+  if (how.antialias && n.opset() < 18) n.fail("antialias is read from opset 18 on");
+  return {traced(resize(x, sizes, how, scales))};
+}
+
 const OpConverter kConverters[] = {
     {"AveragePool", average_pool_},
     {"BatchNormalization", batch_normalization},
@@ -225,6 +335,7 @@ const OpConverter kConverters[] = {
     {"GlobalAveragePool", global_average_pool},
     {"GlobalMaxPool", global_max_pool},
     {"MaxPool", max_pool_},
+    {"Resize", resize_},
 };
 
 }  // namespace

@@ -484,6 +484,36 @@ Tensor scatter_nd(const Tensor& x, const Tensor& indices, const Tensor& updates,
   return detail::apply("kiln.scatter_nd", {&x, &indices, &updates}, {{"reduction", reduction}},
                        where);
 }
+std::pair<Tensor, Tensor> top_k(const Tensor& x, std::int64_t k, std::int64_t axis, bool largest,
+                                Loc where) {
+  std::vector<Tensor> r = detail::apply_all(
+      "kiln.top_k", {&x}, {{"k", k}, {"axis", axis}, {"largest", largest}}, where);
+  return {std::move(r[0]), std::move(r[1])};
+}
+Tensor resize(const Tensor& x, std::vector<std::int64_t> sizes, const Resampling& how,
+              std::vector<double> scales, Loc where) {
+  if (scales.empty() && sizes.size() == x.rank())
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+      const Dim& in = x.shape().dims()[d];
+      scales.push_back(sizes[d] == -1 || !in.is_static() || in.size() == 0
+                           ? 1.0
+                           : static_cast<double>(sizes[d]) / static_cast<double>(in.size()));
+    }
+  ir::Attribute::Array scale_values, roi;
+  for (double v : scales) scale_values.emplace_back(v);
+  for (double v : how.roi) roi.emplace_back(v);
+  detail::Attrs attrs{{"sizes", detail::int_array(sizes)},
+                      {"scales", ir::Attribute(std::move(scale_values))},
+                      {"mode", how.mode},
+                      {"coordinate_transformation_mode", how.coordinates},
+                      {"nearest_mode", how.nearest_mode},
+                      {"cubic_coeff_a", how.cubic_coeff_a},
+                      {"exclude_outside", how.exclude_outside},
+                      {"extrapolation_value", how.extrapolation_value},
+                      {"antialias", how.antialias}};
+  if (!how.roi.empty()) attrs.push_back({"roi", ir::Attribute(std::move(roi))});
+  return detail::apply("kiln.resize", {&x}, std::move(attrs), where);
+}
 Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, Loc where) {
   return detail::apply("kiln.cumsum", {&x},
                        {{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}, where);

@@ -4,10 +4,12 @@
 // split into tiles on two workers), fixed weights (reordered once) and weights passed per
 // call, fused epilogues, NaNs, and geometry refused with a message. ONNX's node tests and
 // the zoo (ResNet-18, MobileNetV3) compare with ONNX's references and ONNX Runtime.
+// Resize too: every mode and coordinate transform against the reference.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -286,6 +288,120 @@ TEST(Conv, HostileGeometryIsRefusedNotOverflowed) {
   EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(5));
   // Counting the pads: 2^31 taps in the padded input.
   EXPECT_THAT(out[1].to_vector<float>(), ElementsAre(5.0f / static_cast<float>(huge)));
+}
+
+// ---- resize ---------------------------------------------------------------------------------
+
+TEST(Resize, NearestAndLinearWorkedByHand) {
+  const Tensor x = f32({1, 2, 3, 4}, {1, 1, 2, 2});
+  // Twice the size, half_pixel: nearest repeats, linear blends (edges clamp).
+  const std::vector<Tensor> out =
+      both(stage([](Tensor a) {
+             return std::make_tuple(resize(a, {1, 1, 4, 4}),
+                                    resize(a, {1, 1, 4, 4}, {.mode = "linear"}));
+           })(x.layout()),
+           {x}, 1e-7);
+  EXPECT_THAT(out[0].to_vector<float>(),
+              ElementsAre(1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4));
+  EXPECT_THAT(out[1].to_vector<float>(), ElementsAre(1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5,
+                                                     2.75, 3.25, 3.5, 3, 3.25, 3.75, 4));
+  // align_corners maps the corners onto each other: 1, 1.5, 2 along a row.
+  const Tensor row = f32({1, 2}, {1, 2});
+  EXPECT_THAT(both(stage([](Tensor a) {
+                     return resize(a, {1, 3}, {.mode = "linear", .coordinates = "align_corners"});
+                   })(row.layout()),
+                   {row})[0]
+                  .to_vector<float>(),
+              ElementsAre(1, 1.5, 2));
+}
+
+TEST(Resize, EveryModeAndTransformMatchesTheReference) {
+  // Up and down, by sizes and by scales, one axis and two, on two workers: the kernel's
+  // tap tables against the reference's spec-by-spec evaluation.
+  const Tensor x = Tensor::random(TensorLayout(DType::f32, {2, 3, 7, 5}), 31, -2, 2);
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    for (const char* coords : {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                               "align_corners", "asymmetric"})
+      for (const Ints& sizes : {Ints{2, 3, 13, 9}, Ints{2, 3, 3, 2}, Ints{2, 3, 7, 11}}) {
+        Resampling how{.mode = mode, .coordinates = coords};
+        how.nearest_mode = sizes[2] > 7 ? "round_prefer_ceil" : "floor";
+        how.exclude_outside = std::string(mode) == "cubic" && sizes[3] == 2;
+        how.antialias = std::string(mode) != "nearest" && sizes[2] < 7;
+        SCOPED_TRACE(std::string(mode) + " " + coords + " " + std::to_string(sizes[2]));
+        both(stage([&](Tensor a) { return resize(a, sizes, how); })(x.layout()), {x}, 1e-6);
+        // Scales that do not divide evenly: the transform uses the scale, not size / dim.
+        both(stage([&](Tensor a) {
+               return resize(a, {2, 3, 9, 6}, how, {1, 1, 1.37, 1.29});
+             })(x.layout()),
+             {x}, 1e-6);
+      }
+  // A crop, with an extrapolation value outside it.
+  const Resampling crop{.mode = "linear",
+                        .coordinates = "tf_crop_and_resize",
+                        .extrapolation_value = 10,
+                        .roi = {0, 0, -0.2, 0.3, 1, 1, 0.8, 1.4}};
+  const std::vector<Tensor> cropped = both(stage([&](Tensor a) {
+                                             return resize(a, {2, 3, 4, 6}, crop);
+                                           })(x.layout()),
+                                           {x}, 1e-6);
+  const std::vector<float> c = cropped[0].to_vector<float>();
+  EXPECT_EQ(std::count(c.begin(), c.end(), 10.0f), 2 * 3 * (1 * 6 + 3 * 2));
+}
+
+TEST(Resize, NearestCopiesAnyDtypeExactlyAndKeepsSymbolicAxes) {
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max() - 1;
+  const Tensor x = Tensor::from_data(std::vector<std::int64_t>{big, -big, 3, 4}, Shape{2, 2});
+  const StagedGraph staged = stage([](Tensor a) {
+    return resize(a, {-1, 5}, {.nearest_mode = "round_prefer_ceil"});
+  })(TensorLayout(DType::i64, {"batch", 2}));
+  EXPECT_EQ(staged.out_layouts()[0].shape, (Shape{"batch", 5}));
+  const std::vector<Tensor> out = both(staged, {x}, 0);
+  EXPECT_THAT(out[0].to_vector<std::int64_t>(),
+              ElementsAre(big, big, -big, -big, -big, 3, 3, 4, 4, 4));
+  // A NaN beside an output does not leak into it through a weight of 0.
+  const Tensor nan = f32({std::nanf(""), 1, 2}, {3});
+  const std::vector<float> lin =
+      both(stage([](Tensor a) {
+             return resize(a, {3}, {.mode = "linear", .coordinates = "asymmetric"});
+           })(nan.layout()),
+           {nan})[0]
+          .to_vector<float>();
+  EXPECT_TRUE(std::isnan(lin[0]));
+  EXPECT_THAT(std::vector<float>(lin.begin() + 1, lin.end()), ElementsAre(1, 2));
+}
+
+TEST(Resize, WhatItCannotDoIsRefusedWithAMessage) {
+  const TensorLayout x(DType::f32, {1, 2, 4, 4}), ints(DType::i32, {4, 4}),
+      symbolic(DType::f32, {"n", 4});
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {4, 8}, {.mode = "linear"});
+                        })(ints),
+                        UserError, "linear resizing needs a floating-point tensor, got i32");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {1, 2, 8});
+                        })(x),
+                        UserError, "one value per axis");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {1, 2, 8, 8}, {.mode = "area"});
+                        })(x),
+                        UserError, "mode must be one of \"nearest\", \"linear\", \"cubic\"");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {1, 2, 8, 8}, {.antialias = true});
+                        })(x),
+                        UserError, "antialias applies to linear and cubic");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {8, 8});
+                        })(symbolic),
+                        UserError, "axis 0 of x [n, 4] is symbolic");
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {1, 2, 4, 4}, {}, {1, 1, 0, 1});
+                        })(x),
+                        UserError, "scale 0 of axis 2 must be finite and above 0");
+  KILN_EXPECT_THROW_MSG(
+      stage([](Tensor a) {
+        return resize(a, {1, 2, 4, 4}, {.coordinates = "tf_crop_and_resize", .roi = {0, 1}});
+      })(x),
+      UserError, "tf_crop_and_resize needs roi: 8 values");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// gather_elements, gather_nd, the scatters and cumsum, compiled and in the reference
+// gather_elements, gather_nd, the scatters, cumsum and top_k, compiled and in the reference
 // interpreter: small
 // cases worked out by hand (numpy_diff compares them with NumPy on random ones), symbolic
 // dims, and indices out of range refused in both, naming the op.
@@ -149,6 +149,59 @@ TEST(Indexing, GatherElementsRefusesIndicesThatMayNotFitOffTheAxis) {
   KILN_EXPECT_THROW_MSG(stage([](Tensor x, Tensor i) { return gather_elements(x, i, 1); })(
                             TensorLayout(DType::f32, {"a", 2}), TensorLayout(DType::i64, {"b", 1})),
                         UserError, "indices [b, 1] are longer than x [a, 2] at axis 0");
+}
+
+TEST(Indexing, TopKOrdersBestFirstTiesByIndexAndNanAboveEverything) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = f32({3, nan, 5, 3, -1, 5, 0, 2}, {2, 4});
+  const auto run = [&](std::int64_t k, std::int64_t axis, bool largest) {
+    return both(stage([=](Tensor a) {
+                  auto [v, i] = top_k(a, k, axis, largest);
+                  return std::make_tuple(v, i);
+                })(x.layout()),
+                {x});
+  };
+  const std::vector<Tensor> last = run(3, -1, true);
+  const std::vector<float> v = last[0].to_vector<float>();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_THAT(std::vector<float>(v.begin() + 1, v.end()), ElementsAre(5, 3, 5, 2, 0));
+  EXPECT_THAT(last[1].to_vector<std::int64_t>(), ElementsAre(1, 2, 0, 1, 3, 2));
+  const std::vector<Tensor> smallest = run(2, 0, false);  // down the columns
+  EXPECT_THAT(smallest[1].to_vector<std::int64_t>(), ElementsAre(1, 1, 1, 1, 0, 0, 0, 0));
+  // A column holding a NaN: the NaN comes last among the smallest.
+  EXPECT_TRUE(std::isnan(smallest[0].to_vector<float>()[5]));
+  // Integers exactly, all of them (k = n) and none (k = 0).
+  const std::int64_t top = std::numeric_limits<std::int64_t>::max();
+  const Tensor ints = i64({top - 1, top, -top, top}, {4});
+  const auto all = both(stage([](Tensor a) {
+                          auto [vals, ids] = top_k(a, 4);
+                          auto [none, none_ids] = top_k(a, 0);
+                          return std::make_tuple(vals, ids, none, none_ids);
+                        })(ints.layout()),
+                        {ints});
+  EXPECT_THAT(all[0].to_vector<std::int64_t>(), ElementsAre(top, top, top - 1, -top));
+  EXPECT_THAT(all[1].to_vector<std::int64_t>(), ElementsAre(1, 3, 0, 2));
+  EXPECT_EQ(all[2].shape(), (Shape{0}));
+}
+
+TEST(Indexing, TopKRefusesAKLargerThanTheAxis) {
+  KILN_EXPECT_THROW_MSG(
+      stage([](Tensor a) { return top_k(a, 5).first; })(TensorLayout(DType::f32, {2, 4})),
+      UserError, "k = 5 must be in [0, 4]");
+  KILN_EXPECT_THROW_MSG(
+      stage([](Tensor a) { return top_k(a, 1).first; })(TensorLayout(DType::bool_, {2, 4})),
+      UserError, "top_k is not defined for bool tensors");
+  // A symbolic axis: checked when the call has sizes, compiled and in the reference.
+  const StagedGraph staged =
+      stage([](Tensor a) { return top_k(a, 3).second; })(TensorLayout(DType::f32, {"n"}));
+  const Tensor two = f32({1, 2}, {2});
+  KILN_EXPECT_THROW_MSG(CompiledCallable(staged, {}).run({two}), DeviceError, "kiln.top_k",
+                        "k = 3 is more than the 2 elements along axis 0");
+  KILN_EXPECT_THROW_MSG(reference_run(staged.graph(), {two}, {}), UserError, "kiln.top_k",
+                        "k = 3 is more than axis 0's 2");
+  EXPECT_THAT(
+      CompiledCallable(staged, {}).run({f32({4, 1, 3, 9}, {4})})[0].to_vector<std::int64_t>(),
+      ElementsAre(3, 0, 2));
 }
 
 }  // namespace

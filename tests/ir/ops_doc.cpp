@@ -29,6 +29,12 @@ integers near ±2^63 and 2^53 ± 1) against NumPy, compiled and reference.
 - **NaN** propagates through `maximum`, `minimum`, `relu`, `reduce_max`, `reduce_min` and
   `softmax`; `argmax` returns the index of the first NaN when its line has one, else of the
   first largest element.
+- **top_k** orders as PyTorch's `topk`: NaN above every number (first when largest, last
+  when smallest), ties by the lower index; its output is always sorted.
+- **resize** computes ONNX's Resize (its reference implementation's coordinates, taps
+  and weights; every case of ONNX's node tests passes): floats in double, rounded once;
+  `nearest` copies elements, any dtype, exactly. A tap of weight 0 is not read, so a NaN
+  beside an output does not reach it (ONNX's reference multiplies it by 0 and gets NaN).
 - **Signed zero.** `canonicalize` folds only identities that are exact for every input:
   `x * 1`, `x / 1`, `x - 0.0` and `x + -0.0` go, `x + 0.0` stays (-0.0 + 0.0 is +0.0).
   `tanh(-0.0)` is -0.0. The sign of a zero from `maximum`/`minimum` of 0.0 and -0.0, from

@@ -1620,6 +1620,46 @@ def gen_indexing(op, kdt, rng, k):
     return cases
 
 
+def top_k_numpy(kdt, x, X, k, axis, largest):
+    """The k best along the axis and their indices, as PyTorch's topk orders them (NaN above
+    every number; ties: the lower index first), by a stable lexicographic sort."""
+    idx = np.broadcast_to(np.arange(x.shape[axis]).reshape(
+        [-1 if d == axis else 1 for d in range(x.ndim)]), x.shape)
+    if is_float(kdt):
+        nan = np.isnan(X)
+        value = np.where(nan, 0.0, -X if largest else X)
+        first = ~nan if largest else nan  # False sorts first
+    else:
+        value = ~X if largest else X      # ~x: decreasing, and never overflows
+        first = np.zeros(X.shape, bool)
+    order = np.lexsort((idx, value, first), axis=axis)
+    order = np.take(order, range(k), axis=axis)
+    return np.take_along_axis(x, order, axis=axis), order.astype(np.int64)
+
+
+def gen_top_k(op, kdt, rng, k):
+    """top_k: values compared bit for bit, indices exactly."""
+    cases = []
+    for i in range(k + 2):
+        prof = "all_edges" if i == 0 else "general"
+        x = values(rng, kdt, rand_shape(rng, min_rank=1, max_elems=120, zero_prob=0.1), prof)
+        axis = int(rng.integers(0, x.ndim))
+        kk = int(rng.integers(0, x.shape[axis] + 1))
+        largest = bool(rng.random() < 0.6)
+        X = to_f64(x) if is_float(kdt) else x.astype(np.int64)
+        vals, ids = top_k_numpy(kdt, x, X, kk, axis, largest)
+        shape = tuple(kk if d == axis else n for d, n in enumerate(x.shape))
+        outs = [Out(np.asarray(vals).astype(STORAGE[kdt]), kdt, cond_inputs=[X]),
+                Out(ids, "i64", label="kiln.top_k (indices)", cond_inputs=[X])]
+        attrs = {"k": kk, "axis": axis - x.ndim if rng.random() < 0.3 else axis,
+                 "largest": largest}
+        cases.append(Case("kiln.top_k", kdt, f"x: {tname(kdt, x.shape)} k={kk} axis={axis} "
+                          f"largest={largest}", [("x", kdt, x)],
+                          lambda bl, v, attrs=attrs, sh=shape: bl.op(
+                              "kiln.top_k", v, attrs, [(kdt, sh), ("i64", sh)]), outs))
+    return cases
+
+
 # ---------------------------------------------------------------------------------------
 # the op table
 
@@ -1657,6 +1697,7 @@ def op_table():
     for op in ("gather_elements", "gather_nd"):
         t.append((op, ALL, gen_indexing))
     t.append(("cumsum", NUMERIC, gen_indexing))
+    t.append(("top_k", NUMERIC, gen_top_k))
     return t
 
 

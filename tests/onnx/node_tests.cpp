@@ -136,8 +136,9 @@ Outcome run_case(const fs::path& dir, const std::set<std::string>& supported) {
     for (std::size_t i = 0; fs::exists(pb("output", i)); ++i)
       expected.push_back(kiln::load_onnx_tensor(pb("output", i).string()));
     // Shapes, axes and sizes that a case passes as inputs are fixed at import where kiln
-    // needs them then: every integer input, and every one of one element (OneHot's float
-    // depth), becomes a constant.
+    // needs them then: every integer input, every one of one element (OneHot's float
+    // depth), and every 1-D float input after the first (Resize's scales and roi) becomes
+    // a constant.
     std::optional<kiln::OnnxModel> imported;
     try {
       imported = kiln::import_onnx((dir / "model.onnx").string());
@@ -149,7 +150,8 @@ Outcome run_case(const fs::path& dir, const std::set<std::string>& supported) {
       std::vector<kiln::Tensor> rest;
       for (std::size_t i = 0;
            i < inputs.size() && i < static_cast<std::size_t>(model.graph().input_size()); ++i) {
-        if (kiln::is_integer(inputs[i].dtype()) || inputs[i].num_elements() == 1)
+        if (kiln::is_integer(inputs[i].dtype()) || inputs[i].num_elements() == 1 ||
+            (i > 0 && inputs[i].rank() == 1))
           options.constant_inputs.emplace(model.graph().input(static_cast<int>(i)).name(),
                                           inputs[i]);
         else

@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/device.hpp"
@@ -299,6 +300,11 @@ Tensor scatter_elements(const Tensor& x, const Tensor& indices, const Tensor& up
 /// ScatterND); \p reduction as for scatter_elements.
 Tensor scatter_nd(const Tensor& x, const Tensor& indices, const Tensor& updates,
                   const std::string& reduction = "none", Loc where = Loc::current());
+/// The \p k largest elements along \p axis (smallest with !\p largest), best first, and
+/// their indices (i64): x's shape with k at the axis. Ties keep the lower index first; NaN
+/// counts as larger than every number (PyTorch's topk). `auto [values, ids] = top_k(x, 5);`
+std::pair<Tensor, Tensor> top_k(const Tensor& x, std::int64_t k, std::int64_t axis = -1,
+                                bool largest = true, Loc where = Loc::current());
 /// Running sum along \p axis (floats summed in double, each result rounded once; integers
 /// wrap). \p exclusive leaves each element out of its own sum; \p reverse sums from the end.
 Tensor cumsum(const Tensor& x, std::int64_t axis, bool exclusive = false, bool reverse = false,
@@ -333,6 +339,28 @@ Tensor max_pool(const Tensor& x, std::vector<std::int64_t> kernel, const Window&
 /// count_include_pad, over the window's taps inside the padded input.
 Tensor avg_pool(const Tensor& x, std::vector<std::int64_t> kernel, const Window& window = {},
                 bool count_include_pad = false, bool ceil_mode = false, Loc where = Loc::current());
+/// How resize samples (ONNX's Resize attributes; docs/ops.md gives the formulas).
+struct Resampling {
+  std::string mode = "nearest";  ///< "nearest", "linear" (bi/trilinear...) or "cubic"
+  /// Where output coordinate o falls in the input: "half_pixel" ((o + 0.5) / scale - 0.5),
+  /// "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"
+  /// (o / scale) or "tf_crop_and_resize" (inside \p roi; outside: extrapolation_value).
+  std::string coordinates = "half_pixel";
+  /// nearest: which input a coordinate between two takes: "round_prefer_floor",
+  /// "round_prefer_ceil", "floor" or "ceil".
+  std::string nearest_mode = "round_prefer_floor";
+  double cubic_coeff_a = -0.75;  ///< cubic: the kernel's coefficient (PyTorch: -0.75)
+  bool exclude_outside = false;  ///< taps outside the input get weight 0 (renormalised)
+  bool antialias = false;        ///< linear/cubic: widen the filter by 1 / scale when shrinking
+  double extrapolation_value = 0;
+  std::vector<double> roi{};  ///< tf_crop_and_resize: every axis's start, then every end
+};
+/// \p x resampled to \p sizes, one per axis (-1 keeps that axis as it is, and may be
+/// symbolic). \p scales, one per axis, is the factor the coordinate transform divides by;
+/// empty: sizes[d] / x's dim d (ONNX's Resize given sizes). Floats in double, rounded once;
+/// nearest copies elements of any dtype exactly.
+Tensor resize(const Tensor& x, std::vector<std::int64_t> sizes, const Resampling& how = {},
+              std::vector<double> scales = {}, Loc where = Loc::current());
 /// Rows of \p table picked by \p ids: gather along axis 0.
 Tensor embedding(const Tensor& table, const Tensor& ids, Loc where = Loc::current());
 

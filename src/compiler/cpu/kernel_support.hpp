@@ -193,6 +193,13 @@ void scatter_elements(const Launch& l);
 void scatter_nd(const Launch& l);
 void gather_nd(const Launch& l);
 void cumsum(const Launch& l);
+void top_k(const Launch& l);
+
+// ---- resize_kernels.cpp ------------------------------------------------------------------
+
+void resize(const Launch& l);
+/// Each axis's taps (input positions and weights per output coordinate), once per plan.
+void prepare_resize(Launch& launch, int threads);
 
 // ---- conv_kernels.cpp: sliding windows ---------------------------------------------------
 

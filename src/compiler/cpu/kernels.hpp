@@ -45,9 +45,9 @@ struct FusedProgram;
 /// What `prepare` (or the planner, for collectives) works out once for a launch, so that
 /// running it computes no layout and allocates nothing: one kind per family of kernels,
 /// each defined beside its kernels (`ReadStrides`, `MatmulLayout`, `PreparedConv`,
-/// `CollectiveLaunch`).
+/// `CollectiveLaunch`, `PreparedResize`).
 struct PreparedLaunch {
-  enum class Kind : std::uint8_t { read_strides, matmul, conv, collective };
+  enum class Kind : std::uint8_t { read_strides, matmul, conv, collective, resize };
   explicit PreparedLaunch(Kind k) : kind(k) {}
   PreparedLaunch(const PreparedLaunch&) = delete;
   PreparedLaunch& operator=(const PreparedLaunch&) = delete;

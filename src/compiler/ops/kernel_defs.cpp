@@ -16,8 +16,8 @@ using G = KernelGrid;
 /// The indexing, scan and sliding-window ops added for ONNX models have CPU kernels only
 /// so far.
 constexpr std::string_view kNoCudaKernelYet =
-    "gather_elements, gather_nd, the scatters, cumsum, conv, conv_transpose and the pools "
-    "have no CUDA kernel yet; compile the module for a CPU device";
+    "gather_elements, gather_nd, the scatters, cumsum, top_k, conv, conv_transpose, the pools "
+    "and resize have no CUDA kernel yet; compile the module for a CPU device";
 
 constexpr std::string_view kNoCudaReduceProd =
     "reduce_prod has no CUDA kernel yet (the CUDA reduction combines sums and extrema only); "
@@ -92,6 +92,7 @@ std::vector<KernelDef> make_definitions() {
       cpu_only("kiln.cumsum", kernel::cumsum, G::copy),
       cpu_only("kiln.scatter_elements", kernel::scatter_elements, G::single),
       cpu_only("kiln.scatter_nd", kernel::scatter_nd, G::single),
+      cpu_only("kiln.top_k", kernel::top_k, G::copy),
       // ---- matmul -----------------------------------------------------------------------
       matmul_def,
       // ---- sliding windows ---------------------------------------------------------------
@@ -99,6 +100,7 @@ std::vector<KernelDef> make_definitions() {
       conv_transpose_def,
       cpu_only("kiln.max_pool", max_pool, G::single, prepare_pool),
       cpu_only("kiln.avg_pool", avg_pool, G::single, prepare_pool),
+      cpu_only("kiln.resize", kernel::resize, G::copy, prepare_resize),
       // ---- reductions ---------------------------------------------------------------------
       def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, variant::sum),
       def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, variant::mean),

@@ -171,12 +171,58 @@ std::vector<Array> cumsum(const OpArgs& a) {
 
 }  // namespace
 
+/// The k best of each line along the axis: all of the line sorted (stably, so ties keep
+/// the lower index first) by value, NaN above every number, then the first k.
+std::vector<Array> top_k(const OpArgs& a) {
+  const Array& x = *a.in[0];
+  const std::size_t axis = axis_of(a.attr("axis").as_int(), x.shape.size());
+  const std::int64_t k = a.attr("k").as_int();
+  const bool largest = a.attr("largest").as_bool(), ints = !floating(x);
+  if (k > x.shape[axis])
+    throw UserError(cat("reference: ", a.op.describe(), ": k = ", k, " is more than axis ", axis,
+                        "'s ", x.shape[axis]));
+  Index shape = x.shape;
+  shape[axis] = k;
+  const auto size = static_cast<std::size_t>(count(shape));
+  Array values{x.dtype, shape, std::vector<Num>(size)};
+  Array indices{DType::i64, shape, std::vector<Num>(size)};
+  // Rank of a value: NaN highest; larger numbers higher.
+  const auto higher = [&](const Num& u, const Num& v) {
+    if (ints) return u.i > v.i;
+    if (std::isnan(u.f) || std::isnan(v.f)) return std::isnan(u.f) && !std::isnan(v.f);
+    return u.f > v.f;
+  };
+  Index outer = x.shape;
+  outer[axis] = 1;
+  for_each_index(outer, [&](const Index& idx, std::int64_t) {
+    std::vector<std::int64_t> order;
+    for (std::int64_t i = 0; i < x.shape[axis]; ++i) order.push_back(i);
+    const auto at = [&](std::int64_t i) {
+      Index where = idx;
+      where[axis] = i;
+      return x.data[static_cast<std::size_t>(flat_of(where, x.shape))];
+    };
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t p, std::int64_t q) {
+      return largest ? higher(at(p), at(q)) : higher(at(q), at(p));
+    });
+    for (std::int64_t j = 0; j < k; ++j) {
+      Index where = idx;
+      where[axis] = j;
+      const auto flat = static_cast<std::size_t>(flat_of(where, shape));
+      values.data[flat] = at(order[static_cast<std::size_t>(j)]);
+      indices.data[flat] = {0, order[static_cast<std::size_t>(j)]};
+    }
+  });
+  return {values, indices};
+}
+
 void add_indexing_evaluators(std::unordered_map<std::string, Evaluator>& m) {
   m["kiln.gather_elements"] = gather_elements;
   m["kiln.gather_nd"] = gather_nd;
   m["kiln.cumsum"] = cumsum;
   m["kiln.scatter_elements"] = scatter_elements;
   m["kiln.scatter_nd"] = scatter_nd;
+  m["kiln.top_k"] = top_k;
 }
 
 }  // namespace kiln::reference

@@ -1,9 +1,13 @@
 // The reference evaluators of conv, conv_transpose, max_pool and avg_pool: the sums and
 // windows of their definitions, tap by tap in double, written apart from the kernels
-// (cpu/conv_kernels.cpp) that they check.
+// (cpu/conv_kernels.cpp) that they check. And resize, as ONNX's specification computes
+// it: one axis after another, each output the weighted sum of the nearest inputs of an
+// edge-padded axis (written apart from cpu/resize_kernels.cpp).
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "compiler/reference/support.hpp"
 
@@ -165,6 +169,154 @@ std::vector<Array> pool(const OpArgs& a, bool average) {
   return {out};
 }
 
+/// Resize's attributes, and x.
+struct Resize {
+  const Array& x;
+  std::string mode, coords, nearest_mode;
+  double a = -0.75, extrapolation = 0;
+  bool exclude_outside = false, antialias = false;
+  std::vector<double> scales, roi;
+  Index out;
+};
+
+std::vector<double> float_values(const ir::Attribute* a) {
+  std::vector<double> v;
+  if (a != nullptr)
+    for (const ir::Attribute& e : a->as_array()) v.push_back(e.as_float());
+  return v;
+}
+
+/// The weights of the taps around a source coordinate whose distance past the tap before
+/// it is \p t (in (0, 1]), as ONNX's specification lists them per mode.
+std::vector<double> resize_weights(const Resize& r, double t, double scale) {
+  if (r.mode == "nearest") {
+    if (t == 1) return {0, 1};
+    const std::string& m = r.nearest_mode;
+    const bool up = m == "ceil" || (m == "round_prefer_floor" && t > 0.5) ||
+                    (m == "round_prefer_ceil" && t >= 0.5);
+    return {up ? 0.0 : 1.0, up ? 1.0 : 0.0};
+  }
+  const double A = r.a;
+  if (!r.antialias && r.mode == "linear") return {1 - t, t};
+  if (!r.antialias) {
+    const double u = 1 - t;
+    return {((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A,
+            ((A + 2) * t - (A + 3)) * t * t + 1, ((A + 2) * u - (A + 3)) * u * u + 1,
+            ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A};
+  }
+  const double s = std::min(scale, 1.0);
+  const double support = r.mode == "linear" ? 1 : 2;
+  const auto start = static_cast<std::int64_t>(std::floor(-support / s) + 1);
+  std::vector<double> w;
+  double sum = 0;
+  for (std::int64_t i = start; i < start + 2 - 2 * start; ++i) {
+    const double d = std::abs(s * (static_cast<double>(i) - t));
+    double c = 0;
+    if (r.mode == "linear")
+      c = std::max(0.0, 1 - d);
+    else if (d <= 1)
+      c = (A + 2) * d * d * d - (A + 3) * d * d + 1;
+    else if (d < 2)
+      c = A * d * d * d - 5 * A * d * d + 8 * A * d - 4 * A;
+    w.push_back(c);
+    sum += c;
+  }
+  for (double& c : w) c /= sum;
+  return w;
+}
+
+/// The taps of output coordinate \p o on \p axis: the input positions (edge-clamped) and
+/// their weights; none when it lies outside the crop (tf_crop_and_resize).
+bool resize_taps(const Resize& r, std::size_t axis, std::int64_t o, std::vector<std::int64_t>& at,
+                 std::vector<double>& w) {
+  const std::int64_t length = r.x.shape[axis];
+  const double L = static_cast<double>(length), scale = r.scales[axis];
+  const double width = scale * L, x = static_cast<double>(o);
+  double src = 0;
+  if (r.coords == "half_pixel") {
+    src = (x + 0.5) / scale - 0.5;
+  } else if (r.coords == "half_pixel_symmetric") {
+    src = L / 2 * (1 - static_cast<double>(r.out[axis]) / width) + (x + 0.5) / scale - 0.5;
+  } else if (r.coords == "pytorch_half_pixel") {
+    src = width == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+  } else if (r.coords == "align_corners") {
+    src = width == 1 ? 0 : x * (L - 1) / (width - 1);
+  } else if (r.coords == "asymmetric") {
+    src = x / scale;
+  } else {  // tf_crop_and_resize
+    const double lo = r.roi[axis], hi = r.roi[r.x.shape.size() + axis];
+    src = (width == 1 ? (hi - lo) * (L - 1) / 2 : x * (hi - lo) * (L - 1) / (width - 1)) +
+          lo * (L - 1);
+    if (src < 0 || src > L - 1) return false;
+  }
+  const double t = src == std::floor(src) ? 1 : src - std::floor(src);
+  w = resize_weights(r, t, scale);
+  const auto n = static_cast<std::int64_t>(w.size());
+  // The n positions of the edge-padded axis nearest the source, the lower on ties.
+  const std::int64_t pad = (n + 1) / 2;
+  at.clear();
+  for (std::int64_t i = -pad; i < length + pad; ++i) at.push_back(i);
+  std::stable_sort(at.begin(), at.end(), [&](std::int64_t p, std::int64_t q) {
+    return std::abs(src - static_cast<double>(p)) < std::abs(src - static_cast<double>(q));
+  });
+  at.resize(static_cast<std::size_t>(n));
+  std::sort(at.begin(), at.end());
+  double sum = 0;
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    if (r.exclude_outside && (at[j] < 0 || at[j] >= length)) w[j] = 0;
+    sum += w[j];
+    at[j] = std::clamp<std::int64_t>(at[j], 0, length - 1);
+  }
+  if (r.exclude_outside)
+    for (double& c : w) c /= sum;
+  return true;
+}
+
+/// The value at output coordinates \p out[axis..] of the input at \p fixed (the input
+/// positions of the axes before \p axis): one axis's weighted sum of the next's values.
+/// Integers (nearest only) are read exactly, through the one tap of weight 1.
+Num resize_at(const Resize& r, std::size_t axis, const Index& out, Index& fixed) {
+  std::vector<std::int64_t> at;
+  std::vector<double> w;
+  const bool ints = !floating(r.x);
+  if (!resize_taps(r, axis, out[axis], at, w))
+    return ints ? fit(r.x.dtype, {r.extrapolation, 0}, true) : Num{r.extrapolation, 0};
+  Num value{};
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    if (w[j] == 0) continue;  // a weight of 0 reads nothing (not even a NaN)
+    fixed[axis] = at[j];
+    const Num v = axis + 1 == r.x.shape.size()
+                      ? r.x.data[static_cast<std::size_t>(flat_of(fixed, r.x.shape))]
+                      : resize_at(r, axis + 1, out, fixed);
+    if (ints) return v;
+    value.f += w[j] * v.f;
+  }
+  return value;
+}
+
+std::vector<Array> resize(const OpArgs& a) {
+  const Array& x = *a.in[0];
+  const ir::TensorType& type = a.graph.type(a.op.result(0));
+  Resize r{.x = x,
+           .mode = a.attr("mode").as_string(),
+           .coords = a.attr("coordinate_transformation_mode").as_string(),
+           .nearest_mode = a.attr("nearest_mode").as_string(),
+           .a = a.attr("cubic_coeff_a").as_float(),
+           .extrapolation = a.attr("extrapolation_value").as_float(),
+           .exclude_outside = a.attr("exclude_outside").as_bool(),
+           .antialias = a.attr("antialias").as_bool(),
+           .scales = float_values(a.op.find("scales")),
+           .roi = float_values(a.op.find("roi")),
+           .out = a.ctx.resolve(type.shape)};
+  Array out = zeros(type.dtype, r.out);
+  for_each_index(r.out, [&](const Index& at, std::int64_t flat) {
+    Index fixed(at.size(), 0);
+    out.data[static_cast<std::size_t>(flat)] =
+        fit(out.dtype, resize_at(r, 0, at, fixed), floating(x));
+  });
+  return {out};
+}
+
 }  // namespace
 
 void add_nn_evaluators(std::unordered_map<std::string, Evaluator>& m) {
@@ -172,6 +324,7 @@ void add_nn_evaluators(std::unordered_map<std::string, Evaluator>& m) {
   m["kiln.conv_transpose"] = conv_transpose;
   m["kiln.max_pool"] = [](const OpArgs& a) { return pool(a, false); };
   m["kiln.avg_pool"] = [](const OpArgs& a) { return pool(a, true); };
+  m["kiln.resize"] = resize;
 }
 
 }  // namespace kiln::reference

@@ -1,6 +1,7 @@
 // Ops that index by data or scan along an axis: gather_elements, gather_nd (ONNX's
 // GatherElements and GatherND, NumPy's take_along_axis and advanced indexing), their
-// inverses scatter_elements and scatter_nd, and cumsum.
+// inverses scatter_elements and scatter_nd, cumsum, and top_k (the k largest or smallest
+// along an axis, with their indices).
 // Indices are i32 or i64 and may be negative (counting from the end, as in ONNX and
 // NumPy); one outside [-n, n) is an error at run time, naming the op.
 
@@ -140,9 +141,30 @@ std::vector<TensorType> infer_cumsum(const InferContext& ctx) {
   return {x};
 }
 
+// values and indices (i64) of the k best along the axis: x's shape with k there.
+std::vector<TensorType> infer_top_k(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  if (x.dtype == DType::bool_) throw UserError("top_k is not defined for bool tensors");
+  if (x.shape.rank() == 0) throw UserError("top_k needs a tensor of rank >= 1");
+  const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), x.shape.rank());
+  const std::int64_t k = ctx.attr("k").as_int();
+  const Dim& n = x.shape.dims()[axis];
+  if (k < 0 || (n.is_static() && k > n.size()))
+    throw UserError(
+        cat("k = ", k, " must be in [0, ", n, "], the size of axis ", axis, " of ", x.shape));
+  std::vector<Dim> dims(x.shape.dims().begin(), x.shape.dims().end());
+  dims[axis] = Dim(k);
+  return {{x.dtype, Shape(dims), x.device}, {DType::i64, Shape(std::move(dims)), x.device}};
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
+  r.add(make_op("kiln.top_k",
+                "the k largest (or smallest) elements along an axis, best first (ties: the "
+                "lower index first; NaN counts as larger than every number), and their indices",
+                1, 1, infer_top_k,
+                {{"k", Kind::integer}, {"axis", Kind::integer}, {"largest", Kind::boolean}}));
   r.add(make_op("kiln.gather_elements",
                 "x at the indices along an axis, element by element (take_along_axis)", 2, 2,
                 infer_gather_elements, {{"axis", Kind::integer}}));

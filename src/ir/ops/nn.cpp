@@ -2,8 +2,12 @@
 // dims): convolution, transposed convolution, max and average pooling. Their geometry is
 // explicit: one stride, dilation and kernel size per spatial dim, and pads as all the
 // begins then all the ends (ONNX's order). An importer resolves auto_pad into pads.
+// Also resize (ONNX's Resize): nearest, linear and cubic resampling of any axes.
 
 #include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <string>
 
 #include "ir/ops/ops.hpp"
 #include "kiln/core/error.hpp"
@@ -201,9 +205,88 @@ std::vector<AttrSpec> window_attributes(std::vector<AttrSpec> more) {
   return a;
 }
 
+/// \p value must be one of \p allowed (attribute \p name). \throws UserError.
+void check_one_of(const std::string& name, const std::string& value,
+                  std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed)
+    if (value == a) return;
+  std::string list;
+  for (const char* a : allowed) list += cat(list.empty() ? "" : ", ", "\"", a, "\"");
+  throw UserError(cat(name, " must be one of ", list, ", got \"", value, "\""));
+}
+
+std::vector<double> float_array(const InferContext& ctx, const char* name) {
+  std::vector<double> v;
+  for (const Attribute& a : ctx.attr(name).as_array()) v.push_back(a.as_float());
+  return v;
+}
+
+// x resampled: output dim d is sizes[d] (-1: x's, where scales[d] is 1); scales[d] is the
+// factor the coordinate transform divides by (ONNX's, not always sizes[d] / x's dim).
+std::vector<TensorType> infer_resize(const InferContext& ctx) {
+  const TensorType& x = ctx.operand(0);
+  const std::size_t r = x.shape.rank();
+  const std::string mode = ctx.attr("mode").as_string();
+  check_one_of("mode", mode, {"nearest", "linear", "cubic"});
+  const std::string coords = ctx.attr("coordinate_transformation_mode").as_string();
+  check_one_of("coordinate_transformation_mode", coords,
+               {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                "asymmetric", "tf_crop_and_resize"});
+  check_one_of("nearest_mode", ctx.attr("nearest_mode").as_string(),
+               {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+  if (mode != "nearest" && !is_floating(x.dtype))
+    throw UserError(cat(mode, " resizing needs a floating-point tensor, got ", name(x.dtype),
+                        " (nearest takes any dtype)"));
+  if (mode == "nearest" && ctx.attr("antialias").as_bool())
+    throw UserError("antialias applies to linear and cubic resizing, not nearest");
+  const std::vector<std::int64_t> sizes = ctx.attr("sizes").as_int_array();
+  const std::vector<double> scales = float_array(ctx, "scales");
+  if (sizes.size() != r || scales.size() != r)
+    throw UserError(cat("sizes and scales need one value per axis of x ", x.shape, ", got ",
+                        sizes.size(), " and ", scales.size()));
+  if (coords == "tf_crop_and_resize" && float_array(ctx, "roi").size() != 2 * r)
+    throw UserError(cat("tf_crop_and_resize needs roi: ", 2 * r,
+                        " values (the starts of every axis, then the ends)"));
+  std::vector<Dim> dims;
+  for (std::size_t d = 0; d < r; ++d) {
+    const Dim& in = x.shape.dims()[d];
+    if (!(scales[d] > 0) || !std::isfinite(scales[d]))
+      throw UserError(cat("scale ", scales[d], " of axis ", d, " must be finite and above 0"));
+    if (sizes[d] == -1) {
+      if (scales[d] != 1)
+        throw UserError(cat("axis ", d, " keeps x's size (-1) but its scale is ", scales[d]));
+      dims.push_back(in);
+      continue;
+    }
+    if (sizes[d] < 0 || sizes[d] > kMaxGeometry)
+      throw UserError(cat("size ", sizes[d], " of axis ", d, " must be in [0, 2^31] or -1"));
+    if (!in.is_static())
+      throw UserError(cat("axis ", d, " of x ", x.shape, " is symbolic: only axes that keep ",
+                          "their size (-1) may be"));
+    if (in.size() == 0 && sizes[d] > 0)
+      throw UserError(cat("axis ", d, " of x ", x.shape, " is empty: nothing to resize from"));
+    dims.push_back(Dim(sizes[d]));
+  }
+  return {{x.dtype, Shape(std::move(dims)), x.device}};
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
+  r.add(make_op("kiln.resize",
+                "x resampled to new sizes (ONNX's Resize): nearest, linear or cubic, any axes, "
+                "ONNX's coordinate transforms",
+                1, 1, infer_resize,
+                {{"sizes", Kind::array},
+                 {"scales", Kind::array},
+                 {"mode", Kind::string},
+                 {"coordinate_transformation_mode", Kind::string},
+                 {"nearest_mode", Kind::string},
+                 {"cubic_coeff_a", Kind::floating},
+                 {"exclude_outside", Kind::boolean},
+                 {"extrapolation_value", Kind::floating},
+                 {"antialias", Kind::boolean},
+                 {"roi", Kind::array, false}}));
   r.add(make_op("kiln.conv",
                 "convolution of [N, C, spatial...] by [M, C / groups, kernel...], plus a bias [M]",
                 2, 3, infer_conv, window_attributes({{"groups", Kind::integer}})));

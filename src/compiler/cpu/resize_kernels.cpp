@@ -1,0 +1,206 @@
+// kiln.resize: ONNX's Resize. prepare works out, once per plan, each axis's taps: for every
+// output coordinate, the input indices it reads (edge-clamped) and their weights, or that
+// it lies outside the crop (tf_crop_and_resize: the extrapolation value). A call then sums,
+// for each output element, the product of its axes' taps: in double, rounded once; nearest
+// copies the one element it picks, bit for bit, in any dtype. Nothing here allocates when
+// it runs.
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "compiler/cpu/kernel_support.hpp"
+
+namespace kiln::compiler::kernel {
+
+namespace {
+
+/// One axis's resampling: taps per output coordinate o at [o * taps, (o + 1) * taps).
+struct AxisTaps {
+  std::int64_t taps = 1;
+  std::vector<std::int64_t> index;  // into the input axis, clamped to it
+  std::vector<double> weight;
+  std::vector<std::uint8_t> outside;  // per output coordinate
+};
+
+struct PreparedResize final : PreparedLaunch {
+  static constexpr Kind kKind = Kind::resize;
+  PreparedResize() : PreparedLaunch(kKind) {}
+  std::vector<AxisTaps> axes;
+  bool nearest = false;
+  double extrapolation = 0;
+};
+
+struct ResizeSpec {
+  std::string mode, coords, nearest_mode;
+  double cubic_a = -0.75;
+  bool exclude_outside = false, antialias = false;
+};
+
+/// Where output coordinate \p o falls on an input axis of \p in elements (ONNX's
+/// coordinate transforms; \p scale as given, \p out the output size, \p roi0/roi1 the
+/// crop). NaN: outside the crop.
+double source_coordinate(const ResizeSpec& s, std::int64_t o, std::int64_t in, std::int64_t out,
+                         double scale, double roi0, double roi1) {
+  const double x = static_cast<double>(o), length = static_cast<double>(in);
+  const double width = scale * length;  // the resized length before rounding
+  if (s.coords == "align_corners") return width == 1 ? 0 : x * (length - 1) / (width - 1);
+  if (s.coords == "asymmetric") return x / scale;
+  if (s.coords == "tf_crop_and_resize") {
+    double at = width == 1 ? (roi1 - roi0) * (length - 1) / 2
+                           : x * (roi1 - roi0) * (length - 1) / (width - 1);
+    at += roi0 * (length - 1);
+    return at < 0 || at > length - 1 ? std::nan("") : at;
+  }
+  if (s.coords == "pytorch_half_pixel") return width == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+  if (s.coords == "half_pixel_symmetric") {
+    const double offset = length / 2 * (1 - static_cast<double>(out) / width);
+    return offset + (x + 0.5) / scale - 0.5;
+  }
+  return (x + 0.5) / scale - 0.5;  // half_pixel
+}
+
+/// Cubic convolution weight at distance \p d (Keys' kernel with coefficient \p a).
+double cubic_weight(double d, double a) {
+  d = std::abs(d);
+  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+  return 0;
+}
+
+/// The taps of one axis: for each output coordinate, the first tap's offset from the
+/// input position below-or-at the source coordinate, and their weights.
+AxisTaps axis_taps(const ResizeSpec& s, std::int64_t in, std::int64_t out, double scale,
+                   double roi0, double roi1) {
+  // Antialiasing widens the filter by 1 / scale when shrinking.
+  const double stretch = s.antialias ? std::min(scale, 1.0) : 1.0;
+  const double reach = s.mode == "cubic" ? 2 : 1;  // the filter's half-width, in inputs
+  AxisTaps a;
+  const auto first = static_cast<std::int64_t>(std::floor(-reach / stretch) + 1);
+  a.taps = s.mode == "nearest" ? 1 : 2 - 2 * first;
+  a.index.resize(static_cast<std::size_t>(out * a.taps));
+  a.weight.resize(a.index.size());
+  a.outside.resize(static_cast<std::size_t>(out));
+  for (std::int64_t o = 0; o < out; ++o) {
+    const double at = source_coordinate(s, o, in, out, scale, roi0, roi1);
+    const auto slot = static_cast<std::size_t>(o * a.taps);
+    if (std::isnan(at)) {
+      a.outside[static_cast<std::size_t>(o)] = 1;
+      continue;
+    }
+    // base: the input position left of the source coordinate, so that t in (0, 1]
+    // (a coordinate on an input position counts from the one before it).
+    const double below = std::ceil(at) - 1;
+    const double t = at - below;
+    const auto base = static_cast<std::int64_t>(below);
+    const auto clamp = [&](std::int64_t i) { return std::clamp<std::int64_t>(i, 0, in - 1); };
+    if (s.mode == "nearest") {
+      bool up = true;  // t == 1: the source coordinate is an input position
+      if (t < 1) {
+        if (s.nearest_mode == "round_prefer_floor") up = t > 0.5;
+        if (s.nearest_mode == "round_prefer_ceil") up = t >= 0.5;
+        if (s.nearest_mode == "floor") up = false;
+      }
+      a.index[slot] = clamp(base + (up ? 1 : 0));
+      a.weight[slot] = 1;
+      continue;
+    }
+    double sum = 0;
+    for (std::int64_t k = 0; k < a.taps; ++k) {
+      const double d = (static_cast<double>(first + k) - t) * stretch;
+      double w = s.mode == "cubic" ? cubic_weight(d, s.cubic_a) : std::max(0.0, 1 - std::abs(d));
+      const std::int64_t i = base + first + k;
+      if (s.exclude_outside && (i < 0 || i >= in)) w = 0;
+      a.index[slot + static_cast<std::size_t>(k)] = clamp(i);
+      a.weight[slot + static_cast<std::size_t>(k)] = w;
+      sum += w;
+    }
+    // Antialiased filters and excluded taps are normalised to sum to one.
+    if (s.antialias || s.exclude_outside)
+      for (std::int64_t k = 0; k < a.taps; ++k) a.weight[slot + static_cast<std::size_t>(k)] /= sum;
+  }
+  return a;
+}
+
+std::vector<double> floats(const ir::Attribute* a) {
+  std::vector<double> v;
+  if (a != nullptr)
+    for (const ir::Attribute& e : a->as_array()) v.push_back(e.as_float());
+  return v;
+}
+
+}  // namespace
+
+void prepare_resize(Launch& l, int /*threads*/) {
+  const ir::OpView op = l.view();
+  ResizeSpec s{.mode = op.find("mode")->as_string(),
+               .coords = op.find("coordinate_transformation_mode")->as_string(),
+               .nearest_mode = op.find("nearest_mode")->as_string(),
+               .cubic_a = op.find("cubic_coeff_a")->as_float(),
+               .exclude_outside = op.find("exclude_outside")->as_bool(),
+               .antialias = op.find("antialias")->as_bool()};
+  const std::vector<double> scales = floats(op.find("scales")), roi = floats(op.find("roi"));
+  const Dims in = l.in[0].shape, out = l.out[0].shape;
+  auto p = std::make_unique<PreparedResize>();
+  p->nearest = s.mode == "nearest";
+  p->extrapolation = op.find("extrapolation_value")->as_float();
+  for (std::size_t d = 0; d < in.size(); ++d)
+    p->axes.push_back(axis_taps(s, in[d], out[d], scales[d], roi.empty() ? 0 : roi[d],
+                                roi.empty() ? 1 : roi[in.size() + d]));
+  l.prepared = std::move(p);
+}
+
+void resize(const Launch& l) {
+  const auto& p = *l.prepared_as<PreparedResize>();
+  const View &x = l.in[0], &o = l.out[0];
+  const std::size_t r = x.shape.size();
+  const Index in_strides = strides_of(x.shape);
+  const auto [first, last] = block_range(elements(o.shape));
+  if (first >= last) return;
+  IndexScratch at(r), tap(r);  // the output element's coordinates; the tap per axis
+  for (std::size_t d = r, rest = static_cast<std::size_t>(first); d-- > 0;) {
+    at[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(o.shape[d]));
+    rest /= static_cast<std::size_t>(o.shape[d]);
+  }
+  for (std::int64_t e = first; e < last; ++e) {
+    bool outside = false;
+    for (std::size_t d = 0; d < r; ++d)
+      outside = outside || p.axes[d].outside[static_cast<std::size_t>(at[d])] != 0;
+    if (outside) {
+      store(o, e, p.extrapolation);
+    } else if (p.nearest) {
+      std::int64_t from = 0;
+      for (std::size_t d = 0; d < r; ++d)
+        from += p.axes[d].index[static_cast<std::size_t>(at[d])] * in_strides[d];
+      copy_element(o, e, x, from);
+    } else {  // every combination of the axes' taps
+      for (std::size_t d = 0; d < r; ++d) tap[d] = 0;
+      double sum = 0;
+      for (bool more = true; more;) {
+        double w = 1;
+        std::int64_t from = 0;
+        for (std::size_t d = 0; d < r; ++d) {
+          const auto k = static_cast<std::size_t>(at[d] * p.axes[d].taps + tap[d]);
+          w *= p.axes[d].weight[k];
+          from += p.axes[d].index[k] * in_strides[d];
+        }
+        if (w != 0) sum += w * load(x, from);
+        more = false;
+        for (std::size_t d = r; d-- > 0;) {
+          if (++tap[d] < p.axes[d].taps) {
+            more = true;
+            break;
+          }
+          tap[d] = 0;
+        }
+      }
+      store(o, e, sum);
+    }
+    for (std::size_t d = r; d-- > 0;) {  // the next output element
+      if (++at[d] < o.shape[d]) break;
+      at[d] = 0;
+    }
+  }
+}
+
+}  // namespace kiln::compiler::kernel
