@@ -402,6 +402,18 @@ TEST(Resize, WhatItCannotDoIsRefusedWithAMessage) {
         return resize(a, {1, 2, 4, 4}, {.coordinates = "tf_crop_and_resize", .roi = {0, 1}});
       })(x),
       UserError, "tf_crop_and_resize needs roi: 8 values");
+  // Antialiasing at a tiny scale widens the filter to millions of taps: refused before
+  // any table is made.
+  KILN_EXPECT_THROW_MSG(stage([](Tensor a) {
+                          return resize(a, {1, 2, 4, 1000000},
+                                        {.mode = "linear", .antialias = true}, {1, 1, 1, 1e-6});
+                        })(x),
+                        UserError, "2e+06 taps each", "more than kiln resizes");
+  KILN_EXPECT_THROW_MSG(
+      stage([](Tensor a) {
+        return resize(a, {1, 2, 4, 4}, {.mode = "cubic", .antialias = true}, {1, 1, 1e-3, 1e-3});
+      })(x),
+      UserError, "each output would sum 1.6e+07 taps");
 }
 
 }  // namespace

@@ -122,6 +122,27 @@ AxisTaps axis_taps(const ResizeSpec& s, std::int64_t in, std::int64_t out, doubl
   return a;
 }
 
+/// \p a without the taps that have weight 0 at every output (an axis that keeps its size
+/// reads one input per output, not two or four): fewer products per output element.
+void drop_unused_taps(AxisTaps& a) {
+  const auto out = static_cast<std::int64_t>(a.outside.size());
+  for (std::int64_t k = a.taps; k-- > 0;) {
+    bool unused = a.taps > 1;
+    for (std::int64_t o = 0; o < out && unused; ++o)
+      unused = a.weight[static_cast<std::size_t>(o * a.taps + k)] == 0;
+    if (!unused) continue;
+    std::size_t to = 0;
+    for (std::size_t i = 0; i < a.index.size(); ++i)
+      if (static_cast<std::int64_t>(i) % a.taps != k) {
+        a.index[to] = a.index[i];
+        a.weight[to++] = a.weight[i];
+      }
+    a.index.resize(to);
+    a.weight.resize(to);
+    --a.taps;
+  }
+}
+
 std::vector<double> floats(const ir::Attribute* a) {
   std::vector<double> v;
   if (a != nullptr)
@@ -144,9 +165,11 @@ void prepare_resize(Launch& l, int /*threads*/) {
   auto p = std::make_unique<PreparedResize>();
   p->nearest = s.mode == "nearest";
   p->extrapolation = op.find("extrapolation_value")->as_float();
-  for (std::size_t d = 0; d < in.size(); ++d)
+  for (std::size_t d = 0; d < in.size(); ++d) {
     p->axes.push_back(axis_taps(s, in[d], out[d], scales[d], roi.empty() ? 0 : roi[d],
                                 roi.empty() ? 1 : roi[in.size() + d]));
+    drop_unused_taps(p->axes.back());
+  }
   l.prepared = std::move(p);
 }
 

@@ -205,6 +205,9 @@ std::vector<AttrSpec> window_attributes(std::vector<AttrSpec> more) {
   return a;
 }
 
+/// resize: the most entries of one axis's tap table, and the most taps one output sums.
+constexpr double kMaxResizeTable = 1 << 28, kMaxResizeTaps = 1 << 16;
+
 /// \p value must be one of \p allowed (attribute \p name). \throws UserError.
 void check_one_of(const std::string& name, const std::string& value,
                   std::initializer_list<const char*> allowed) {
@@ -248,6 +251,7 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
     throw UserError(cat("tf_crop_and_resize needs roi: ", 2 * r,
                         " values (the starts of every axis, then the ends)"));
   std::vector<Dim> dims;
+  double work = 1;  // taps per output element
   for (std::size_t d = 0; d < r; ++d) {
     const Dim& in = x.shape.dims()[d];
     if (!(scales[d] > 0) || !std::isfinite(scales[d]))
@@ -266,7 +270,23 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
     if (in.size() == 0 && sizes[d] > 0)
       throw UserError(cat("axis ", d, " of x ", x.shape, " is empty: nothing to resize from"));
     dims.push_back(Dim(sizes[d]));
+    // The taps of one output (antialiasing widens the filter by 1 / scale): each axis's
+    // table (taps per output) is made once per plan, and each output sums their product.
+    const double reach = mode == "cubic" ? 2 : mode == "linear" ? 1 : 0.5;
+    const double stretch = ctx.attr("antialias").as_bool() ? std::min(scales[d], 1.0) : 1.0;
+    const bool same = sizes[d] == in.size() && scales[d] == 1 && coords != "tf_crop_and_resize";
+    const double taps = same ? 1 : 2 * std::ceil(reach / stretch);  // same: one input each
+    if (taps * static_cast<double>(sizes[d]) > kMaxResizeTable)
+      throw UserError(cat("axis ", d, ": ", sizes[d], " outputs of ", taps,
+                          " taps each (antialiasing at scale ", scales[d],
+                          ") are more than kiln resizes (", kMaxResizeTable, ")"));
+    work *= taps;
   }
+  if (work > kMaxResizeTaps)
+    throw UserError(cat("each output would sum ", work,
+                        " taps (antialiasing at small scales), "
+                        "more than kiln resizes (",
+                        kMaxResizeTaps, ")"));
   return {{x.dtype, Shape(std::move(dims)), x.device}};
 }
 
