@@ -5,7 +5,9 @@
 // copies the one element it picks, bit for bit, in any dtype. Nothing here allocates when
 // it runs.
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -23,10 +25,20 @@ struct AxisTaps {
   std::vector<std::uint8_t> outside;  // per output coordinate
 };
 
+/// The last axis's taps of weight other than 0, column by column: column c's are
+/// [begin[c], begin[c + 1]) (a column on an input position reads just that one).
+struct ColumnTaps {
+  std::vector<std::uint32_t> begin;
+  std::vector<std::int64_t> index;
+  std::vector<double> weight;
+};
+
 struct PreparedResize final : PreparedLaunch {
   static constexpr Kind kKind = Kind::resize;
   PreparedResize() : PreparedLaunch(kKind) {}
   std::vector<AxisTaps> axes;
+  ColumnTaps columns;            // of axes.back()
+  bool columns_outside = false;  // a column of the last axis lies outside the crop
   bool nearest = false;
   double extrapolation = 0;
 };
@@ -170,56 +182,158 @@ void prepare_resize(Launch& l, int /*threads*/) {
                                 roi.empty() ? 1 : roi[in.size() + d]));
     drop_unused_taps(p->axes.back());
   }
+  if (!in.empty()) {
+    const AxisTaps& last = p->axes.back();
+    ColumnTaps& c = p->columns;
+    for (std::size_t k = 0; k < last.weight.size(); ++k) {
+      if (k % static_cast<std::size_t>(last.taps) == 0)
+        c.begin.push_back(static_cast<std::uint32_t>(c.index.size()));
+      if (last.weight[k] == 0) continue;  // a weight of 0 reads nothing (not even a NaN)
+      c.index.push_back(last.index[k]);
+      c.weight.push_back(last.weight[k]);
+    }
+    c.begin.push_back(static_cast<std::uint32_t>(c.index.size()));
+    p->columns_outside =
+        std::find(last.outside.begin(), last.outside.end(), 1) != last.outside.end();
+  }
   l.prepared = std::move(p);
 }
 
+namespace {
+
+/// One tap of an output row: where in x a row of the last axis starts, and its weight.
+struct RowTap {
+  std::int64_t offset;
+  double weight;
+};
+
+/// Output row \p row (the coordinates \p at of every axis but the last) of one launch: the
+/// taps of its other axes combined, then each element the sum over them and the last
+/// axis's taps. f32 reads through a float pointer; nearest copies bytes.
+template <bool F32>
+void resize_row(const PreparedResize& p, const View& x, const View& o, const Index& in_strides,
+                const std::int64_t* at, std::int64_t row, Scratch<RowTap, 64>& taps) {
+  const std::size_t r = x.shape.size();
+  const AxisTaps& last = p.axes[r - 1];
+  const std::int64_t cols = o.shape[r - 1];
+  const std::size_t es = size_of(x.dtype);
+  bool outside = false;
+  for (std::size_t d = 0; d + 1 < r; ++d)
+    outside = outside || p.axes[d].outside[static_cast<std::size_t>(at[d])] != 0;
+  if (outside) {
+    for (std::int64_t c = 0; c < cols; ++c) store(o, row * cols + c, p.extrapolation);
+    return;
+  }
+  // Every combination of the other axes' taps (an odometer over them), weight 0 left out.
+  std::size_t count = 0;
+  IndexScratch tap(r);
+  for (std::size_t d = 0; d < r; ++d) tap[d] = 0;
+  for (bool more = true; more;) {
+    double w = 1;
+    std::int64_t from = 0;
+    for (std::size_t d = 0; d + 1 < r; ++d) {
+      const auto k = static_cast<std::size_t>(at[d] * p.axes[d].taps + tap[d]);
+      w *= p.axes[d].weight[k];
+      from += p.axes[d].index[k] * in_strides[d];
+    }
+    if (w != 0) taps[count++] = {from, w};
+    more = false;
+    for (std::size_t d = r - 1; d-- > 0;) {
+      if (++tap[d] < p.axes[d].taps) {
+        more = true;
+        break;
+      }
+      tap[d] = 0;
+    }
+  }
+  const auto* xf = reinterpret_cast<const float*>(x.data);
+  auto* of = reinterpret_cast<float*>(o.data) + row * cols;
+  if constexpr (F32) {
+    if (!p.nearest && !p.columns_outside) {  // the hot loop: raw arrays, no branches
+      const RowTap* rt = taps.data();
+      const std::uint32_t* begin = p.columns.begin.data();
+      const std::int64_t* index = p.columns.index.data();
+      const double* weight = p.columns.weight.data();
+      for (std::int64_t c = 0; c < cols; ++c) {
+        double sum = 0;
+        for (std::size_t t = 0; t < count; ++t) {
+          const float* src = xf + rt[t].offset;
+          double across = 0;  // the row's taps along the last axis
+          for (std::uint32_t j = begin[c]; j < begin[c + 1]; ++j)
+            across += weight[j] * static_cast<double>(src[index[j]]);
+          sum += rt[t].weight * across;
+        }
+        of[c] = static_cast<float>(sum);
+      }
+      return;
+    }
+  }
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const auto cu = static_cast<std::size_t>(c);
+    if (last.outside[cu] != 0) {
+      store(o, row * cols + c, p.extrapolation);
+    } else if (p.nearest) {  // one tap on every axis
+      const std::int64_t from = taps[0].offset + last.index[cu];
+      if constexpr (F32) {
+        of[c] = xf[from];
+      } else {
+        std::memcpy(o.data + static_cast<std::size_t>(row * cols + c) * es,
+                    x.data + static_cast<std::size_t>(from) * es, es);
+      }
+    } else {
+      const ColumnTaps& ct = p.columns;
+      double sum = 0;
+      for (std::size_t t = 0; t < count; ++t) {
+        double across = 0;  // the row's taps along the last axis
+        for (std::uint32_t j = ct.begin[cu]; j < ct.begin[cu + 1]; ++j) {
+          const std::int64_t from = taps[t].offset + ct.index[j];
+          across += ct.weight[j] * (F32 ? static_cast<double>(xf[from]) : load(x, from));
+        }
+        sum += taps[t].weight * across;
+      }
+      if constexpr (F32) {
+        of[c] = static_cast<float>(sum);
+      } else {
+        store(o, row * cols + c, sum);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+/// By rows of the last axis, split over the launch's blocks: the taps of the other axes
+/// worked out once a row, then the row's elements.
 void resize(const Launch& l) {
   const auto& p = *l.prepared_as<PreparedResize>();
   const View &x = l.in[0], &o = l.out[0];
   const std::size_t r = x.shape.size();
+  if (r == 0) {  // a scalar resizes to itself
+    copy_element(o, 0, x, 0);
+    return;
+  }
+  const std::int64_t cols = o.shape[r - 1];
+  if (cols == 0) return;
   const Index in_strides = strides_of(x.shape);
-  const auto [first, last] = block_range(elements(o.shape));
+  const auto [first, last] = block_range(elements(o.shape) / cols);
   if (first >= last) return;
-  IndexScratch at(r), tap(r);  // the output element's coordinates; the tap per axis
-  for (std::size_t d = r, rest = static_cast<std::size_t>(first); d-- > 0;) {
+  std::size_t most = 1;  // taps of the axes but the last, combined
+  for (std::size_t d = 0; d + 1 < r; ++d) most *= static_cast<std::size_t>(p.axes[d].taps);
+  Scratch<RowTap, 64> taps(most);
+  IndexScratch at(r);  // the row's coordinates (the last: unused)
+  at[r - 1] = 0;
+  for (std::size_t d = r - 1, rest = static_cast<std::size_t>(first); d-- > 0;) {
     at[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(o.shape[d]));
     rest /= static_cast<std::size_t>(o.shape[d]);
   }
-  for (std::int64_t e = first; e < last; ++e) {
-    bool outside = false;
-    for (std::size_t d = 0; d < r; ++d)
-      outside = outside || p.axes[d].outside[static_cast<std::size_t>(at[d])] != 0;
-    if (outside) {
-      store(o, e, p.extrapolation);
-    } else if (p.nearest) {
-      std::int64_t from = 0;
-      for (std::size_t d = 0; d < r; ++d)
-        from += p.axes[d].index[static_cast<std::size_t>(at[d])] * in_strides[d];
-      copy_element(o, e, x, from);
-    } else {  // every combination of the axes' taps
-      for (std::size_t d = 0; d < r; ++d) tap[d] = 0;
-      double sum = 0;
-      for (bool more = true; more;) {
-        double w = 1;
-        std::int64_t from = 0;
-        for (std::size_t d = 0; d < r; ++d) {
-          const auto k = static_cast<std::size_t>(at[d] * p.axes[d].taps + tap[d]);
-          w *= p.axes[d].weight[k];
-          from += p.axes[d].index[k] * in_strides[d];
-        }
-        if (w != 0) sum += w * load(x, from);
-        more = false;
-        for (std::size_t d = r; d-- > 0;) {
-          if (++tap[d] < p.axes[d].taps) {
-            more = true;
-            break;
-          }
-          tap[d] = 0;
-        }
-      }
-      store(o, e, sum);
+  const bool f32 = x.dtype == DType::f32;
+  for (std::int64_t row = first; row < last; ++row) {
+    if (f32) {
+      resize_row<true>(p, x, o, in_strides, at.data(), row, taps);
+    } else {
+      resize_row<false>(p, x, o, in_strides, at.data(), row, taps);
     }
-    for (std::size_t d = r; d-- > 0;) {  // the next output element
+    for (std::size_t d = r - 1; d-- > 0;) {  // the next row
       if (++at[d] < o.shape[d]) break;
       at[d] = 0;
     }
