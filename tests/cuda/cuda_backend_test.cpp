@@ -886,6 +886,52 @@ TEST_P(CudaBackend, AnAttentionBlockRunsOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
+TEST_P(CudaBackend, GatherElementsGatherNdAndCumsumRunOnCudaAsOnTheCpu) {
+  // The ops exported transformers build their masks and positions with: negative indices,
+  // indices shorter than the data off the axis, batch dims, every cumsum mode and dtype.
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  const auto model = [](Tensor x, Tensor ids, Tensor tuples, Tensor n) {
+    // x: f32 [3, 4, 5]; ids: i64 [3, 2, 5]; tuples: i32 [3, 2, 1]; n: i64 [3, 4]
+    return std::make_tuple(gather_elements(x, ids, 1), gather_nd(x, tuples, 1), cumsum(x, 2),
+                           cumsum(x, 1, true, true), cumsum(n, 0, false, true),
+                           cumsum(cast(n, DType::i32), 1, true), cumsum(cast(x, DType::f64), 0));
+  };
+  const StagedGraph staged =
+      stage(model)(TensorLayout(DType::f32, {3, 4, 5}), TensorLayout(DType::i64, {3, 2, 5}),
+                   TensorLayout(DType::i32, {3, 2, 1}), TensorLayout(DType::i64, {3, 4}));
+  const auto inputs = [](int call) {
+    std::vector<std::int64_t> ids(30), n(12);
+    std::vector<std::int32_t> tuples(6);
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      ids[i] = static_cast<std::int64_t>((i * 5 + static_cast<std::size_t>(call)) % 8) - 4;
+    for (std::size_t i = 0; i < tuples.size(); ++i)
+      tuples[i] = static_cast<std::int32_t>((i + static_cast<std::size_t>(call)) % 8) - 4;
+    for (std::size_t i = 0; i < n.size(); ++i)
+      n[i] = (std::int64_t{1} << 40) * static_cast<std::int64_t>(i % 5) - 7 + call;
+    return std::vector{Tensor::random(TensorLayout(DType::f32, {3, 4, 5}), 70 + call, -1, 1),
+                       Tensor::from_data(ids, Shape{3, 2, 5}),
+                       Tensor::from_data(tuples, Shape{3, 2, 1}),
+                       Tensor::from_data(n, Shape{3, 4})};
+  };
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  expect_cuda_matches_cpu(ctx, staged, {}, inputs);
+  // An index outside [-4, 4) is an error of the call that names it; the next call runs.
+  CompiledCallable on_gpu(staged, {}, {.context = ctx});
+  std::vector<Tensor> bad = inputs(0);
+  std::vector<std::int64_t> ids = bad[1].to_vector<std::int64_t>();
+  ids[7] = -5;
+  bad[1] = Tensor::from_data(ids, Shape{3, 2, 5});
+  KILN_EXPECT_THROW_MSG(on_gpu.run(bad), UserError,
+                        "a gather_elements' index -5 is outside [-4, 4)");
+  std::vector<std::int32_t> tuples = bad[2].to_vector<std::int32_t>();
+  tuples[1] = 4;
+  bad = inputs(0);
+  bad[2] = Tensor::from_data(tuples, Shape{3, 2, 1});
+  KILN_EXPECT_THROW_MSG(on_gpu.run(bad), UserError, "a gather_nd's index 4 is outside [-4, 4)");
+  EXPECT_NO_THROW(on_gpu.run(inputs(1)));
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
 TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
   const auto model = [](Tensor x) {                         // x: [3, 4, 6]

@@ -114,6 +114,45 @@ struct GatherArgs {
   int bytes;
 };
 
+struct GatherElementsArgs {
+  const void* x;
+  const void* ids;
+  void* out;
+  long long* error;
+  long long n, axis_len;
+  long long shape[8], x_strides[8];
+  int rank, axis, id_bytes, bytes;
+};
+
+struct GatherNdArgs {
+  const void* x;
+  const void* ids;
+  void* out;
+  long long* error;
+  long long n, inner, tuples_per_batch, batch_elements;
+  long long dims[8];
+  int k, id_bytes, bytes;
+};
+
+struct CumsumArgs {
+  const void* x;
+  void* y;
+  long long lines, len, inner;
+  int kind, exclusive, reverse;
+};
+
+/// The indices' element size, refusing what the kernels do not read.
+int index_bytes(const Launch& l, const View& ids) {
+  if (ids.dtype != DType::i64 && ids.dtype != DType::i32)
+    refuse(l, "indices must be i32 or i64 on CUDA");
+  return static_cast<int>(size_of(ids.dtype));
+}
+
+/// Refuses tensors of more than 8 dims (the kernels' fixed arrays).
+void at_most_8_dims(const Launch& l, Dims shape) {
+  if (shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
+}
+
 /// Softmax or a norm along one axis: one block per line.
 DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                          const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
@@ -282,6 +321,99 @@ DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   return add_struct_launch(b, library_kernel(ctx, "kiln_gather", kernels),
                            LaunchConfig{blocks_for(a.outer * a.count * a.inner), kThreads}, a,
                            after);
+}
+
+DeviceGraphNode add_gather_elements(DeviceGraphBuilder& b, const DeviceContext& ctx,
+                                    const Launch& l, const DeviceGraphDependencies& after,
+                                    CudaKernelCache& kernels, long long* error) {
+  const View &x = l.in[0], &ids = l.in[1];
+  at_most_8_dims(l, x.shape);
+  GatherElementsArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.n = elements(ids.shape);
+  a.rank = static_cast<int>(x.shape.size());
+  a.axis = static_cast<int>(kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size()));
+  a.axis_len = x.shape[static_cast<std::size_t>(a.axis)];
+  const Index st = kernel::strides_of(x.shape);
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    // Symbolic dims are checked now that they have sizes, as on the CPU.
+    if (d != static_cast<std::size_t>(a.axis) && ids.shape[d] > x.shape[d])
+      refuse(l,
+             cat("indices of ", ids.shape[d], " at axis ", d, " do not fit in x's ", x.shape[d]));
+    a.shape[d] = ids.shape[d];
+    a.x_strides[d] = st[d];
+  }
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_elements", kernels),
+                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
+}
+
+DeviceGraphNode add_gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                              const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                              long long* error) {
+  const View &x = l.in[0], &ids = l.in[1];
+  const auto bd = static_cast<std::size_t>(l.view().find("batch_dims")->as_int());
+  const std::size_t q = ids.shape.size(), r = x.shape.size();
+  const auto k = static_cast<std::size_t>(ids.shape[q - 1]);
+  GatherNdArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.n = elements(l.out[0].shape);
+  a.inner = 1;
+  a.tuples_per_batch = 1;
+  a.batch_elements = 1;
+  for (std::size_t d = bd + k; d < r; ++d) a.inner *= x.shape[d];
+  for (std::size_t d = bd; d < r; ++d) a.batch_elements *= x.shape[d];
+  for (std::size_t d = bd; d + 1 < q; ++d) a.tuples_per_batch *= ids.shape[d];
+  for (std::size_t m = 0; m < k; ++m) a.dims[m] = x.shape[bd + m];
+  a.k = static_cast<int>(k);
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  if (a.inner == 0) a.n = 0;  // empty slices: nothing to read (and no division by 0)
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_nd", kernels),
+                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
+}
+
+DeviceGraphNode add_cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  const View& x = l.in[0];
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  CumsumArgs a{};
+  switch (x.dtype) {
+    case DType::f32:
+      a.kind = 0;
+      break;
+    case DType::f64:
+      a.kind = 1;
+      break;
+    case DType::i32:
+      a.kind = 2;
+      break;
+    case DType::i64:
+      a.kind = 3;
+      break;
+    default:
+      refuse(l, "cumsum runs on CUDA over f32, f64, i32 and i64 so far");
+  }
+  const auto flag = [&](const char* name) {
+    const ir::Attribute* f = l.view().find(name);
+    return f != nullptr && f->as_bool() ? 1 : 0;
+  };
+  a.x = x.data;
+  a.y = l.out[0].data;
+  a.len = x.shape[axis];
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
+  a.lines = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis))) * a.inner;
+  a.exclusive = flag("exclusive");
+  a.reverse = flag("reverse");
+  return add_struct_launch(b, library_kernel(ctx, "kiln_cumsum", kernels),
+                           LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
 /// A generated kernel over \p l's elements, and its KilnFusedArgs as 8-byte words.
@@ -457,6 +589,23 @@ DeviceGraphNode gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const La
                        const DeviceGraphDependencies& after, CudaKernelCache& kernels,
                        long long* error) {
   return add_gather(b, ctx, l, after, kernels, error);
+}
+
+DeviceGraphNode gather_elements(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                                const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                long long* error) {
+  return add_gather_elements(b, ctx, l, after, kernels, error);
+}
+
+DeviceGraphNode gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                          const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                          long long* error) {
+  return add_gather_nd(b, ctx, l, after, kernels, error);
+}
+
+DeviceGraphNode cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_cumsum(b, ctx, l, after, kernels);
 }
 
 DeviceGraphNode reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,

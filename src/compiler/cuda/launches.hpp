@@ -3,8 +3,9 @@
 // Elementwise launches (fused bodies and single ops, any dtype) are CUDA kernels generated
 // from the body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
 // GEMMs captured into the graph (CUDA work); softmax, log-softmax, layer and RMS norm,
-// reductions, transpose, broadcast_to, slice, concat, split and gather are kernels of
-// kiln's CUDA library (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel
+// reductions, transpose, broadcast_to, slice, concat, split, gather, gather_elements,
+// gather_nd and cumsum are kernels of kiln's CUDA library (`cuda_library_source`); reshapes
+// are copies. Other ops have no CUDA kernel
 // yet: `cuda_unsupported` says so before anything runs.
 
 #include <functional>
@@ -54,6 +55,12 @@ DeviceGraphNode split(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 DeviceGraphNode gather(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode gather_elements(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                                const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode gather_nd(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                          const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode cumsum(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 /// Reductions (the kind is the op's `KernelDef::variant`).
 DeviceGraphNode reduce(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
@@ -65,12 +72,13 @@ DeviceGraphNode rows(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
 }  // namespace cuda_op
 
 /// The CUDA C++ of kiln's kernel library (entries kiln_rows, kiln_copy, kiln_reduce,
-/// kiln_gather).
+/// kiln_gather, kiln_gather_elements, kiln_gather_nd, kiln_cumsum, ...).
 const std::string& cuda_library_source();
 
 /// Adds \p l (its views bound to device memory of \p ctx) to \p b after \p after.
 /// \p error is 3 words of device memory where a gather reports an index out of range
-/// ({1, index, axis length}; the caller checks and clears it).
+/// ({op, index, axis length}: op 1 gather, 2 gather_elements, 3 gather_nd; the caller
+/// checks and clears it).
 /// \throws UserError for what the CUDA kernels do not cover (dtypes other than f32,
 /// matmuls that broadcast batch dimensions both ways).
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,

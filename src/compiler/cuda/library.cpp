@@ -250,6 +250,114 @@ extern "C" __global__ void kiln_gather(KilnGatherArgs a) {
   }
 }
 KILN_HOST_TRAMPOLINE(kiln_gather, KilnGatherArgs)
+
+// Index i of the indices (i32 or i64), counted from the end when negative; one outside
+// [-n, n) is reported in error ({code, index, n}: code names the op) and read as 0.
+__device__ long long kiln_index(const void* ids, long long i, int id_bytes, long long n,
+                                long long* error, long long code) {
+  const long long id = id_bytes == 8 ? ((const long long*)ids)[i] : (long long)((const int*)ids)[i];
+  if (id < -n || id >= n) {
+    error[1] = id;
+    error[2] = n;
+    error[0] = code;
+    return 0;
+  }
+  return id < 0 ? id + n : id;
+}
+
+// out[i] = x[i's coordinates (in the indices' shape), the axis's replaced by ids[i]].
+struct KilnGatherElementsArgs {
+  const unsigned char* x;
+  const void* ids;
+  unsigned char* out;
+  long long* error;
+  long long n, axis_len;             // elements of the indices (and of out); x's axis
+  long long shape[8], x_strides[8];  // the indices' shape; x's strides
+  int rank, axis, id_bytes, bytes;
+};
+
+extern "C" __global__ void kiln_gather_elements(KilnGatherElementsArgs a) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+    long long rest = i, from = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      long long c = rest % a.shape[d];
+      rest /= a.shape[d];
+      if (d == a.axis) c = kiln_index(a.ids, i, a.id_bytes, a.axis_len, a.error, 2);
+      from += c * a.x_strides[d];
+    }
+    kiln_copy_element(a.out, i, a.x, from, a.bytes);
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_gather_elements, KilnGatherElementsArgs)
+
+// out[t, j] = x[batch of t, the k indices of tuple t, j]: each tuple names a slice of
+// `inner` elements of x after its batch dims.
+struct KilnGatherNdArgs {
+  const unsigned char* x;
+  const void* ids;
+  unsigned char* out;
+  long long* error;
+  long long n, inner, tuples_per_batch, batch_elements;
+  long long dims[8];  // the sizes of the k dims each tuple indexes
+  int k, id_bytes, bytes;
+};
+
+extern "C" __global__ void kiln_gather_nd(KilnGatherNdArgs a) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+    const long long t = i / a.inner, j = i % a.inner;
+    long long offset = 0;
+    for (int m = 0; m < a.k; ++m)
+      offset = offset * a.dims[m] + kiln_index(a.ids, t * a.k + m, a.id_bytes, a.dims[m], a.error, 3);
+    const long long from = (t / a.tuples_per_batch) * a.batch_elements + offset * a.inner + j;
+    kiln_copy_element(a.out, i, a.x, from, a.bytes);
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_gather_nd, KilnGatherNdArgs)
+
+// Running sums along an axis, one thread a line (line = o * inner + j, element s of it at
+// o * len * inner + s * inner + j): floats in double from -0.0 (a lone -0.0 stays -0.0;
+// the exclusive first is +0), each result rounded once; integers wrap. kind: 0 f32,
+// 1 f64, 2 i32, 3 i64.
+struct KilnCumsumArgs {
+  const unsigned char* x;
+  unsigned char* y;
+  long long lines, len, inner;
+  int kind, exclusive, reverse;
+};
+
+__device__ void kiln_cumsum_store(unsigned char* y, long long at, int kind, double f,
+                                  unsigned long long u) {
+  switch (kind) {
+    case 0: ((float*)y)[at] = (float)f; break;
+    case 1: ((double*)y)[at] = f; break;
+    case 2: ((int*)y)[at] = (int)(unsigned)u; break;
+    default: ((long long*)y)[at] = (long long)u; break;
+  }
+}
+
+extern "C" __global__ void kiln_cumsum(KilnCumsumArgs a) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long line = (long long)blockIdx.x * blockDim.x + threadIdx.x; line < a.lines;
+       line += step) {
+    const long long base = (line / a.inner) * a.len * a.inner + line % a.inner;
+    double f = -0.0;
+    unsigned long long u = 0;
+    for (long long s = 0; s < a.len; ++s) {
+      const long long at = base + (a.reverse ? a.len - 1 - s : s) * a.inner;
+      if (a.exclusive) kiln_cumsum_store(a.y, at, a.kind, s == 0 ? 0.0 : f, u);
+      switch (a.kind) {
+        case 0: f += (double)((const float*)a.x)[at]; break;
+        case 1: f += ((const double*)a.x)[at]; break;
+        case 2: u += (unsigned long long)(long long)((const int*)a.x)[at]; break;
+        default: u += (unsigned long long)((const long long*)a.x)[at]; break;
+      }
+      if (!a.exclusive) kiln_cumsum_store(a.y, at, a.kind, f, u);
+    }
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_cumsum, KilnCumsumArgs)
 )";
   return source;
 }

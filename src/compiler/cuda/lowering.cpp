@@ -92,8 +92,13 @@ class CudaLowering final : public Lowering {
     if (state.error && state.host_error[0] != 0) {
       ctx_->enqueue_memset(*state.error, std::int64_t{0});
       ctx_->synchronize();
-      throw UserError(detail::cat("CompiledCallable on ", ctx_->device(), ": a gather's index ",
-                                  state.host_error[1], " is outside [0, ", state.host_error[2],
+      const bool gather = state.host_error[0] == 1;  // else gather_elements (2), gather_nd (3)
+      throw UserError(detail::cat("CompiledCallable on ", ctx_->device(), ": ",
+                                  gather                     ? "a gather's"
+                                  : state.host_error[0] == 2 ? "a gather_elements'"
+                                                             : "a gather_nd's",
+                                  " index ", state.host_error[1], " is outside [",
+                                  gather ? 0 : -state.host_error[2], ", ", state.host_error[2],
                                   "); the outputs of this call are not valid"));
     }
   }

@@ -16,8 +16,8 @@ using G = KernelGrid;
 /// The indexing, scan and sliding-window ops added for ONNX models have CPU kernels only
 /// so far.
 constexpr std::string_view kNoCudaKernelYet =
-    "gather_elements, gather_nd, the scatters, cumsum, top_k, conv, conv_transpose, the pools "
-    "and resize have no CUDA kernel yet; compile the module for a CPU device";
+    "the scatters, top_k, conv, conv_transpose, the pools and resize have no CUDA kernel yet; "
+    "compile the module for a CPU device";
 
 constexpr std::string_view kNoCudaReduceProd =
     "reduce_prod has no CUDA kernel yet (the CUDA reduction combines sums and extrema only); "
@@ -78,6 +78,10 @@ std::vector<KernelDef> make_definitions() {
   conv_def.takes_epilogue = conv_transpose_def.takes_epilogue = true;
   KernelDef gather_def = def("kiln.gather", gather, G::copy, cuda_op::gather);
   gather_def.reports_errors = true;
+  KernelDef gather_elements_def =
+      def("kiln.gather_elements", gather_elements, G::copy, cuda_op::gather_elements);
+  KernelDef gather_nd_def = def("kiln.gather_nd", gather_nd, G::copy, cuda_op::gather_nd);
+  gather_elements_def.reports_errors = gather_nd_def.reports_errors = true;
   return {
       // ---- data movement ----------------------------------------------------------------
       reshape,
@@ -87,9 +91,9 @@ std::vector<KernelDef> make_definitions() {
       def("kiln.concat", concat, G::copy, cuda_op::concat),
       def("kiln.split", split, G::copy, cuda_op::split),
       gather_def,
-      cpu_only("kiln.gather_elements", gather_elements, G::copy),
-      cpu_only("kiln.gather_nd", gather_nd, G::copy),
-      cpu_only("kiln.cumsum", kernel::cumsum, G::copy),
+      gather_elements_def,
+      gather_nd_def,
+      def("kiln.cumsum", kernel::cumsum, G::copy, cuda_op::cumsum),
       cpu_only("kiln.scatter_elements", kernel::scatter_elements, G::single),
       cpu_only("kiln.scatter_nd", kernel::scatter_nd, G::single),
       cpu_only("kiln.top_k", kernel::top_k, G::copy),
