@@ -313,7 +313,7 @@ TEST_F(Cli, BadInputFilesExitWithCodeTwoAndNameTheProblem) {
       {"ints.npy", to_npy(Tensor::zeros(TensorLayout(DType::i32, {2, 4}))),
        "run m.mlir -w w.safetensors -i ints.npy -i s.npy", "holds i32[2, 4]; it needs f32"},
       {"", "", "run m.mlir -w w.safetensors -i x.npy",
-       "missing input arg1 (f32[] on cpu:0); pass --input argN=FILE.npy"},
+       "missing input arg1 (f32[] on cpu:0); pass --input NAME=FILE.npy (or argN=FILE.npy)"},
       {"", "", "run m.mlir -i x.npy -i s.npy", "the model reads 2 weights"},
       {"", "", "run nothere.mlir -i x.npy", "nothere.mlir: cannot be opened: No such file"},
       {"", "", "run m.mlir -w nothere.safetensors -i x.npy -i s.npy", "nothere.safetensors"},

@@ -139,6 +139,11 @@ def main():
         check(r.returncode == 1 and "no argument named 'y'" in r.stderr and "takes x (" in r.stderr,
               f"an unknown input name is a usage error naming the inputs: {r.stderr.strip()}")
 
+        r = run(args.kiln, "run", mlir, "--weights", os.path.join(tmp, "m.safetensors"))
+        check(r.returncode == 2 and "missing input x (f32[batch, 8] on cpu:0)" in r.stderr
+              and "--input NAME=FILE.npy" in r.stderr,
+              f"a missing input is named as the model names it: {r.stderr.strip()}")
+
         bad = helper.make_model(helper.make_graph(
             [helper.make_node("Relu", ["x"], ["a"], name="ok"),
              helper.make_node("NonMaxSuppression", ["a"], ["b"], name="nms"),

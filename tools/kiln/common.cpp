@@ -54,12 +54,16 @@ std::optional<std::size_t> argument_index(const ir::Graph& entry, const std::str
   return static_cast<std::size_t>(*i);
 }
 
+/// What `--input` calls argument \p i: its name (an ONNX input's), else `argN`.
+std::string argument_label(const ir::Graph& entry, std::size_t i) {
+  return entry.argument_name(i).empty() ? "arg" + std::to_string(i) : entry.argument_name(i);
+}
+
 std::string argument_list(const ir::Graph& entry) {
   std::string out;
   for (std::size_t i = 0; i < entry.arguments().size(); ++i)
-    out += str(i ? ", " : "",
-               entry.argument_name(i).empty() ? "arg" + std::to_string(i) : entry.argument_name(i),
-               " (", ir::to_string(entry.type(entry.arguments()[i])), ")");
+    out += str(i ? ", " : "", argument_label(entry, i), " (",
+               ir::to_string(entry.type(entry.arguments()[i])), ")");
   return out.empty() ? "no arguments" : out;
 }
 
@@ -228,8 +232,8 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
     if (files[i].empty()) continue;
     const ir::TensorType& want = entry.type(entry.arguments()[i]);
     const Tensor& t = inputs[i];
-    const std::string what =
-        str(files[i], " (for arg", i, " of @", entry.name(), ", ", ir::to_string(want), ")");
+    const std::string what = str(files[i], " (for ", argument_label(entry, i), " of @",
+                                 entry.name(), ", ", ir::to_string(want), ")");
     if (t.dtype() != want.dtype || t.rank() != want.shape.rank())
       throw UserError(str(what, ": holds ", t.dtype(), t.shape(), "; it needs ", want.dtype,
                           " of rank ", want.shape.rank()));
@@ -253,7 +257,7 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
     if (!files[i].empty()) continue;
     const ir::TensorType& want = entry.type(entry.arguments()[i]);
     if (!generate) {
-      missing.push_back(str("arg", i, " (", ir::to_string(want), ")"));
+      missing.push_back(str(argument_label(entry, i), " (", ir::to_string(want), ")"));
       continue;
     }
     std::vector<Dim> dims;
@@ -270,7 +274,7 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
       inputs[i] = is_floating(want.dtype) ? Tensor::random(layout, i + 1, -1, 1)
                                           : Tensor::random(layout, i + 1, 0, 2);
     } catch (const UserError& e) {  // too big for kiln or for memory
-      throw UserError(str("arg", i, " of @", entry.name(), ": a random ", layout,
+      throw UserError(str(argument_label(entry, i), " of @", entry.name(), ": a random ", layout,
                           " does not fit in memory (", e.what(),
                           "); give smaller sizes with --dim"));
     }
@@ -281,7 +285,7 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
   }
   if (!missing.empty())
     throw UserError(str(options.model, ": missing input", missing.size() > 1 ? "s " : " ",
-                        join(missing), "; pass --input argN=FILE.npy for each"));
+                        join(missing), "; pass --input NAME=FILE.npy (or argN=FILE.npy) for each"));
   return inputs;
 }
 
