@@ -932,6 +932,63 @@ TEST_P(CudaBackend, GatherElementsGatherNdAndCumsumRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
+TEST_P(CudaBackend, ScatterNdAndTopKRunOnCudaAsOnTheCpu) {
+  // A KV-cache style update (duplicate rows: the last write wins; add combines in order)
+  // and top_k with ties and NaNs, largest and smallest, along the last and a middle axis.
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  const auto model = [](Tensor cache, Tensor rows, Tensor update, Tensor scores, Tensor n) {
+    // cache: f32 [6, 4]; rows: i64 [3, 1]; update: f32 [3, 4]; scores: f32 [3, 5, 7];
+    // n: i64 [6, 4]
+    auto [best, at] = top_k(scores, 3);
+    auto [low, low_at] = top_k(scores, 2, 1, false);
+    auto [top_n, top_n_at] = top_k(n, 4, 0);
+    return std::make_tuple(scatter_nd(cache, rows, update), scatter_nd(cache, rows, update, "add"),
+                           scatter_nd(n, rows, cast(update, DType::i64), "max"), best, at, low,
+                           low_at, top_n, top_n_at);
+  };
+  const StagedGraph staged =
+      stage(model)(TensorLayout(DType::f32, {6, 4}), TensorLayout(DType::i64, {3, 1}),
+                   TensorLayout(DType::f32, {3, 4}), TensorLayout(DType::f32, {3, 5, 7}),
+                   TensorLayout(DType::i64, {6, 4}));
+  const auto inputs = [](int call) {
+    std::vector<float> scores =
+        Tensor::random(TensorLayout(DType::f32, {3, 5, 7}), 90 + call, -2, 2).to_vector<float>();
+    for (std::size_t i = 0; i < scores.size(); i += 5) scores[i] = 0.5f;  // ties
+    scores[3] = std::numeric_limits<float>::quiet_NaN();
+    scores[40] = std::numeric_limits<float>::quiet_NaN();
+    std::vector<std::int64_t> n(24);
+    for (std::size_t i = 0; i < n.size(); ++i)
+      n[i] = static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(call)) % 5) - 2;
+    return std::vector{Tensor::random(TensorLayout(DType::f32, {6, 4}), 80 + call, -1, 1),
+                       Tensor::from_data(std::vector<std::int64_t>{2, -1, 2}, Shape{3, 1}),
+                       Tensor::random(TensorLayout(DType::f32, {3, 4}), 85 + call, -3, 3),
+                       Tensor::from_data(scores, Shape{3, 5, 7}),
+                       Tensor::from_data(n, Shape{6, 4})};
+  };
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  // NaN outputs compare as NaN; every index and integer exactly (to_doubles: small values).
+  CompiledCallable on_gpu(staged, {}, {.context = ctx});
+  CompiledCallable on_cpu(staged, {});
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<Tensor> x = inputs(call);
+    const std::vector<Tensor> got = on_gpu.run(x), want = on_cpu.run(x);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape()) << "output " << o;
+      const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
+      for (std::size_t i = 0; i < g.size(); ++i)
+        EXPECT_TRUE((std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i])
+            << "call " << call << " output " << o << " element " << i << ": " << g[i] << " vs "
+            << w[i];
+    }
+  }
+  std::vector<Tensor> bad = inputs(0);
+  bad[1] = Tensor::from_data(std::vector<std::int64_t>{2, 6, 0}, Shape{3, 1});
+  KILN_EXPECT_THROW_MSG(on_gpu.run(bad), UserError, "a scatter_nd's index 6 is outside [-6, 6)");
+  EXPECT_NO_THROW(on_gpu.run(inputs(1)));
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
 TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
   const auto model = [](Tensor x) {                         // x: [3, 4, 6]

@@ -141,6 +141,42 @@ struct CumsumArgs {
   int kind, exclusive, reverse;
 };
 
+struct ScatterNdArgs {
+  const void* x;
+  const void* ids;
+  const void* up;
+  void* out;
+  long long* error;
+  long long total, tuples, inner;
+  long long dims[8];
+  int k, id_bytes, bytes, combine, kind;
+};
+
+struct TopKArgs {
+  const void* x;
+  void* values;
+  long long* indices;
+  long long lines, n, k, inner;
+  int kind, largest, bytes;
+};
+
+/// The library kernels' code for a dtype they compute with (cumsum, top_k, scatters'
+/// reductions): 0 f32, 1 f64, 2 i32, 3 i64; refuses others, naming \p what.
+int numeric_kind(const Launch& l, DType dtype, const char* what) {
+  switch (dtype) {
+    case DType::f32:
+      return 0;
+    case DType::f64:
+      return 1;
+    case DType::i32:
+      return 2;
+    case DType::i64:
+      return 3;
+    default:
+      refuse(l, cat(what, " runs on CUDA over f32, f64, i32 and i64 so far"));
+  }
+}
+
 /// The indices' element size, refusing what the kernels do not read.
 int index_bytes(const Launch& l, const View& ids) {
   if (ids.dtype != DType::i64 && ids.dtype != DType::i32)
@@ -385,22 +421,7 @@ DeviceGraphNode add_cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   const View& x = l.in[0];
   const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
   CumsumArgs a{};
-  switch (x.dtype) {
-    case DType::f32:
-      a.kind = 0;
-      break;
-    case DType::f64:
-      a.kind = 1;
-      break;
-    case DType::i32:
-      a.kind = 2;
-      break;
-    case DType::i64:
-      a.kind = 3;
-      break;
-    default:
-      refuse(l, "cumsum runs on CUDA over f32, f64, i32 and i64 so far");
-  }
+  a.kind = numeric_kind(l, x.dtype, "cumsum");
   const auto flag = [&](const char* name) {
     const ir::Attribute* f = l.view().find(name);
     return f != nullptr && f->as_bool() ? 1 : 0;
@@ -413,6 +434,54 @@ DeviceGraphNode add_cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   a.exclusive = flag("exclusive");
   a.reverse = flag("reverse");
   return add_struct_launch(b, library_kernel(ctx, "kiln_cumsum", kernels),
+                           LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
+}
+
+/// One block: the tuples in order, each tuple's slice over the block's threads.
+DeviceGraphNode add_scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                               const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                               long long* error) {
+  const View &x = l.in[0], &ids = l.in[1], &up = l.in[2];
+  const auto k = static_cast<std::size_t>(ids.shape.back());
+  ScatterNdArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.up = up.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.total = elements(x.shape);
+  a.tuples = elements(ids.shape) / static_cast<std::int64_t>(k);
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(k), x.shape.end()));
+  for (std::size_t m = 0; m < k; ++m) a.dims[m] = x.shape[m];
+  a.k = static_cast<int>(k);
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  const ir::Attribute* r = l.view().find("reduction");
+  const std::string mode = r == nullptr ? "none" : r->as_string();
+  a.combine = mode == "add" ? 1 : mode == "mul" ? 2 : mode == "max" ? 3 : mode == "min" ? 4 : 0;
+  if (a.combine != 0) a.kind = numeric_kind(l, x.dtype, "a scatter_nd that combines");
+  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_nd", kernels),
+                           LaunchConfig{1, kThreads}, a, after);
+}
+
+DeviceGraphNode add_top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                          const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+  const View& x = l.in[0];
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  TopKArgs a{};
+  a.kind = numeric_kind(l, x.dtype, "top_k");
+  a.k = l.view().find("k")->as_int();
+  a.n = x.shape[axis];
+  if (a.k > a.n)  // a symbolic axis: checked now that it has a size, as on the CPU
+    refuse(l, cat("k = ", a.k, " is more than the ", a.n, " elements along axis ", axis));
+  a.x = x.data;
+  a.values = l.out[0].data;
+  a.indices = reinterpret_cast<long long*>(l.out[1].data);
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
+  a.lines = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis))) * a.inner;
+  a.largest = l.view().find("largest")->as_bool() ? 1 : 0;
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  return add_struct_launch(b, library_kernel(ctx, "kiln_top_k", kernels),
                            LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
@@ -606,6 +675,17 @@ DeviceGraphNode gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const
 DeviceGraphNode cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                        const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
   return add_cumsum(b, ctx, l, after, kernels);
+}
+
+DeviceGraphNode scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                           const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                           long long* error) {
+  return add_scatter_nd(b, ctx, l, after, kernels, error);
+}
+
+DeviceGraphNode top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                      const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  return add_top_k(b, ctx, l, after, kernels);
 }
 
 DeviceGraphNode reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,

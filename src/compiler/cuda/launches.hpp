@@ -4,9 +4,9 @@
 // from the body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
 // GEMMs captured into the graph (CUDA work); softmax, log-softmax, layer and RMS norm,
 // reductions, transpose, broadcast_to, slice, concat, split, gather, gather_elements,
-// gather_nd and cumsum are kernels of kiln's CUDA library (`cuda_library_source`); reshapes
-// are copies. Other ops have no CUDA kernel
-// yet: `cuda_unsupported` says so before anything runs.
+// gather_nd, scatter_nd, cumsum and top_k are kernels of kiln's CUDA library
+// (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel yet:
+// `cuda_unsupported` says so before anything runs.
 
 #include <functional>
 #include <map>
@@ -61,6 +61,10 @@ DeviceGraphNode gather_nd(DeviceGraphBuilder&, const DeviceContext&, const Launc
                           const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 DeviceGraphNode cumsum(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode scatter_nd(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                           const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode top_k(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                      const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 /// Reductions (the kind is the op's `KernelDef::variant`).
 DeviceGraphNode reduce(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
@@ -77,7 +81,8 @@ const std::string& cuda_library_source();
 
 /// Adds \p l (its views bound to device memory of \p ctx) to \p b after \p after.
 /// \p error is 3 words of device memory where a gather reports an index out of range
-/// ({op, index, axis length}: op 1 gather, 2 gather_elements, 3 gather_nd; the caller
+/// ({op, index, axis length}: op 1 gather, 2 gather_elements, 3 gather_nd, 4 scatter_nd;
+/// the caller
 /// checks and clears it).
 /// \throws UserError for what the CUDA kernels do not cover (dtypes other than f32,
 /// matmuls that broadcast batch dimensions both ways).

@@ -358,6 +358,153 @@ extern "C" __global__ void kiln_cumsum(KilnCumsumArgs a) {
   }
 }
 KILN_HOST_TRAMPOLINE(kiln_cumsum, KilnCumsumArgs)
+
+// out = x, then each tuple t in order writes (or combines) its slice of `inner` updates at
+// the k indices it holds: one block, the slice's elements over its threads, the tuples one
+// after another (so that the last of several writes wins and reductions combine in order,
+// as on the CPU). combine: 0 none (bytes copied), 1 add, 2 mul, 3 max, 4 min; kind as for
+// cumsum (for combine != 0). An index out of range is reported ({4, index, n}), its tuple
+// skipped.
+struct KilnScatterNdArgs {
+  const unsigned char* x;
+  const void* ids;
+  const unsigned char* up;
+  unsigned char* out;
+  long long* error;
+  long long total, tuples, inner;
+  long long dims[8];
+  int k, id_bytes, bytes, combine, kind;
+};
+
+__device__ double kiln_combine_f(double a, double b, int combine) {
+  if (combine == 1) return a + b;
+  if (combine == 2) return a * b;
+  if (a != a || b != b) return a != a ? a : b;  // NaN wins max and min
+  return combine == 3 ? (a < b ? b : a) : (b < a ? b : a);
+}
+
+__device__ long long kiln_combine_i(long long a, long long b, int combine) {
+  const unsigned long long ua = (unsigned long long)a, ub = (unsigned long long)b;
+  if (combine == 1) return (long long)(ua + ub);
+  if (combine == 2) return (long long)(ua * ub);
+  return combine == 3 ? (a < b ? b : a) : (b < a ? b : a);
+}
+
+extern "C" __global__ void kiln_scatter_nd(KilnScatterNdArgs a) {
+  if (a.out != a.x)
+    for (long long i = threadIdx.x; i < a.total; i += blockDim.x)
+      kiln_copy_element(a.out, i, a.x, i, a.bytes);
+  __syncthreads();
+  for (long long t = 0; t < a.tuples; ++t) {
+    long long offset = 0;
+    bool bad = false;
+    for (int m = 0; m < a.k; ++m) {
+      const long long id = a.id_bytes == 8 ? ((const long long*)a.ids)[t * a.k + m]
+                                           : (long long)((const int*)a.ids)[t * a.k + m];
+      if (id < -a.dims[m] || id >= a.dims[m]) {
+        if (threadIdx.x == 0 && a.error[0] == 0) {  // the first, as the CPU reports
+          a.error[1] = id;
+          a.error[2] = a.dims[m];
+          a.error[0] = 4;
+        }
+        bad = true;
+      }
+      offset = offset * a.dims[m] + (id < 0 ? id + a.dims[m] : id);
+    }
+    if (!bad)
+      for (long long e = threadIdx.x; e < a.inner; e += blockDim.x) {
+        const long long at = offset * a.inner + e, u = t * a.inner + e;
+        switch (a.combine == 0 ? -1 : a.kind) {
+          case -1: kiln_copy_element(a.out, at, a.up, u, a.bytes); break;
+          case 0: ((float*)a.out)[at] = (float)kiln_combine_f(((float*)a.out)[at], ((const float*)a.up)[u], a.combine); break;
+          case 1: ((double*)a.out)[at] = kiln_combine_f(((double*)a.out)[at], ((const double*)a.up)[u], a.combine); break;
+          case 2: ((int*)a.out)[at] = (int)kiln_combine_i(((int*)a.out)[at], ((const int*)a.up)[u], a.combine); break;
+          default: ((long long*)a.out)[at] = kiln_combine_i(((long long*)a.out)[at], ((const long long*)a.up)[u], a.combine); break;
+        }
+      }
+    __syncthreads();
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_scatter_nd, KilnScatterNdArgs)
+
+// The k best of each line along an axis (line = o * inner + j, element s at
+// o * n * inner + s * inner + j), one thread a line: a heap of the k best indices seen,
+// kept in the indices' own output line, then sorted in place, best first (as the CPU
+// kernel): NaN above every number, ties by the lower index. kind as for cumsum.
+struct KilnTopKArgs {
+  const unsigned char* x;
+  unsigned char* values;
+  long long* indices;
+  long long lines, n, k, inner;
+  int kind, largest, bytes;
+};
+
+__device__ bool kiln_top_k_before(const KilnTopKArgs& a, long long base, long long p,
+                                  long long q) {
+  const long long at_p = base + p * a.inner, at_q = base + q * a.inner;
+  if (a.kind >= 2) {
+    const long long u = a.kind == 2 ? ((const int*)a.x)[at_p] : ((const long long*)a.x)[at_p];
+    const long long v = a.kind == 2 ? ((const int*)a.x)[at_q] : ((const long long*)a.x)[at_q];
+    if (u != v) return a.largest ? u > v : u < v;
+    return p < q;
+  }
+  const double u = a.kind == 0 ? (double)((const float*)a.x)[at_p] : ((const double*)a.x)[at_p];
+  const double v = a.kind == 0 ? (double)((const float*)a.x)[at_q] : ((const double*)a.x)[at_q];
+  const bool un = u != u, vn = v != v;
+  if (un != vn) return a.largest ? un : vn;
+  if (!un && u != v) return a.largest ? u > v : u < v;
+  return p < q;
+}
+
+__device__ void kiln_top_k_sift_down(const KilnTopKArgs& a, long long base, long long* h,
+                                     long long j, long long count) {
+  for (;;) {
+    long long worst = j;
+    for (long long c = 2 * j + 1; c <= 2 * j + 2 && c < count; ++c)
+      if (kiln_top_k_before(a, base, h[worst * a.inner], h[c * a.inner])) worst = c;
+    if (worst == j) return;
+    const long long t = h[j * a.inner];
+    h[j * a.inner] = h[worst * a.inner];
+    h[worst * a.inner] = t;
+    j = worst;
+  }
+}
+
+extern "C" __global__ void kiln_top_k(KilnTopKArgs a) {
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long line = (long long)blockIdx.x * blockDim.x + threadIdx.x; line < a.lines;
+       line += step) {
+    const long long o = line / a.inner, j = line % a.inner;
+    const long long base = o * a.n * a.inner + j;
+    long long* h = a.indices + o * a.k * a.inner + j;  // slot m at h[m * inner]
+    if (a.k == 0) continue;
+    for (long long i = 0; i < a.n; ++i) {
+      if (i < a.k) {
+        long long m = i;
+        h[m * a.inner] = i;
+        while (m > 0 && kiln_top_k_before(a, base, h[((m - 1) / 2) * a.inner], h[m * a.inner])) {
+          const long long p = (m - 1) / 2, t = h[p * a.inner];
+          h[p * a.inner] = h[m * a.inner];
+          h[m * a.inner] = t;
+          m = p;
+        }
+      } else if (kiln_top_k_before(a, base, i, h[0])) {
+        h[0] = i;
+        kiln_top_k_sift_down(a, base, h, 0, a.k);
+      }
+    }
+    for (long long m = a.k - 1; m >= 1; --m) {
+      const long long t = h[0];
+      h[0] = h[m * a.inner];
+      h[m * a.inner] = t;
+      kiln_top_k_sift_down(a, base, h, 0, m);
+    }
+    for (long long m = 0; m < a.k; ++m)
+      kiln_copy_element(a.values, o * a.k * a.inner + j + m * a.inner, a.x,
+                        base + h[m * a.inner] * a.inner, a.bytes);
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_top_k, KilnTopKArgs)
 )";
   return source;
 }

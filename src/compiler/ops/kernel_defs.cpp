@@ -16,7 +16,7 @@ using G = KernelGrid;
 /// The indexing, scan and sliding-window ops added for ONNX models have CPU kernels only
 /// so far.
 constexpr std::string_view kNoCudaKernelYet =
-    "the scatters, top_k, conv, conv_transpose, the pools and resize have no CUDA kernel yet; "
+    "scatter_elements, conv, conv_transpose, the pools and resize have no CUDA kernel yet; "
     "compile the module for a CPU device";
 
 constexpr std::string_view kNoCudaReduceProd =
@@ -81,7 +81,10 @@ std::vector<KernelDef> make_definitions() {
   KernelDef gather_elements_def =
       def("kiln.gather_elements", gather_elements, G::copy, cuda_op::gather_elements);
   KernelDef gather_nd_def = def("kiln.gather_nd", gather_nd, G::copy, cuda_op::gather_nd);
-  gather_elements_def.reports_errors = gather_nd_def.reports_errors = true;
+  KernelDef scatter_nd_def =
+      def("kiln.scatter_nd", kernel::scatter_nd, G::single, cuda_op::scatter_nd);
+  gather_elements_def.reports_errors = gather_nd_def.reports_errors =
+      scatter_nd_def.reports_errors = true;
   return {
       // ---- data movement ----------------------------------------------------------------
       reshape,
@@ -95,8 +98,8 @@ std::vector<KernelDef> make_definitions() {
       gather_nd_def,
       def("kiln.cumsum", kernel::cumsum, G::copy, cuda_op::cumsum),
       cpu_only("kiln.scatter_elements", kernel::scatter_elements, G::single),
-      cpu_only("kiln.scatter_nd", kernel::scatter_nd, G::single),
-      cpu_only("kiln.top_k", kernel::top_k, G::copy),
+      scatter_nd_def,
+      def("kiln.top_k", kernel::top_k, G::copy, cuda_op::top_k),
       // ---- matmul -----------------------------------------------------------------------
       matmul_def,
       // ---- sliding windows ---------------------------------------------------------------
