@@ -69,6 +69,12 @@ std::vector<std::int64_t> Attribute::as_int_array() const {
   return out;
 }
 
+std::vector<double> Attribute::as_float_array() const {
+  std::vector<double> out;
+  for (const Attribute& a : as_array()) out.push_back(a.as_float());
+  return out;
+}
+
 std::string to_string(const TensorType& type) {
   return detail::cat(name(type.dtype), type.shape.str(), " on ", type.device);
 }

@@ -290,8 +290,7 @@ Outputs resize_(NodeContext& n) {
   const std::string policy = n.attr_string("keep_aspect_ratio_policy", "stretch");
   if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
     n.fail(cat("keep_aspect_ratio_policy \"", policy,
-               "\" is not one of stretch, not_larger, "
-               "not_smaller"));
+               "\" is not one of stretch, not_larger, not_smaller"));
   double kept = policy == "not_larger" ? INFINITY : 0;  // the one scale of a kept ratio
   for (std::size_t i = 0; i < k; ++i) {
     const auto a = static_cast<std::size_t>(axes[i]);

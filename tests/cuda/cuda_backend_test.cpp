@@ -929,6 +929,14 @@ TEST_P(CudaBackend, GatherElementsGatherNdAndCumsumRunOnCudaAsOnTheCpu) {
   bad[2] = Tensor::from_data(tuples, Shape{3, 2, 1});
   KILN_EXPECT_THROW_MSG(on_gpu.run(bad), UserError, "a gather_nd's index 4 is outside [-4, 4)");
   EXPECT_NO_THROW(on_gpu.run(inputs(1)));
+  // Nine dims are more than the kernels' fixed arrays hold: refused, not overrun.
+  const Shape nine{1, 1, 1, 1, 1, 1, 1, 1, 2};
+  const StagedGraph deep = stage([](Tensor t, Tensor i) { return gather_nd(t, i); })(
+      TensorLayout(DType::f32, nine), TensorLayout(DType::i64, {1, 9}));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(deep, {}, {.context = ctx})
+                            .run({Tensor::zeros(TensorLayout(DType::f32, nine)),
+                                  Tensor::zeros(TensorLayout(DType::i64, {1, 9}))}),
+                        UserError, "more than 8 dimensions");
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 

@@ -74,6 +74,8 @@ class Attribute {
   const DenseData& as_dense() const;
   /// An array of integers as a vector. \throws UserError for anything else.
   std::vector<std::int64_t> as_int_array() const;
+  /// An array of numbers (floats or integers) as doubles. \throws UserError for anything else.
+  std::vector<double> as_float_array() const;
 
   friend bool operator==(const Attribute&, const Attribute&) = default;
 

@@ -1,9 +1,10 @@
 // kiln.resize: ONNX's Resize. prepare works out, once per plan, each axis's taps: for every
-// output coordinate, the input indices it reads (edge-clamped) and their weights, or that
-// it lies outside the crop (tf_crop_and_resize: the extrapolation value). A call then sums,
-// for each output element, the product of its axes' taps: in double, rounded once; nearest
-// copies the one element it picks, bit for bit, in any dtype. Nothing here allocates when
-// it runs.
+// output coordinate, the input elements it reads (edge-clamped, as offsets into x) and
+// their weights, or that it lies outside the crop (tf_crop_and_resize: the extrapolation
+// value). A call goes by rows of the last axis: the other axes' taps combined once a row,
+// then each element the sum over them and the last axis's taps, in double, rounded once;
+// nearest copies the one element it picks, bit for bit, in any dtype. Nothing here
+// allocates when it runs (up to 64 combined taps a row).
 
 #include <algorithm>
 #include <cmath>
@@ -20,13 +21,15 @@ namespace {
 /// One axis's resampling: taps per output coordinate o at [o * taps, (o + 1) * taps).
 struct AxisTaps {
   std::int64_t taps = 1;
-  std::vector<std::int64_t> index;  // into the input axis, clamped to it
+  std::vector<std::int64_t> index;  // into the input axis, clamped to it (prepare: times the
+                                    // axis's stride, an offset into x)
   std::vector<double> weight;
   std::vector<std::uint8_t> outside;  // per output coordinate
 };
 
 /// The last axis's taps of weight other than 0, column by column: column c's are
-/// [begin[c], begin[c + 1]) (a column on an input position reads just that one).
+/// [begin[c], begin[c + 1]) (a column on an input position reads just that one; nearest
+/// reads one in every column).
 struct ColumnTaps {
   std::vector<std::uint32_t> begin;
   std::vector<std::int64_t> index;
@@ -155,13 +158,6 @@ void drop_unused_taps(AxisTaps& a) {
   }
 }
 
-std::vector<double> floats(const ir::Attribute* a) {
-  std::vector<double> v;
-  if (a != nullptr)
-    for (const ir::Attribute& e : a->as_array()) v.push_back(e.as_float());
-  return v;
-}
-
 }  // namespace
 
 void prepare_resize(Launch& l, int /*threads*/) {
@@ -172,8 +168,11 @@ void prepare_resize(Launch& l, int /*threads*/) {
                .cubic_a = op.find("cubic_coeff_a")->as_float(),
                .exclude_outside = op.find("exclude_outside")->as_bool(),
                .antialias = op.find("antialias")->as_bool()};
-  const std::vector<double> scales = floats(op.find("scales")), roi = floats(op.find("roi"));
+  const std::vector<double> scales = op.find("scales")->as_float_array();
+  const std::vector<double> roi =
+      op.find("roi") != nullptr ? op.find("roi")->as_float_array() : std::vector<double>{};
   const Dims in = l.in[0].shape, out = l.out[0].shape;
+  const Index strides = strides_of(in);
   auto p = std::make_unique<PreparedResize>();
   p->nearest = s.mode == "nearest";
   p->extrapolation = op.find("extrapolation_value")->as_float();
@@ -181,6 +180,7 @@ void prepare_resize(Launch& l, int /*threads*/) {
     p->axes.push_back(axis_taps(s, in[d], out[d], scales[d], roi.empty() ? 0 : roi[d],
                                 roi.empty() ? 1 : roi[in.size() + d]));
     drop_unused_taps(p->axes.back());
+    for (std::int64_t& i : p->axes.back().index) i *= strides[d];
   }
   if (!in.empty()) {
     const AxisTaps& last = p->axes.back();
@@ -208,15 +208,13 @@ struct RowTap {
 };
 
 /// Output row \p row (the coordinates \p at of every axis but the last) of one launch: the
-/// taps of its other axes combined, then each element the sum over them and the last
-/// axis's taps. f32 reads through a float pointer; nearest copies bytes.
+/// taps of its other axes combined (into \p taps), then each element the sum over them and
+/// the last axis's taps. f32 reads through a float pointer; nearest copies bytes.
 template <bool F32>
-void resize_row(const PreparedResize& p, const View& x, const View& o, const Index& in_strides,
-                const std::int64_t* at, std::int64_t row, Scratch<RowTap, 64>& taps) {
+void resize_row(const PreparedResize& p, const View& x, const View& o, const std::int64_t* at,
+                std::int64_t row, Scratch<RowTap, 64>& taps) {
   const std::size_t r = x.shape.size();
-  const AxisTaps& last = p.axes[r - 1];
   const std::int64_t cols = o.shape[r - 1];
-  const std::size_t es = size_of(x.dtype);
   bool outside = false;
   for (std::size_t d = 0; d + 1 < r; ++d)
     outside = outside || p.axes[d].outside[static_cast<std::size_t>(at[d])] != 0;
@@ -234,7 +232,7 @@ void resize_row(const PreparedResize& p, const View& x, const View& o, const Ind
     for (std::size_t d = 0; d + 1 < r; ++d) {
       const auto k = static_cast<std::size_t>(at[d] * p.axes[d].taps + tap[d]);
       w *= p.axes[d].weight[k];
-      from += p.axes[d].index[k] * in_strides[d];
+      from += p.axes[d].index[k];
     }
     if (w != 0) taps[count++] = {from, w};
     more = false;
@@ -246,34 +244,20 @@ void resize_row(const PreparedResize& p, const View& x, const View& o, const Ind
       tap[d] = 0;
     }
   }
+  // Raw arrays in the loop over the row (the hot loop of linear and cubic f32).
+  const RowTap* rt = taps.data();
+  const std::uint8_t* col_outside = p.axes[r - 1].outside.data();
+  const std::uint32_t* begin = p.columns.begin.data();
+  const std::int64_t* index = p.columns.index.data();
+  const double* weight = p.columns.weight.data();
   const auto* xf = reinterpret_cast<const float*>(x.data);
   auto* of = reinterpret_cast<float*>(o.data) + row * cols;
-  if constexpr (F32) {
-    if (!p.nearest && !p.columns_outside) {  // the hot loop: raw arrays, no branches
-      const RowTap* rt = taps.data();
-      const std::uint32_t* begin = p.columns.begin.data();
-      const std::int64_t* index = p.columns.index.data();
-      const double* weight = p.columns.weight.data();
-      for (std::int64_t c = 0; c < cols; ++c) {
-        double sum = 0;
-        for (std::size_t t = 0; t < count; ++t) {
-          const float* src = xf + rt[t].offset;
-          double across = 0;  // the row's taps along the last axis
-          for (std::uint32_t j = begin[c]; j < begin[c + 1]; ++j)
-            across += weight[j] * static_cast<double>(src[index[j]]);
-          sum += rt[t].weight * across;
-        }
-        of[c] = static_cast<float>(sum);
-      }
-      return;
-    }
-  }
+  const std::size_t es = size_of(x.dtype);
   for (std::int64_t c = 0; c < cols; ++c) {
-    const auto cu = static_cast<std::size_t>(c);
-    if (last.outside[cu] != 0) {
+    if (p.columns_outside && col_outside[c] != 0) {
       store(o, row * cols + c, p.extrapolation);
     } else if (p.nearest) {  // one tap on every axis
-      const std::int64_t from = taps[0].offset + last.index[cu];
+      const std::int64_t from = rt[0].offset + index[begin[c]];
       if constexpr (F32) {
         of[c] = xf[from];
       } else {
@@ -281,15 +265,14 @@ void resize_row(const PreparedResize& p, const View& x, const View& o, const Ind
                     x.data + static_cast<std::size_t>(from) * es, es);
       }
     } else {
-      const ColumnTaps& ct = p.columns;
       double sum = 0;
       for (std::size_t t = 0; t < count; ++t) {
         double across = 0;  // the row's taps along the last axis
-        for (std::uint32_t j = ct.begin[cu]; j < ct.begin[cu + 1]; ++j) {
-          const std::int64_t from = taps[t].offset + ct.index[j];
-          across += ct.weight[j] * (F32 ? static_cast<double>(xf[from]) : load(x, from));
+        for (std::uint32_t j = begin[c]; j < begin[c + 1]; ++j) {
+          const std::int64_t from = rt[t].offset + index[j];
+          across += weight[j] * (F32 ? static_cast<double>(xf[from]) : load(x, from));
         }
-        sum += taps[t].weight * across;
+        sum += rt[t].weight * across;
       }
       if constexpr (F32) {
         of[c] = static_cast<float>(sum);
@@ -314,7 +297,6 @@ void resize(const Launch& l) {
   }
   const std::int64_t cols = o.shape[r - 1];
   if (cols == 0) return;
-  const Index in_strides = strides_of(x.shape);
   const auto [first, last] = block_range(elements(o.shape) / cols);
   if (first >= last) return;
   std::size_t most = 1;  // taps of the axes but the last, combined
@@ -329,9 +311,9 @@ void resize(const Launch& l) {
   const bool f32 = x.dtype == DType::f32;
   for (std::int64_t row = first; row < last; ++row) {
     if (f32) {
-      resize_row<true>(p, x, o, in_strides, at.data(), row, taps);
+      resize_row<true>(p, x, o, at.data(), row, taps);
     } else {
-      resize_row<false>(p, x, o, in_strides, at.data(), row, taps);
+      resize_row<false>(p, x, o, at.data(), row, taps);
     }
     for (std::size_t d = r - 1; d-- > 0;) {  // the next row
       if (++at[d] < o.shape[d]) break;

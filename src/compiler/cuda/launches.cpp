@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "compiler/cpu/fused_program.hpp"
@@ -184,6 +186,14 @@ int index_bytes(const Launch& l, const View& ids) {
   return static_cast<int>(size_of(ids.dtype));
 }
 
+/// The lines along \p axis of \p shape (element s of line o * inner + j at
+/// o * shape[axis] * inner + s * inner + j): how many, and inner.
+std::pair<long long, long long> lines_along(Dims shape, std::size_t axis) {
+  const std::int64_t inner =
+      elements(Index(shape.begin() + static_cast<long>(axis) + 1, shape.end()));
+  return {elements(Index(shape.begin(), shape.begin() + static_cast<long>(axis))) * inner, inner};
+}
+
 /// Refuses tensors of more than 8 dims (the kernels' fixed arrays).
 void at_most_8_dims(const Launch& l, Dims shape) {
   if (shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
@@ -357,132 +367,6 @@ DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   return add_struct_launch(b, library_kernel(ctx, "kiln_gather", kernels),
                            LaunchConfig{blocks_for(a.outer * a.count * a.inner), kThreads}, a,
                            after);
-}
-
-DeviceGraphNode add_gather_elements(DeviceGraphBuilder& b, const DeviceContext& ctx,
-                                    const Launch& l, const DeviceGraphDependencies& after,
-                                    CudaKernelCache& kernels, long long* error) {
-  const View &x = l.in[0], &ids = l.in[1];
-  at_most_8_dims(l, x.shape);
-  GatherElementsArgs a{};
-  a.x = x.data;
-  a.ids = ids.data;
-  a.out = l.out[0].data;
-  a.error = error;
-  a.n = elements(ids.shape);
-  a.rank = static_cast<int>(x.shape.size());
-  a.axis = static_cast<int>(kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size()));
-  a.axis_len = x.shape[static_cast<std::size_t>(a.axis)];
-  const Index st = kernel::strides_of(x.shape);
-  for (std::size_t d = 0; d < x.shape.size(); ++d) {
-    // Symbolic dims are checked now that they have sizes, as on the CPU.
-    if (d != static_cast<std::size_t>(a.axis) && ids.shape[d] > x.shape[d])
-      refuse(l,
-             cat("indices of ", ids.shape[d], " at axis ", d, " do not fit in x's ", x.shape[d]));
-    a.shape[d] = ids.shape[d];
-    a.x_strides[d] = st[d];
-  }
-  a.id_bytes = index_bytes(l, ids);
-  a.bytes = static_cast<int>(size_of(x.dtype));
-  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_elements", kernels),
-                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
-}
-
-DeviceGraphNode add_gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                              const DeviceGraphDependencies& after, CudaKernelCache& kernels,
-                              long long* error) {
-  const View &x = l.in[0], &ids = l.in[1];
-  const auto bd = static_cast<std::size_t>(l.view().find("batch_dims")->as_int());
-  const std::size_t q = ids.shape.size(), r = x.shape.size();
-  const auto k = static_cast<std::size_t>(ids.shape[q - 1]);
-  GatherNdArgs a{};
-  a.x = x.data;
-  a.ids = ids.data;
-  a.out = l.out[0].data;
-  a.error = error;
-  a.n = elements(l.out[0].shape);
-  a.inner = 1;
-  a.tuples_per_batch = 1;
-  a.batch_elements = 1;
-  for (std::size_t d = bd + k; d < r; ++d) a.inner *= x.shape[d];
-  for (std::size_t d = bd; d < r; ++d) a.batch_elements *= x.shape[d];
-  for (std::size_t d = bd; d + 1 < q; ++d) a.tuples_per_batch *= ids.shape[d];
-  for (std::size_t m = 0; m < k; ++m) a.dims[m] = x.shape[bd + m];
-  a.k = static_cast<int>(k);
-  a.id_bytes = index_bytes(l, ids);
-  a.bytes = static_cast<int>(size_of(x.dtype));
-  if (a.inner == 0) a.n = 0;  // empty slices: nothing to read (and no division by 0)
-  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_nd", kernels),
-                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
-}
-
-DeviceGraphNode add_cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
-  const View& x = l.in[0];
-  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
-  CumsumArgs a{};
-  a.kind = numeric_kind(l, x.dtype, "cumsum");
-  const auto flag = [&](const char* name) {
-    const ir::Attribute* f = l.view().find(name);
-    return f != nullptr && f->as_bool() ? 1 : 0;
-  };
-  a.x = x.data;
-  a.y = l.out[0].data;
-  a.len = x.shape[axis];
-  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
-  a.lines = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis))) * a.inner;
-  a.exclusive = flag("exclusive");
-  a.reverse = flag("reverse");
-  return add_struct_launch(b, library_kernel(ctx, "kiln_cumsum", kernels),
-                           LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
-}
-
-/// One block: the tuples in order, each tuple's slice over the block's threads.
-DeviceGraphNode add_scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                               const DeviceGraphDependencies& after, CudaKernelCache& kernels,
-                               long long* error) {
-  const View &x = l.in[0], &ids = l.in[1], &up = l.in[2];
-  const auto k = static_cast<std::size_t>(ids.shape.back());
-  ScatterNdArgs a{};
-  a.x = x.data;
-  a.ids = ids.data;
-  a.up = up.data;
-  a.out = l.out[0].data;
-  a.error = error;
-  a.total = elements(x.shape);
-  a.tuples = elements(ids.shape) / static_cast<std::int64_t>(k);
-  a.inner = elements(Index(x.shape.begin() + static_cast<long>(k), x.shape.end()));
-  for (std::size_t m = 0; m < k; ++m) a.dims[m] = x.shape[m];
-  a.k = static_cast<int>(k);
-  a.id_bytes = index_bytes(l, ids);
-  a.bytes = static_cast<int>(size_of(x.dtype));
-  const ir::Attribute* r = l.view().find("reduction");
-  const std::string mode = r == nullptr ? "none" : r->as_string();
-  a.combine = mode == "add" ? 1 : mode == "mul" ? 2 : mode == "max" ? 3 : mode == "min" ? 4 : 0;
-  if (a.combine != 0) a.kind = numeric_kind(l, x.dtype, "a scatter_nd that combines");
-  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_nd", kernels),
-                           LaunchConfig{1, kThreads}, a, after);
-}
-
-DeviceGraphNode add_top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                          const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
-  const View& x = l.in[0];
-  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
-  TopKArgs a{};
-  a.kind = numeric_kind(l, x.dtype, "top_k");
-  a.k = l.view().find("k")->as_int();
-  a.n = x.shape[axis];
-  if (a.k > a.n)  // a symbolic axis: checked now that it has a size, as on the CPU
-    refuse(l, cat("k = ", a.k, " is more than the ", a.n, " elements along axis ", axis));
-  a.x = x.data;
-  a.values = l.out[0].data;
-  a.indices = reinterpret_cast<long long*>(l.out[1].data);
-  a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
-  a.lines = elements(Index(x.shape.begin(), x.shape.begin() + static_cast<long>(axis))) * a.inner;
-  a.largest = l.view().find("largest")->as_bool() ? 1 : 0;
-  a.bytes = static_cast<int>(size_of(x.dtype));
-  return add_struct_launch(b, library_kernel(ctx, "kiln_top_k", kernels),
-                           LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
 /// A generated kernel over \p l's elements, and its KilnFusedArgs as 8-byte words.
@@ -663,29 +547,127 @@ DeviceGraphNode gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const La
 DeviceGraphNode gather_elements(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels,
                                 long long* error) {
-  return add_gather_elements(b, ctx, l, after, kernels, error);
+  const View &x = l.in[0], &ids = l.in[1];
+  at_most_8_dims(l, x.shape);
+  GatherElementsArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.n = elements(ids.shape);
+  a.rank = static_cast<int>(x.shape.size());
+  a.axis = static_cast<int>(kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size()));
+  a.axis_len = x.shape[static_cast<std::size_t>(a.axis)];
+  const Index st = kernel::strides_of(x.shape);
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    // Symbolic dims are checked now that they have sizes, as on the CPU.
+    if (d != static_cast<std::size_t>(a.axis) && ids.shape[d] > x.shape[d])
+      refuse(l,
+             cat("indices of ", ids.shape[d], " at axis ", d, " do not fit in x's ", x.shape[d]));
+    a.shape[d] = ids.shape[d];
+    a.x_strides[d] = st[d];
+  }
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_elements", kernels),
+                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
 }
 
 DeviceGraphNode gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                           const DeviceGraphDependencies& after, CudaKernelCache& kernels,
                           long long* error) {
-  return add_gather_nd(b, ctx, l, after, kernels, error);
+  const View &x = l.in[0], &ids = l.in[1];
+  at_most_8_dims(l, x.shape);
+  const auto bd = static_cast<std::size_t>(l.view().find("batch_dims")->as_int());
+  const std::size_t q = ids.shape.size(), r = x.shape.size();
+  const auto k = static_cast<std::size_t>(ids.shape[q - 1]);
+  GatherNdArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.n = elements(l.out[0].shape);
+  a.inner = 1;
+  a.tuples_per_batch = 1;
+  a.batch_elements = 1;
+  for (std::size_t d = bd + k; d < r; ++d) a.inner *= x.shape[d];
+  for (std::size_t d = bd; d < r; ++d) a.batch_elements *= x.shape[d];
+  for (std::size_t d = bd; d + 1 < q; ++d) a.tuples_per_batch *= ids.shape[d];
+  for (std::size_t m = 0; m < k; ++m) a.dims[m] = x.shape[bd + m];
+  a.k = static_cast<int>(k);
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  if (a.inner == 0) a.n = 0;  // empty slices: nothing to read (and no division by 0)
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_nd", kernels),
+                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
 }
 
 DeviceGraphNode cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                        const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_cumsum(b, ctx, l, after, kernels);
+  const View& x = l.in[0];
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  CumsumArgs a{};
+  a.kind = numeric_kind(l, x.dtype, "cumsum");
+  const auto flag = [&](const char* name) {
+    const ir::Attribute* f = l.view().find(name);
+    return f != nullptr && f->as_bool() ? 1 : 0;
+  };
+  a.x = x.data;
+  a.y = l.out[0].data;
+  a.len = x.shape[axis];
+  std::tie(a.lines, a.inner) = lines_along(x.shape, axis);
+  a.exclusive = flag("exclusive");
+  a.reverse = flag("reverse");
+  return add_struct_launch(b, library_kernel(ctx, "kiln_cumsum", kernels),
+                           LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
+/// One block: the tuples in order, each tuple's slice over the block's threads.
 DeviceGraphNode scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                            const DeviceGraphDependencies& after, CudaKernelCache& kernels,
                            long long* error) {
-  return add_scatter_nd(b, ctx, l, after, kernels, error);
+  const View &x = l.in[0], &ids = l.in[1], &up = l.in[2];
+  at_most_8_dims(l, x.shape);
+  const auto k = static_cast<std::size_t>(ids.shape.back());
+  ScatterNdArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.up = up.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.total = elements(x.shape);
+  a.tuples = elements(ids.shape) / static_cast<std::int64_t>(k);
+  a.inner = elements(Index(x.shape.begin() + static_cast<long>(k), x.shape.end()));
+  for (std::size_t m = 0; m < k; ++m) a.dims[m] = x.shape[m];
+  a.k = static_cast<int>(k);
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  const ir::Attribute* r = l.view().find("reduction");
+  const std::string mode = r == nullptr ? "none" : r->as_string();
+  a.combine = mode == "add" ? 1 : mode == "mul" ? 2 : mode == "max" ? 3 : mode == "min" ? 4 : 0;
+  if (a.combine != 0) a.kind = numeric_kind(l, x.dtype, "a scatter_nd that combines");
+  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_nd", kernels),
+                           LaunchConfig{1, kThreads}, a, after);
 }
 
 DeviceGraphNode top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_top_k(b, ctx, l, after, kernels);
+  const View& x = l.in[0];
+  const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  TopKArgs a{};
+  a.kind = numeric_kind(l, x.dtype, "top_k");
+  a.k = l.view().find("k")->as_int();
+  a.n = x.shape[axis];
+  if (a.k > a.n)  // a symbolic axis: checked now that it has a size, as on the CPU
+    refuse(l, cat("k = ", a.k, " is more than the ", a.n, " elements along axis ", axis));
+  a.x = x.data;
+  a.values = l.out[0].data;
+  a.indices = reinterpret_cast<long long*>(l.out[1].data);
+  std::tie(a.lines, a.inner) = lines_along(x.shape, axis);
+  a.largest = l.view().find("largest")->as_bool() ? 1 : 0;
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  return add_struct_launch(b, library_kernel(ctx, "kiln_top_k", kernels),
+                           LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
 DeviceGraphNode reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,

@@ -179,13 +179,6 @@ struct Resize {
   Index out;
 };
 
-std::vector<double> float_values(const ir::Attribute* a) {
-  std::vector<double> v;
-  if (a != nullptr)
-    for (const ir::Attribute& e : a->as_array()) v.push_back(e.as_float());
-  return v;
-}
-
 /// The weights of the taps around a source coordinate whose distance past the tap before
 /// it is \p t (in (0, 1]), as ONNX's specification lists them per mode.
 std::vector<double> resize_weights(const Resize& r, double t, double scale) {
@@ -305,8 +298,8 @@ std::vector<Array> resize(const OpArgs& a) {
            .extrapolation = a.attr("extrapolation_value").as_float(),
            .exclude_outside = a.attr("exclude_outside").as_bool(),
            .antialias = a.attr("antialias").as_bool(),
-           .scales = float_values(a.op.find("scales")),
-           .roi = float_values(a.op.find("roi")),
+           .scales = a.attr("scales").as_float_array(),
+           .roi = a.op.find("roi") ? a.attr("roi").as_float_array() : std::vector<double>{},
            .out = a.ctx.resolve(type.shape)};
   Array out = zeros(type.dtype, r.out);
   for_each_index(r.out, [&](const Index& at, std::int64_t flat) {

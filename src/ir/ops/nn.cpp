@@ -218,12 +218,6 @@ void check_one_of(const std::string& name, const std::string& value,
   throw UserError(cat(name, " must be one of ", list, ", got \"", value, "\""));
 }
 
-std::vector<double> float_array(const InferContext& ctx, const char* name) {
-  std::vector<double> v;
-  for (const Attribute& a : ctx.attr(name).as_array()) v.push_back(a.as_float());
-  return v;
-}
-
 // x resampled: output dim d is sizes[d] (-1: x's, where scales[d] is 1); scales[d] is the
 // factor the coordinate transform divides by (ONNX's, not always sizes[d] / x's dim).
 std::vector<TensorType> infer_resize(const InferContext& ctx) {
@@ -243,11 +237,11 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
   if (mode == "nearest" && ctx.attr("antialias").as_bool())
     throw UserError("antialias applies to linear and cubic resizing, not nearest");
   const std::vector<std::int64_t> sizes = ctx.attr("sizes").as_int_array();
-  const std::vector<double> scales = float_array(ctx, "scales");
+  const std::vector<double> scales = ctx.attr("scales").as_float_array();
   if (sizes.size() != r || scales.size() != r)
     throw UserError(cat("sizes and scales need one value per axis of x ", x.shape, ", got ",
                         sizes.size(), " and ", scales.size()));
-  if (coords == "tf_crop_and_resize" && float_array(ctx, "roi").size() != 2 * r)
+  if (coords == "tf_crop_and_resize" && ctx.attr("roi").as_float_array().size() != 2 * r)
     throw UserError(cat("tf_crop_and_resize needs roi: ", 2 * r,
                         " values (the starts of every axis, then the ends)"));
   std::vector<Dim> dims;
