@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # kiln's test programs at every instruction-set level a machine offers (issue 25): its own
 # level, then forced down with KILN_CPU_ISA to avx512 (an Ice Lake: no bf16 units, bf16
-# matmuls emulated by f32 GEMMs, oneDNN capped alike), avx2 and base. Then emulated bf16
-# against f32 on the 4-layer d_model-512 transformer at the avx512 level and at the
-# machine's own, one thread, interleaved (bench/peers/kiln_ab.py). For a machine with a
-# CPU this one lacks, such as the `device` tool's GPU machine (a Sapphire Rapids with AMX)
-# that has none of kiln's packages and no network:
+# matmuls emulated by f32 GEMMs, oneDNN capped alike), avx2 and base; the ASan+UBSan and
+# TSan builds' programs at the machine's level. Then emulated bf16 against f32 on the
+# 4-layer d_model-512 transformer at the avx512 level and at the machine's own, one
+# thread, interleaved (bench/peers/kiln_ab.py), and the NumPy differential test where a
+# python3 with NumPy is found. For a machine with a CPU this one lacks, such as the
+# `device` tool's GPU machine (a Sapphire Rapids class Xeon with AMX) that has none of
+# kiln's packages and no network:
 #
-#   scripts/isa-check.sh --pack [build-dir]    here: builds the Release test programs
-#                                              (default build/release) and packs them, with
-#                                              the libraries they link and ONNX's node
-#                                              tests, into .gpu/kiln-isa.tar.xz
+#   scripts/isa-check.sh --pack [PRESET...]    here: builds the test programs of the
+#                                              presets (default: release asan tsan, as
+#                                              scripts/test.sh) and packs them, with the
+#                                              libraries they link and ONNX's node tests,
+#                                              into .gpu/kiln-isa.tar.xz
 #   scripts/isa-check.sh --prebuilt ARCHIVE    there, in a copy of this repository
 #
-# Each (program, level) pair prints one line, PASS or FAIL with its log's tail; the script
-# exits non-zero if any failed. The NumPy differential test runs too where a python3 with
-# NumPy is found (at the machine's level and at base). ISA_CHECK_PROGRAMS="a b" runs only
-# those programs, ISA_CHECK_STEPS="tests numpy bench" (the default) only those steps.
+# Each (build, program, level) prints one line, PASS or FAIL with its log's tail; the
+# script exits non-zero if anything failed. ISA_CHECK_PROGRAMS="a b" runs only those
+# programs, ISA_CHECK_STEPS="tests bench numpy" (the default) only those steps.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all_programs=(kiln_core_tests kiln_runtime_tests kiln_ir_tests kiln_stage_tests kiln_io_tests
@@ -24,59 +26,80 @@ all_programs=(kiln_core_tests kiln_runtime_tests kiln_ir_tests kiln_stage_tests 
 read -r -a programs <<<"${ISA_CHECK_PROGRAMS:-${all_programs[*]}}"
 
 if [ "${1:-}" = "--pack" ]; then
-  dir="${2:-build/release}"
+  shift
+  presets=("$@")
+  [ ${#presets[@]} -gt 0 ] || presets=(release asan tsan)
   scripts/setup.sh
   . scripts/cuda-toolkit.sh # KILN_CUDA_FLAG, as scripts/test.sh configures
-  cmake --preset release "$KILN_CUDA_FLAG" >/dev/null
-  cmake --build "$dir" --target "${all_programs[@]}" kiln_cli
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' EXIT
-  mkdir -p "$stage/bin" "$stage/lib" "$stage/node"
-  for b in "${all_programs[@]/#/$dir/tests/}" "$dir/bin/kiln"; do
-    strip -o "$stage/bin/$(basename "$b")" "$b"
-    ldd "$b" | awk '$3 ~ /^\// {print $3}' |
-      grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
-      while read -r lib; do cp -L -n "$lib" "$stage/lib/"; done
+  mkdir -p "$stage/lib" "$stage/node"
+  for preset in "${presets[@]}"; do
+    dir=build/$preset
+    cmake --preset "$preset" "$KILN_CUDA_FLAG" >/dev/null
+    # The programs this configuration has (the sanitizers' builds leave some out).
+    mapfile -t targets < <(ninja -C "$dir" -t targets all | cut -d: -f1 |
+      grep -x -E "$(IFS='|'; echo "${all_programs[*]}")|kiln_cli")
+    cmake --build "$dir" --target "${targets[@]}"
+    mkdir -p "$stage/$preset/bin"
+    for t in "${targets[@]}"; do
+      b="$dir/tests/$t"
+      [ "$t" = kiln_cli ] && b="$dir/bin/kiln"
+      strip -o "$stage/$preset/bin/$(basename "$b")" "$b"
+      ldd "$b" | awk '$3 ~ /^\// {print $3}' |
+        grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+        while read -r lib; do cp -L -n "$lib" "$stage/lib/"; done
+    done
+    # kiln_cli_tests runs the kiln command at the path it was built with.
+    [ ! -x "$dir/bin/kiln" ] || realpath "$dir/bin/kiln" >"$stage/$preset/kiln_cli_path"
   done
   cp -r .venv-test/lib/python3*/site-packages/onnx/backend/test/data/node/. "$stage/node/"
-  # kiln_cli_tests runs the kiln command at the path it was built with.
-  realpath "$dir/bin/kiln" >"$stage/kiln_cli_path"
   git rev-parse HEAD >"$stage/commit"
   mkdir -p .gpu
   tar -C "$stage" -cJf .gpu/kiln-isa.tar.xz .
-  echo "isa-check: .gpu/kiln-isa.tar.xz ($(du -h .gpu/kiln-isa.tar.xz | cut -f1)), built from" \
+  echo "isa-check: .gpu/kiln-isa.tar.xz ($(du -h .gpu/kiln-isa.tar.xz | cut -f1)) with" \
+    "${presets[*]}, built from" \
     "$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with uncommitted changes')"
   exit 0
 fi
 
-[ "${1:-}" = "--prebuilt" ] || { sed -n '2,18p' "$0"; exit 1; }
+[ "${1:-}" = "--prebuilt" ] || { sed -n '2,21p' "$0"; exit 1; }
 archive="${2:?isa-check: --prebuilt needs the archive that --pack wrote}"
 start=$SECONDS
 root=$(mktemp -d)
 tar -C "$root" -xJf "$archive"
 export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-kiln="$root/bin/kiln"
+kiln="$root/release/bin/kiln"
 echo "isa-check: prebuilt programs of commit $(cat "$root/commit")"
 lscpu | grep -E '^(Model name|CPU\(s\)|CPU family|Model):' || true
 echo "CPU flags of note: $(grep -o -w -E 'avx2|avx512f|avx512_bf16|amx_tile' /proc/cpuinfo |
   sort -u | paste -sd ' ')"
-cli_path=$(cat "$root/kiln_cli_path")
-if [ ! -x "$cli_path" ]; then  # the path kiln_cli_tests was built with
-  mkdir -p "$(dirname "$cli_path")" 2>/dev/null && cp "$kiln" "$cli_path" ||
-    echo "isa-check: cannot place the kiln command at $cli_path: kiln_cli_tests will fail"
-fi
+mapfile -t builds < <(cd "$root" && ls -d release asan tsan 2>/dev/null)
+for build in "${builds[@]}"; do  # the path each kiln_cli_tests was built with
+  [ -f "$root/$build/kiln_cli_path" ] || continue
+  cli_path=$(cat "$root/$build/kiln_cli_path")
+  if [ ! -x "$cli_path" ]; then
+    mkdir -p "$(dirname "$cli_path")" 2>/dev/null && cp "$root/$build/bin/kiln" "$cli_path" ||
+      echo "isa-check: cannot place kiln at $cli_path: $build's kiln_cli_tests will fail"
+  fi
+done
+# As scripts/test.sh: impossible allocations are part of the tests.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1}"
+export TSAN_OPTIONS="${TSAN_OPTIONS:-allocator_may_return_null=1:halt_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 
 logs="$root/logs"
 mkdir -p "$logs"
-run_one() {  # program level: one line, PASS or FAIL
-  local program=$1 level=$2 log="$logs/$1.$2.log" args=(--gtest_brief=1)
+run_one() {  # build program level: one line, PASS or FAIL
+  local build=$1 program=$2 level=$3 log="$logs/$1.$2.$3.log" args=(--gtest_brief=1)
+  [ -x "$root/$build/bin/$program" ] || return 0  # not in this build (as under ctest)
   [ "$program" = kiln_onnx_node_tests ] && args=("$root/node" tests/onnx/known_failures.txt)
   if (if [ "$level" = native ]; then unset KILN_CPU_ISA; else export KILN_CPU_ISA=$level; fi
-    timeout 900 "$root/bin/$program" "${args[@]}") >"$log" 2>&1; then
-    echo "PASS  $program at $level ($(grep -o -E '^\[  SKIPPED \] [0-9]+' "$log" |
+    timeout 900 "$root/$build/bin/$program" "${args[@]}") >"$log" 2>&1; then
+    echo "PASS  $build $program at $level ($(grep -o -E '^\[  SKIPPED \] [0-9]+' "$log" |
       grep -o -E '[0-9]+$' || echo 0) skipped)"
   else
-    echo "FAIL  $program at $level (exit $?):"
+    echo "FAIL  $build $program at $level (exit $?):"
     tail -25 "$log" | sed 's/^/      /'
   fi
 }
@@ -85,10 +108,14 @@ export root logs
 status=0
 steps=" ${ISA_CHECK_STEPS:-tests numpy bench} "
 if [[ $steps == *" tests "* ]]; then
-  echo "=== the test programs at each level (8 at a time) ==="
-  for level in native avx512 avx2 base; do
-    for program in "${programs[@]}"; do echo "$program $level"; done
-  done | xargs -P 8 -L 1 bash -c 'run_one "$0" "$1"' | tee "$root/summary"
+  echo "=== the test programs: release at each level, the sanitizers' at the machine's ==="
+  for build in "${builds[@]}"; do
+    levels=(native)
+    [ "$build" = release ] && levels=(native avx512 avx2 base)
+    for level in "${levels[@]}"; do
+      for program in "${programs[@]}"; do echo "$build $program $level"; done
+    done
+  done | xargs -P 8 -L 1 bash -c 'run_one "$0" "$1" "$2"' | tee "$root/summary"
   if grep -q '^FAIL' "$root/summary"; then status=1; fi
   echo "isa-check: tests done in $((SECONDS - start)) s"
 fi
