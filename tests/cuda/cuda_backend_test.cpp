@@ -997,6 +997,85 @@ TEST_P(CudaBackend, ScatterNdAndTopKRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
+TEST_P(CudaBackend, ConvsPoolsScatterElementsAndProductsRunOnCudaAsOnTheCpu) {
+  // What ResNet-like models and exporters' index updates bring: a grouped, strided,
+  // dilated, padded conv with a bias, a 1-D conv, a transposed conv with output padding,
+  // max pools with ceil_mode and a NaN, average pools with and without the pads counted,
+  // scatter_elements along both axes (duplicates: the last write wins; add combines in
+  // order) and products over an axis.
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  const auto model = [](Tensor x, Tensor w, Tensor bias, Tensor wt, Tensor line, Tensor w1,
+                        Tensor table, Tensor ids, Tensor up) {
+    // x: [2, 4, 9, 8]; w: [6, 2, 3, 3]; bias: [6]; wt: [4, 3, 3, 2]; line: [2, 3, 10];
+    // w1: [5, 3, 4]; table: [6, 4]; ids: i64 [3, 4]; up: [3, 4]
+    return std::make_tuple(
+        conv(x, w, bias,
+             Window{.strides = {2, 1}, .pads = {1, 0, 1, 2}, .dilations = {1, 2}, .groups = 2}),
+        conv(line, w1, Window{.strides = {3}, .pads = {2, 1}}),
+        conv_transpose(
+            x, wt, bias,
+            Window{.strides = {2, 2}, .pads = {1, 0, 0, 1}, .groups = 2, .output_padding = {1, 0}}),
+        max_pool(x, {3, 3}, Window{.strides = {2, 2}, .pads = {1, 1, 1, 1}}, true),
+        max_pool(line, {2}, Window{.dilations = {3}}),
+        avg_pool(x, {2, 3}, Window{.strides = {2, 2}, .pads = {1, 1, 1, 1}}, true, true),
+        avg_pool(x, {3, 2}, Window{.pads = {1, 0, 1, 1}}, false),
+        scatter_elements(table, ids, up, 0), scatter_elements(table, ids, up, 0, "add"),
+        scatter_elements(table, slice(ids, 1, 0, 2), slice(up, 1, 0, 2), 1, "max"), prod(x, {3}),
+        prod(line, {0, 2}, true));
+  };
+  const auto f32 = [](Shape shape) { return TensorLayout(DType::f32, std::move(shape)); };
+  const StagedGraph staged = stage(model)(
+      f32({2, 4, 9, 8}), f32({6, 2, 3, 3}), f32({6}), f32({4, 3, 3, 2}), f32({2, 3, 10}),
+      f32({5, 3, 4}), f32({6, 4}), TensorLayout(DType::i64, {3, 4}), f32({3, 4}));
+  const auto inputs = [&](int call) {
+    std::vector<float> x = Tensor::random(f32({2, 4, 9, 8}), 100 + call, -1, 1).to_vector<float>();
+    x[17] = std::numeric_limits<float>::quiet_NaN();  // in some pool windows, not others
+    std::vector<std::int64_t> ids(12);
+    for (std::size_t i = 0; i < ids.size(); ++i)  // duplicates along both axes, negatives
+      ids[i] = static_cast<std::int64_t>((i * 3 + static_cast<std::size_t>(call)) % 5) - 2;
+    return std::vector{Tensor::from_data(x, Shape{2, 4, 9, 8}),
+                       Tensor::random(f32({6, 2, 3, 3}), 110 + call, -1, 1),
+                       Tensor::random(f32({6}), 120 + call, -1, 1),
+                       Tensor::random(f32({4, 3, 3, 2}), 130 + call, -1, 1),
+                       Tensor::random(f32({2, 3, 10}), 140 + call, 0.5, 1.5),
+                       Tensor::random(f32({5, 3, 4}), 150 + call, -1, 1),
+                       Tensor::random(f32({6, 4}), 160 + call, -1, 1),
+                       Tensor::from_data(ids, Shape{3, 4}),
+                       Tensor::random(f32({3, 4}), 170 + call, -3, 3)};
+  };
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  CompiledCallable on_gpu(staged, {}, {.context = ctx});
+  CompiledCallable on_cpu(staged, {});
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<Tensor> x = inputs(call);
+    const std::vector<Tensor> got = on_gpu.run(x), want = on_cpu.run(x);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape()) << "output " << o;
+      const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
+      for (std::size_t i = 0; i < g.size(); ++i)
+        EXPECT_TRUE((std::isnan(g[i]) && std::isnan(w[i])) ||
+                    std::fabs(g[i] - w[i]) <= 1e-5 * (1 + std::fabs(w[i])))
+            << "call " << call << " output " << o << " element " << i << ": " << g[i] << " vs "
+            << w[i];
+    }
+  }
+  std::vector<Tensor> bad = inputs(0);
+  std::vector<std::int64_t> ids = bad[7].to_vector<std::int64_t>();
+  ids[5] = 6;
+  bad[7] = Tensor::from_data(ids, Shape{3, 4});
+  KILN_EXPECT_THROW_MSG(on_gpu.run(bad), UserError,
+                        "a scatter_elements' index 6 is outside [-6, 6)");
+  EXPECT_NO_THROW(on_gpu.run(inputs(1)));
+  // Other dtypes are refused, saying what to do.
+  const StagedGraph f64_pool =
+      stage([](Tensor t) { return max_pool(t, {2}); })(TensorLayout(DType::f64, {1, 1, 4}));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(f64_pool, {}, {.context = ctx})
+                            .run({Tensor::zeros(TensorLayout(DType::f64, {1, 1, 4}))}),
+                        UserError, "kiln.max_pool runs on CUDA over f32 so far");
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
 TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
   const auto model = [](Tensor x) {                         // x: [3, 4, 6]

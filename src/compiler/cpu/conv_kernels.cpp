@@ -27,48 +27,9 @@ using kiln::detail::cat;
 
 namespace {
 
-constexpr std::size_t kMaxSpatial = 3;
-using Spatial = std::array<std::int64_t, kMaxSpatial>;
-
-/// A window op's geometry, its spatial dims right-aligned in three (the leading ones of
-/// size 1, with a kernel of 1), so that one loop nest serves 1-D, 2-D and 3-D.
-struct Geometry {
-  std::int64_t n = 0, c = 0, m = 0, groups = 1;
-  std::size_t spatial = 0;
-  Spatial in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
-      pad_begin{0, 0, 0}, pad_end{0, 0, 0};
-  std::int64_t in_plane() const { return in[0] * in[1] * in[2]; }
-  std::int64_t out_plane() const { return out[0] * out[1] * out[2]; }
-  std::int64_t taps() const { return kernel[0] * kernel[1] * kernel[2]; }
-};
-
-/// \p l's geometry; \p kernel_from_w: the kernel sizes are w's trailing dims (convs).
-Geometry geometry_of(const Launch& l, bool kernel_from_w) {
-  const ir::OpView op = l.view();
-  const View &x = l.in[0], &o = l.out[0];
-  Geometry g;
-  g.spatial = x.shape.size() - 2;
-  g.n = x.shape[0];
-  g.c = x.shape[1];
-  g.m = o.shape[1];
-  if (const ir::Attribute* groups = op.find("groups")) g.groups = groups->as_int();
-  const Index stride = op.find("strides")->as_int_array(),
-              dilation = op.find("dilations")->as_int_array(),
-              pads = op.find("pads")->as_int_array(),
-              kernel = kernel_from_w ? Index(l.in[1].shape.begin() + 2, l.in[1].shape.end())
-                                     : op.find("kernel_shape")->as_int_array();
-  const std::size_t lead = kMaxSpatial - g.spatial;
-  for (std::size_t d = 0; d < g.spatial; ++d) {
-    g.in[lead + d] = x.shape[2 + d];
-    g.out[lead + d] = o.shape[2 + d];
-    g.kernel[lead + d] = kernel[d];
-    g.stride[lead + d] = stride[d];
-    g.dilation[lead + d] = dilation[d];
-    g.pad_begin[lead + d] = pads[d];
-    g.pad_end[lead + d] = pads[g.spatial + d];
-  }
-  return g;
-}
+constexpr std::size_t kMaxSpatial = WindowGeometry::kMaxSpatial;
+using Spatial = WindowGeometry::Spatial;
+using Geometry = WindowGeometry;
 
 // ---- direct loops (any floating dtype) ----------------------------------------------------
 
@@ -141,7 +102,7 @@ double conv_transpose_element(const Launch& l, const Geometry& g, std::int64_t n
 /// This block's share of the output of a conv or conv_transpose, element by element in
 /// double, then its epilogue over the same elements.
 void direct_conv(const Launch& l, bool transposed) {
-  const Geometry g = geometry_of(l, true);
+  const Geometry g = window_geometry(l, true);
   const View& o = l.out[0];
   const auto [first, last] = block_range(elements(o.shape));
   for (std::int64_t i = first; i < last; ++i) {
@@ -324,7 +285,7 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
 }
 
 void prepare_window_conv(Launch& l, int threads, bool transposed) {
-  const Geometry g = geometry_of(l, true);
+  const Geometry g = window_geometry(l, true);
   const bool f32 =
       std::all_of(l.in.begin(), l.in.end(), [](const View& v) { return v.dtype == DType::f32; });
   const std::int64_t outputs = elements(l.out[0].shape);
@@ -439,7 +400,7 @@ void pool_planes(const Geometry& g, bool average, bool include_pad, std::int64_t
 }
 
 void pool(const Launch& l, bool average) {
-  const Geometry g = geometry_of(l, false);
+  const Geometry g = window_geometry(l, false);
   const ir::Attribute* include = l.view().find("count_include_pad");
   const bool include_pad = average && include != nullptr && include->as_bool();
   const View &x = l.in[0], &o = l.out[0];
@@ -464,6 +425,33 @@ void pool(const Launch& l, bool average) {
 }
 
 }  // namespace
+
+WindowGeometry window_geometry(const Launch& l, bool kernel_from_w) {
+  const ir::OpView op = l.view();
+  const View &x = l.in[0], &o = l.out[0];
+  WindowGeometry g;
+  g.spatial = x.shape.size() - 2;
+  g.n = x.shape[0];
+  g.c = x.shape[1];
+  g.m = o.shape[1];
+  if (const ir::Attribute* groups = op.find("groups")) g.groups = groups->as_int();
+  const Index stride = op.find("strides")->as_int_array(),
+              dilation = op.find("dilations")->as_int_array(),
+              pads = op.find("pads")->as_int_array(),
+              kernel = kernel_from_w ? Index(l.in[1].shape.begin() + 2, l.in[1].shape.end())
+                                     : op.find("kernel_shape")->as_int_array();
+  const std::size_t lead = kMaxSpatial - g.spatial;
+  for (std::size_t d = 0; d < g.spatial; ++d) {
+    g.in[lead + d] = x.shape[2 + d];
+    g.out[lead + d] = o.shape[2 + d];
+    g.kernel[lead + d] = kernel[d];
+    g.stride[lead + d] = stride[d];
+    g.dilation[lead + d] = dilation[d];
+    g.pad_begin[lead + d] = pads[d];
+    g.pad_end[lead + d] = pads[g.spatial + d];
+  }
+  return g;
+}
 
 void conv(const Launch& l) { run_window_conv(l, false); }
 void conv_transpose(const Launch& l) { run_window_conv(l, true); }

@@ -203,6 +203,24 @@ void prepare_resize(Launch& launch, int threads);
 
 // ---- conv_kernels.cpp: sliding windows ---------------------------------------------------
 
+/// A window op's geometry (conv, conv_transpose, max_pool, avg_pool over [N, C, S...]),
+/// its spatial dims right-aligned in three (the leading ones of size 1, with a kernel of
+/// 1), so that one loop nest serves 1-D, 2-D and 3-D. The CUDA kernels read it too.
+struct WindowGeometry {
+  static constexpr std::size_t kMaxSpatial = 3;
+  using Spatial = std::array<std::int64_t, kMaxSpatial>;
+  std::int64_t n = 0, c = 0, m = 0, groups = 1;
+  std::size_t spatial = 0;
+  Spatial in{1, 1, 1}, out{1, 1, 1}, kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1},
+      pad_begin{0, 0, 0}, pad_end{0, 0, 0};
+  std::int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  std::int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  std::int64_t taps() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+/// \p l's geometry; \p kernel_from_w: the kernel sizes are w's trailing dims (convs), else
+/// the `kernel_shape` attribute (pools).
+WindowGeometry window_geometry(const Launch& l, bool kernel_from_w);
+
 void conv(const Launch& l);
 void conv_transpose(const Launch& l);
 /// f32 convs: oneDNN primitives over tiles of batch entries and output channels.

@@ -154,6 +154,28 @@ struct ScatterNdArgs {
   int k, id_bytes, bytes, combine, kind;
 };
 
+struct ScatterElementsArgs {
+  const void* x;
+  const void* ids;
+  const void* up;
+  void* out;
+  long long* error;
+  long long total, lines, len, axis_len;
+  long long shape[8], out_strides[8];
+  int rank, axis, id_bytes, bytes, combine, kind;
+};
+
+struct WindowArgs {
+  const float* x;
+  const float* w;
+  const float* bias;
+  float* y;
+  long long n, c, m, groups, count;
+  long long in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+  int kind;
+  int include_pad;
+};
+
 struct TopKArgs {
   const void* x;
   void* values;
@@ -177,6 +199,19 @@ int numeric_kind(const Launch& l, DType dtype, const char* what) {
     default:
       refuse(l, cat(what, " runs on CUDA over f32, f64, i32 and i64 so far"));
   }
+}
+
+/// A scatter's `reduction` as the library's codes: {combine (0 none, 1 add, 2 mul, 3 max,
+/// 4 min), the numeric kind it combines in (0 when it only copies)}.
+std::pair<int, int> scatter_combine(const Launch& l, DType dtype) {
+  const ir::Attribute* r = l.view().find("reduction");
+  const std::string mode = r == nullptr ? "none" : r->as_string();
+  const int combine = mode == "add"   ? 1
+                      : mode == "mul" ? 2
+                      : mode == "max" ? 3
+                      : mode == "min" ? 4
+                                      : 0;
+  return {combine, combine == 0 ? 0 : numeric_kind(l, dtype, "a scatter that combines")};
 }
 
 /// The indices' element size, refusing what the kernels do not read.
@@ -642,12 +677,81 @@ DeviceGraphNode scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   a.k = static_cast<int>(k);
   a.id_bytes = index_bytes(l, ids);
   a.bytes = static_cast<int>(size_of(x.dtype));
-  const ir::Attribute* r = l.view().find("reduction");
-  const std::string mode = r == nullptr ? "none" : r->as_string();
-  a.combine = mode == "add" ? 1 : mode == "mul" ? 2 : mode == "max" ? 3 : mode == "min" ? 4 : 0;
-  if (a.combine != 0) a.kind = numeric_kind(l, x.dtype, "a scatter_nd that combines");
+  std::tie(a.combine, a.kind) = scatter_combine(l, x.dtype);
   return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_nd", kernels),
                            LaunchConfig{1, kThreads}, a, after);
+}
+
+DeviceGraphNode scatter_elements(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                 long long* error) {
+  const View &x = l.in[0], &ids = l.in[1], &up = l.in[2];
+  at_most_8_dims(l, x.shape);
+  ScatterElementsArgs a{};
+  a.x = x.data;
+  a.ids = ids.data;
+  a.up = up.data;
+  a.out = l.out[0].data;
+  a.error = error;
+  a.total = elements(x.shape);
+  a.rank = static_cast<int>(x.shape.size());
+  const auto axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
+  a.axis = static_cast<int>(axis);
+  a.axis_len = x.shape[axis];
+  a.len = ids.shape[axis];
+  a.lines = a.len == 0 ? 0 : elements(ids.shape) / a.len;
+  const Index st = kernel::strides_of(x.shape);
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    // Symbolic dims are checked now that they have sizes, as on the CPU.
+    if (d != axis && ids.shape[d] > x.shape[d])
+      refuse(l,
+             cat("indices of ", ids.shape[d], " at axis ", d, " do not fit in x's ", x.shape[d]));
+    a.shape[d] = ids.shape[d];
+    a.out_strides[d] = st[d];
+  }
+  a.id_bytes = index_bytes(l, ids);
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  std::tie(a.combine, a.kind) = scatter_combine(l, x.dtype);
+  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_elements", kernels),
+                           LaunchConfig{1, kThreads}, a, after);
+}
+
+/// conv, conv_transpose, max_pool and avg_pool (by the op's `KernelDef::variant`): one
+/// thread per output element.
+DeviceGraphNode window(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+  const int kind = variant_of(l);
+  if (!all_f32(l))
+    refuse(l, cat(l.view().def().name,
+                  " runs on CUDA over f32 so far; cast to f32 or compile "
+                  "for a CPU device"));
+  const kernel::WindowGeometry g = kernel::window_geometry(l, kind <= 1);
+  WindowArgs a{};
+  a.x = reinterpret_cast<const float*>(l.in[0].data);
+  if (kind <= 1) {
+    a.w = reinterpret_cast<const float*>(l.in[1].data);
+    if (l.in.size() > 2) a.bias = reinterpret_cast<const float*>(l.in[2].data);
+  }
+  a.y = reinterpret_cast<float*>(l.out[0].data);
+  a.n = g.n;
+  a.c = g.c;
+  a.m = g.m;
+  a.groups = g.groups;
+  a.count = elements(l.out[0].shape);
+  for (std::size_t d = 0; d < kernel::WindowGeometry::kMaxSpatial; ++d) {
+    a.in[d] = g.in[d];
+    a.out[d] = g.out[d];
+    a.kernel[d] = g.kernel[d];
+    a.stride[d] = g.stride[d];
+    a.dilation[d] = g.dilation[d];
+    a.pad_begin[d] = g.pad_begin[d];
+    a.pad_end[d] = g.pad_end[d];
+  }
+  a.kind = kind;
+  const ir::Attribute* include = l.view().find("count_include_pad");
+  a.include_pad = include != nullptr && include->as_bool() ? 1 : 0;
+  return add_struct_launch(b, library_kernel(ctx, "kiln_window", kernels),
+                           LaunchConfig{blocks_for(a.count), kThreads}, a, after);
 }
 
 DeviceGraphNode top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,

@@ -4,9 +4,9 @@
 // from the body (cuda_codegen.hpp) and compiled by NVRTC once per source; f32 matmuls are cuBLAS
 // GEMMs captured into the graph (CUDA work); softmax, log-softmax, layer and RMS norm,
 // reductions, transpose, broadcast_to, slice, concat, split, gather, gather_elements,
-// gather_nd, scatter_nd, cumsum and top_k are kernels of kiln's CUDA library
-// (`cuda_library_source`); reshapes are copies. Other ops have no CUDA kernel yet:
-// `cuda_unsupported` says so before anything runs.
+// gather_nd, scatter_elements, scatter_nd, cumsum, top_k, conv, conv_transpose and the
+// pools are kernels of kiln's CUDA library (`cuda_library_source`); reshapes are copies.
+// Other ops have no CUDA kernel yet: `cuda_unsupported` says so before anything runs.
 
 #include <functional>
 #include <map>
@@ -63,8 +63,13 @@ DeviceGraphNode cumsum(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 DeviceGraphNode scatter_nd(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                            const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+DeviceGraphNode scatter_elements(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                                 const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 DeviceGraphNode top_k(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
+/// conv, conv_transpose, max_pool and avg_pool (the kind is the op's `KernelDef::variant`).
+DeviceGraphNode window(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
+                       const DeviceGraphDependencies&, CudaKernelCache&, long long*);
 /// Reductions (the kind is the op's `KernelDef::variant`).
 DeviceGraphNode reduce(DeviceGraphBuilder&, const DeviceContext&, const Launch&,
                        const DeviceGraphDependencies&, CudaKernelCache&, long long*);
@@ -81,9 +86,8 @@ const std::string& cuda_library_source();
 
 /// Adds \p l (its views bound to device memory of \p ctx) to \p b after \p after.
 /// \p error is 3 words of device memory where a gather reports an index out of range
-/// ({op, index, axis length}: op 1 gather, 2 gather_elements, 3 gather_nd, 4 scatter_nd;
-/// the caller
-/// checks and clears it).
+/// ({op, index, axis length}: op 1 gather, 2 gather_elements, 3 gather_nd, 4 scatter_nd,
+/// 5 scatter_elements; the caller checks and clears it).
 /// \throws UserError for what the CUDA kernels do not cover (dtypes other than f32,
 /// matmuls that broadcast batch dimensions both ways).
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,

@@ -32,15 +32,15 @@ __device__ float kiln_inf() {
 __device__ float kiln_max(float a, float b) { return (a != a || b != b) ? a + b : (a < b ? b : a); }
 __device__ float kiln_min(float a, float b) { return (a != a || b != b) ? a + b : (b < a ? b : a); }
 
-// v summed (or its maximum) over the block's threads (blockDim.x a power of two <= 1024),
-// through scratch; every thread gets the result.
-__device__ float kiln_block_reduce(float v, bool max, float* scratch) {
+// v summed (or its maximum, or product) over the block's threads (blockDim.x a power of
+// two <= 1024), through scratch; every thread gets the result. how: 0 sum, 1 max, 2 product.
+__device__ float kiln_block_reduce(float v, int how, float* scratch) {
   scratch[threadIdx.x] = v;
   __syncthreads();
   for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
-      const float o = scratch[threadIdx.x + s];
-      scratch[threadIdx.x] = max ? kiln_max(scratch[threadIdx.x], o) : scratch[threadIdx.x] + o;
+      const float o = scratch[threadIdx.x + s], t = scratch[threadIdx.x];
+      scratch[threadIdx.x] = how == 1 ? kiln_max(t, o) : how == 2 ? t * o : t + o;
     }
     __syncthreads();
   }
@@ -71,10 +71,10 @@ extern "C" __global__ void kiln_rows(KilnRowsArgs a) {
     if (a.kind <= 1) {
       float m = -3.402823466e+38f;  // -FLT_MAX: NVRTC has no math.h
       for (long long i = threadIdx.x; i < a.len; i += blockDim.x) m = kiln_max(m, x[i * s]);
-      m = kiln_block_reduce(m, true, scratch);
+      m = kiln_block_reduce(m, 1, scratch);
       float sum = 0.0f;
       for (long long i = threadIdx.x; i < a.len; i += blockDim.x) sum += expf(x[i * s] - m);
-      sum = kiln_block_reduce(sum, false, scratch);
+      sum = kiln_block_reduce(sum, 0, scratch);
       if (a.kind == 0) {
         for (long long i = threadIdx.x; i < a.len; i += blockDim.x)
           y[i * s] = expf(x[i * s] - m) / sum;
@@ -87,14 +87,14 @@ extern "C" __global__ void kiln_rows(KilnRowsArgs a) {
       if (a.kind == 2) {
         float sum = 0.0f;
         for (long long i = threadIdx.x; i < a.len; i += blockDim.x) sum += x[i * s];
-        mean = kiln_block_reduce(sum, false, scratch) / (float)a.len;
+        mean = kiln_block_reduce(sum, 0, scratch) / (float)a.len;
       }
       float var = 0.0f;
       for (long long i = threadIdx.x; i < a.len; i += blockDim.x) {
         const float d = x[i * s] - mean;
         var += d * d;
       }
-      var = kiln_block_reduce(var, false, scratch) / (float)a.len;
+      var = kiln_block_reduce(var, 0, scratch) / (float)a.len;
       const float scale = 1.0f / sqrtf(var + a.eps);
       for (long long i = threadIdx.x; i < a.len; i += blockDim.x)
         y[i * s] = (x[i * s] - mean) * scale * a.gamma[i] + (a.beta ? a.beta[i] : 0.0f);
@@ -133,7 +133,7 @@ extern "C" __global__ void kiln_copy(KilnCopyArgs a) {
 }
 KILN_HOST_TRAMPOLINE(kiln_copy, KilnCopyArgs)
 
-// Sum, mean, max or min over some dims: y[o] over the elements whose kept dims give o
+// Sum, mean, max, min or product over some dims: y[o] over the elements whose kept dims give o
 // (offsets through kept_* and red_* shapes and strides of x). One block per output.
 struct KilnReduceArgs {
   const float* x;
@@ -142,12 +142,12 @@ struct KilnReduceArgs {
   long long kept_shape[8], kept_strides[8];
   long long red_shape[8], red_strides[8];
   int kept_rank, red_rank;
-  int kind;  // 0 sum, 1 mean, 2 max, 3 min
+  int kind;  // 0 sum, 1 mean, 2 max, 3 min, 4 product
 };
 
 extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
   __shared__ float scratch[1024];
-  const bool is_max = a.kind == 2, is_min = a.kind == 3;
+  const bool is_max = a.kind == 2, is_min = a.kind == 3, is_prod = a.kind == 4;
   for (long long o = blockIdx.x; o < a.outputs; o += gridDim.x) {
     long long rest = o, base = 0;
     for (int d = a.kept_rank - 1; d >= 0; --d) {
@@ -155,7 +155,7 @@ extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
       rest /= a.kept_shape[d];
     }
     // (Max and min start at -inf and inf; an empty axis never gets here: it is refused.)
-    float acc = is_max ? -kiln_inf() : is_min ? kiln_inf() : 0.0f;
+    float acc = is_max ? -kiln_inf() : is_min ? kiln_inf() : is_prod ? 1.0f : 0.0f;
     for (long long r = threadIdx.x; r < a.count; r += blockDim.x) {
       long long rr = r, at = base;
       for (int d = a.red_rank - 1; d >= 0; --d) {
@@ -163,9 +163,10 @@ extern "C" __global__ void kiln_reduce(KilnReduceArgs a) {
         rr /= a.red_shape[d];
       }
       const float v = a.x[at];
-      acc = is_max ? kiln_max(acc, v) : is_min ? kiln_min(acc, v) : acc + v;
+      acc = is_max ? kiln_max(acc, v) : is_min ? kiln_min(acc, v) : is_prod ? acc * v : acc + v;
     }
-    acc = is_min ? -kiln_block_reduce(-acc, true, scratch) : kiln_block_reduce(acc, is_max, scratch);
+    acc = is_min ? -kiln_block_reduce(-acc, 1, scratch)
+                 : kiln_block_reduce(acc, is_max ? 1 : is_prod ? 2 : 0, scratch);
     if (threadIdx.x == 0) a.y[o] = a.kind == 1 ? acc / (float)a.count : acc;
   }
 }
@@ -505,6 +506,170 @@ extern "C" __global__ void kiln_top_k(KilnTopKArgs a) {
   }
 }
 KILN_HOST_TRAMPOLINE(kiln_top_k, KilnTopKArgs)
+// x with each update written (or combined) at its index along an axis (ONNX's
+// ScatterElements): updates that can meet differ only along the axis, so one thread takes
+// each line of the updates across the axis (line = the other coordinates) and applies its
+// updates in order, as the CPU does: the last of several writes wins, reductions combine
+// in order. One block: out = x first. combine and kind as for scatter_nd; an index
+// outside [-n, n) is reported ({5, index, n}) and its update skipped.
+struct KilnScatterElementsArgs {
+  const unsigned char* x;
+  const void* ids;
+  const unsigned char* up;
+  unsigned char* out;
+  long long* error;
+  long long total, lines, len, axis_len;  // len: updates along the axis; axis_len: x's
+  long long shape[8], out_strides[8];     // the updates' shape; x's strides
+  int rank, axis, id_bytes, bytes, combine, kind;
+};
+
+extern "C" __global__ void kiln_scatter_elements(KilnScatterElementsArgs a) {
+  if (a.out != a.x)
+    for (long long i = threadIdx.x; i < a.total; i += blockDim.x)
+      kiln_copy_element(a.out, i, a.x, i, a.bytes);
+  __syncthreads();
+  long long up_stride = 1;  // the updates' stride along the axis
+  for (int d = a.rank - 1; d > a.axis; --d) up_stride *= a.shape[d];
+  for (long long line = threadIdx.x; line < a.lines; line += blockDim.x) {
+    long long rest = line, up_base = 0, out_base = 0, stride = 1;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      if (d != a.axis) {
+        const long long c = rest % a.shape[d];
+        rest /= a.shape[d];
+        up_base += c * stride;
+        out_base += c * a.out_strides[d];
+      }
+      stride *= a.shape[d];
+    }
+    for (long long s = 0; s < a.len; ++s) {
+      const long long u = up_base + s * up_stride;
+      const long long id = a.id_bytes == 8 ? ((const long long*)a.ids)[u]
+                                           : (long long)((const int*)a.ids)[u];
+      if (id < -a.axis_len || id >= a.axis_len) {
+        a.error[1] = id;
+        a.error[2] = a.axis_len;
+        a.error[0] = 5;
+        continue;
+      }
+      const long long at = out_base + (id < 0 ? id + a.axis_len : id) * a.out_strides[a.axis];
+      switch (a.combine == 0 ? -1 : a.kind) {
+        case -1: kiln_copy_element(a.out, at, a.up, u, a.bytes); break;
+        case 0: ((float*)a.out)[at] = (float)kiln_combine_f(((float*)a.out)[at], ((const float*)a.up)[u], a.combine); break;
+        case 1: ((double*)a.out)[at] = kiln_combine_f(((double*)a.out)[at], ((const double*)a.up)[u], a.combine); break;
+        case 2: ((int*)a.out)[at] = (int)kiln_combine_i(((int*)a.out)[at], ((const int*)a.up)[u], a.combine); break;
+        default: ((long long*)a.out)[at] = kiln_combine_i(((long long*)a.out)[at], ((const long long*)a.up)[u], a.combine); break;
+      }
+    }
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_scatter_elements, KilnScatterElementsArgs)
+
+// conv, conv_transpose, max_pool and avg_pool over f32 [N, C, spatial...] buffers, one
+// thread per output element; the spatial dims right-aligned in three (leading ones of
+// size 1), as the CPU's WindowGeometry. conv: the group's input channels times
+// w [M, C / groups, K...], plus the bias; conv_transpose: every input whose tap lands on
+// the element, times w [C, M / groups, K...], plus the bias; max_pool: the largest tap
+// inside x (a NaN wins); avg_pool: the mean of the taps inside x, or with include_pad the
+// sum over the taps inside the padded input.
+struct KilnWindowArgs {
+  const float* x;
+  const float* w;     // convs
+  const float* bias;  // convs; null without one
+  float* y;
+  long long n, c, m, groups, count;
+  long long in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+  int kind;  // 0 conv, 1 conv_transpose, 2 max_pool, 3 avg_pool
+  int include_pad;
+};
+
+// The taps k in [0, kernel) of a window from start whose positions start + k dilation lie
+// in [lo, hi): [*first, *last), empty when none do (worked out, not scanned: a hostile
+// kernel_shape may have 2^31 taps).
+__device__ void kiln_tap_range(long long start, long long dilation, long long kernel,
+                               long long lo, long long hi, long long* first, long long* last) {
+  *first = *last = 0;
+  if (hi <= lo) return;
+  const long long below = lo - start, above = hi - 1 - start;
+  if (above < 0) return;
+  const long long f = below <= 0 ? 0 : (below + dilation - 1) / dilation;
+  const long long l = above / dilation + 1 < kernel ? above / dilation + 1 : kernel;
+  if (f < l) { *first = f; *last = l; }
+}
+
+extern "C" __global__ void kiln_window(KilnWindowArgs a) {
+  const long long out_plane = a.out[0] * a.out[1] * a.out[2];
+  const long long in_plane = a.in[0] * a.in[1] * a.in[2];
+  const long long taps = a.kernel[0] * a.kernel[1] * a.kernel[2];
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.count; i += step) {
+    const long long pos = i % out_plane, ch = i / out_plane % a.m, n = i / out_plane / a.m;
+    const long long o[3] = {pos / (a.out[1] * a.out[2]), pos / a.out[2] % a.out[1], pos % a.out[2]};
+    long long lo[3], hi[3], start[3], padded = 1;
+    for (int d = 0; d < 3; ++d) {
+      start[d] = o[d] * a.stride[d] - a.pad_begin[d];
+      kiln_tap_range(start[d], a.dilation[d], a.kernel[d], 0, a.in[d], &lo[d], &hi[d]);
+      long long p0, p1;
+      kiln_tap_range(start[d], a.dilation[d], a.kernel[d], -a.pad_begin[d],
+                     a.in[d] + a.pad_end[d], &p0, &p1);
+      padded *= p1 - p0;
+    }
+    float acc = a.kind == 2 ? -kiln_inf() : 0.0f;
+    if (a.kind >= 2) {  // pools: channel ch of x (m == c)
+      const float* x = a.x + (n * a.c + ch) * in_plane;
+      long long inside = 0;
+      for (long long k0 = lo[0]; k0 < hi[0]; ++k0)
+        for (long long k1 = lo[1]; k1 < hi[1]; ++k1)
+          for (long long k2 = lo[2]; k2 < hi[2]; ++k2) {
+            const long long i0 = start[0] + k0 * a.dilation[0], i1 = start[1] + k1 * a.dilation[1],
+                            i2 = start[2] + k2 * a.dilation[2];
+            const float v = x[(i0 * a.in[1] + i1) * a.in[2] + i2];
+            ++inside;
+            if (a.kind == 3) acc += v;
+            else if (v > acc || v != v) acc = v;  // a NaN wins, and stays
+          }
+      if (a.kind == 3) acc /= (float)(a.include_pad ? padded : inside);
+    } else if (a.kind == 0) {  // conv
+      const long long cg = a.c / a.groups, mg = a.m / a.groups, first = ch / mg * cg;
+      for (long long c = 0; c < cg; ++c) {
+        const float* x = a.x + (n * a.c + first + c) * in_plane;
+        const float* w = a.w + (ch * cg + c) * taps;
+        for (long long k0 = lo[0]; k0 < hi[0]; ++k0)
+          for (long long k1 = lo[1]; k1 < hi[1]; ++k1)
+            for (long long k2 = lo[2]; k2 < hi[2]; ++k2) {
+              const long long i0 = start[0] + k0 * a.dilation[0],
+                              i1 = start[1] + k1 * a.dilation[1],
+                              i2 = start[2] + k2 * a.dilation[2];
+              acc += x[(i0 * a.in[1] + i1) * a.in[2] + i2] *
+                     w[(k0 * a.kernel[1] + k1) * a.kernel[2] + k2];
+            }
+      }
+    } else {  // conv_transpose: input i lands on o through tap k when i stride - pad + k dilation = o
+      const long long cg = a.c / a.groups, mg = a.m / a.groups, first = ch / mg * cg, j = ch % mg;
+      for (long long c = first; c < first + cg; ++c) {
+        const float* x = a.x + (n * a.c + c) * in_plane;
+        const float* w = a.w + (c * mg + j) * taps;
+        for (long long k0 = 0; k0 < a.kernel[0]; ++k0) {
+          const long long t0 = o[0] + a.pad_begin[0] - k0 * a.dilation[0];
+          if (t0 < 0 || t0 % a.stride[0] != 0 || t0 / a.stride[0] >= a.in[0]) continue;
+          for (long long k1 = 0; k1 < a.kernel[1]; ++k1) {
+            const long long t1 = o[1] + a.pad_begin[1] - k1 * a.dilation[1];
+            if (t1 < 0 || t1 % a.stride[1] != 0 || t1 / a.stride[1] >= a.in[1]) continue;
+            for (long long k2 = 0; k2 < a.kernel[2]; ++k2) {
+              const long long t2 = o[2] + a.pad_begin[2] - k2 * a.dilation[2];
+              if (t2 < 0 || t2 % a.stride[2] != 0 || t2 / a.stride[2] >= a.in[2]) continue;
+              acc += x[((t0 / a.stride[0]) * a.in[1] + t1 / a.stride[1]) * a.in[2] +
+                       t2 / a.stride[2]] *
+                     w[(k0 * a.kernel[1] + k1) * a.kernel[2] + k2];
+            }
+          }
+        }
+      }
+    }
+    if (a.kind <= 1 && a.bias) acc += a.bias[ch];
+    a.y[i] = acc;
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_window, KilnWindowArgs)
 )";
   return source;
 }

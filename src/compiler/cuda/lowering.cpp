@@ -92,14 +92,16 @@ class CudaLowering final : public Lowering {
     if (state.error && state.host_error[0] != 0) {
       ctx_->enqueue_memset(*state.error, std::int64_t{0});
       ctx_->synchronize();
-      // The op that reported it: 1 gather, 2 gather_elements, 3 gather_nd, 4 scatter_nd.
+      // The op that reported it: 1 gather, 2 gather_elements, 3 gather_nd, 4 scatter_nd,
+      // 5 scatter_elements.
       const std::int64_t op = state.host_error[0];
       const bool gather = op == 1;
       throw UserError(detail::cat("CompiledCallable on ", ctx_->device(), ": ",
                                   gather    ? "a gather's"
                                   : op == 2 ? "a gather_elements'"
                                   : op == 3 ? "a gather_nd's"
-                                            : "a scatter_nd's",
+                                  : op == 4 ? "a scatter_nd's"
+                                            : "a scatter_elements'",
                                   " index ", state.host_error[1], " is outside [",
                                   gather ? 0 : -state.host_error[2], ", ", state.host_error[2],
                                   "); the outputs of this call are not valid"));

@@ -13,15 +13,9 @@ namespace {
 using G = KernelGrid;
 
 /// What compiled graphs on CUDA cannot run yet, and what to do instead.
-/// The indexing, scan and sliding-window ops added for ONNX models have CPU kernels only
-/// so far.
-constexpr std::string_view kNoCudaKernelYet =
-    "scatter_elements, conv, conv_transpose, the pools and resize have no CUDA kernel yet; "
-    "compile the module for a CPU device";
-
-constexpr std::string_view kNoCudaReduceProd =
-    "reduce_prod has no CUDA kernel yet (the CUDA reduction combines sums and extrema only); "
-    "compile the module for a CPU device";
+constexpr std::string_view kNoCudaResize =
+    "resize has no CUDA kernel yet (its tap tables are built on the host for the CPU "
+    "kernel); compile the module for a CPU device";
 
 constexpr std::string_view kNoCudaCollectives =
     "compiled graphs on CUDA run every op but collectives so far; compile the module for a "
@@ -45,14 +39,6 @@ std::vector<KernelDef> make_definitions() {
                      .no_cuda = kNoCudaCollectives,
                      .variant = v};
   };
-  const auto cpu_only = [](const char* name, Kernel cpu, G grid,
-                           void (*prepare)(Launch&, int) = nullptr) {
-    return KernelDef{.op = &ir::lookup_op(name),
-                     .cpu = cpu,
-                     .grid = grid,
-                     .prepare = prepare,
-                     .no_cuda = kNoCudaKernelYet};
-  };
   const auto same_type = [](const ir::OpView&, bool same) { return same; };
   KernelDef reshape = def("kiln.reshape", copy_all, G::copy, cuda_op::reshape);
   reshape.view_strides = reshape_view_strides;
@@ -72,9 +58,11 @@ std::vector<KernelDef> make_definitions() {
   KernelDef matmul_def =
       def("kiln.matmul", kernel::matmul, G::matmul, cuda_op::matmul, prepare_matmul);
   matmul_def.strided_operands = matmul_def.takes_epilogue = true;
-  KernelDef conv_def = cpu_only("kiln.conv", conv, G::single, prepare_conv);
+  KernelDef conv_def =
+      def("kiln.conv", conv, G::single, cuda_op::window, prepare_conv, variant::conv);
   KernelDef conv_transpose_def =
-      cpu_only("kiln.conv_transpose", conv_transpose, G::single, prepare_conv_transpose);
+      def("kiln.conv_transpose", conv_transpose, G::single, cuda_op::window, prepare_conv_transpose,
+          variant::conv_transpose);
   conv_def.takes_epilogue = conv_transpose_def.takes_epilogue = true;
   KernelDef gather_def = def("kiln.gather", gather, G::copy, cuda_op::gather);
   gather_def.reports_errors = true;
@@ -83,8 +71,10 @@ std::vector<KernelDef> make_definitions() {
   KernelDef gather_nd_def = def("kiln.gather_nd", gather_nd, G::copy, cuda_op::gather_nd);
   KernelDef scatter_nd_def =
       def("kiln.scatter_nd", kernel::scatter_nd, G::single, cuda_op::scatter_nd);
+  KernelDef scatter_elements_def =
+      def("kiln.scatter_elements", kernel::scatter_elements, G::single, cuda_op::scatter_elements);
   gather_elements_def.reports_errors = gather_nd_def.reports_errors =
-      scatter_nd_def.reports_errors = true;
+      scatter_nd_def.reports_errors = scatter_elements_def.reports_errors = true;
   return {
       // ---- data movement ----------------------------------------------------------------
       reshape,
@@ -97,7 +87,7 @@ std::vector<KernelDef> make_definitions() {
       gather_elements_def,
       gather_nd_def,
       def("kiln.cumsum", kernel::cumsum, G::copy, cuda_op::cumsum),
-      cpu_only("kiln.scatter_elements", kernel::scatter_elements, G::single),
+      scatter_elements_def,
       scatter_nd_def,
       def("kiln.top_k", kernel::top_k, G::copy, cuda_op::top_k),
       // ---- matmul -----------------------------------------------------------------------
@@ -105,19 +95,19 @@ std::vector<KernelDef> make_definitions() {
       // ---- sliding windows ---------------------------------------------------------------
       conv_def,
       conv_transpose_def,
-      cpu_only("kiln.max_pool", max_pool, G::single, prepare_pool),
-      cpu_only("kiln.avg_pool", avg_pool, G::single, prepare_pool),
-      cpu_only("kiln.resize", kernel::resize, G::copy, prepare_resize),
+      def("kiln.max_pool", max_pool, G::single, cuda_op::window, prepare_pool, variant::max_pool),
+      def("kiln.avg_pool", avg_pool, G::single, cuda_op::window, prepare_pool, variant::avg_pool),
+      KernelDef{.op = &ir::lookup_op("kiln.resize"),
+                .cpu = kernel::resize,
+                .grid = G::copy,
+                .prepare = prepare_resize,
+                .no_cuda = kNoCudaResize},
       // ---- reductions ---------------------------------------------------------------------
       def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, variant::sum),
       def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, variant::mean),
       def("kiln.reduce_max", reduce_max, G::reduce, cuda_op::reduce, nullptr, variant::max),
       def("kiln.reduce_min", reduce_min, G::reduce, cuda_op::reduce, nullptr, variant::min),
-      KernelDef{.op = &ir::lookup_op("kiln.reduce_prod"),
-                .cpu = reduce_prod,
-                .grid = G::reduce,
-                .no_cuda = kNoCudaReduceProd,
-                .variant = variant::prod},
+      def("kiln.reduce_prod", reduce_prod, G::reduce, cuda_op::reduce, nullptr, variant::prod),
       def("kiln.argmax", argmax, G::single, cuda_op::argmax),
       // ---- rows: softmax and norms --------------------------------------------------------
       def("kiln.softmax", softmax, G::rows, cuda_op::rows, nullptr, variant::softmax),

@@ -34,6 +34,7 @@ enum class KernelGrid : std::uint8_t {
 namespace variant {
 enum Rows : std::uint8_t { softmax, log_softmax, layer_norm, rms_norm };
 enum Reduce : std::uint8_t { sum, mean, max, min, prod };
+enum Window : std::uint8_t { conv, conv_transpose, max_pool, avg_pool };
 enum Collective : std::uint8_t {
   transfer,
   allreduce_sum,
