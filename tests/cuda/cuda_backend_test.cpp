@@ -1076,6 +1076,66 @@ TEST_P(CudaBackend, ConvsPoolsScatterElementsAndProductsRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(nullptr);
 }
 
+TEST_P(CudaBackend, ResizeRunsOnCudaAsOnTheCpu) {
+  // Each mode over the CPU's tap tables: nearest of integers (exact), bilinear up, an
+  // antialiased bicubic shrink with excluded outside taps, a crop with its extrapolation
+  // value, and f64.
+  if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
+  const auto model = [](Tensor x, Tensor n, Tensor d) {  // x: f32 [2, 3, 6, 5]; n: i64 [1, 7]
+    const Resampling linear{.mode = "linear"};
+    const Resampling cubic{.mode = "cubic", .exclude_outside = true, .antialias = true};
+    const Resampling crop{.mode = "linear",
+                          .coordinates = "tf_crop_and_resize",
+                          .extrapolation_value = 9.5,
+                          .roi = {0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3}};
+    const Resampling nearest{
+        .mode = "nearest", .coordinates = "asymmetric", .nearest_mode = "ceil"};
+    return std::make_tuple(resize(x, {-1, -1, 12, 10}, linear), resize(x, {-1, -1, 4, 2}, cubic),
+                           resize(x, {-1, -1, 5, 7}, crop), resize(n, {-1, 17}, nearest),
+                           resize(d, {-1, -1, 9, 4}, linear));
+  };
+  const StagedGraph staged =
+      stage(model)(TensorLayout(DType::f32, {2, 3, 6, 5}), TensorLayout(DType::i64, {1, 7}),
+                   TensorLayout(DType::f64, {1, 2, 3, 3}));
+  const auto inputs = [](int call) {
+    std::vector<std::int64_t> n(7);
+    for (std::size_t i = 0; i < n.size(); ++i)
+      n[i] = (std::int64_t{1} << 60) + static_cast<std::int64_t>(i) * 3 - call;  // exact
+    return std::vector{Tensor::random(TensorLayout(DType::f32, {2, 3, 6, 5}), 180 + call, -1, 1),
+                       Tensor::from_data(n, Shape{1, 7}),
+                       Tensor::random(TensorLayout(DType::f64, {1, 2, 3, 3}), 190 + call, -1, 1)};
+  };
+  const auto ctx = std::make_shared<DeviceContext>(context());
+  CompiledCallable on_gpu(staged, {}, {.context = ctx});
+  CompiledCallable on_cpu(staged, {});
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<Tensor> x = inputs(call);
+    const std::vector<Tensor> got = on_gpu.run(x), want = on_cpu.run(x);
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t o = 0; o < got.size(); ++o) {
+      ASSERT_EQ(got[o].layout(), want[o].layout()) << "output " << o;
+      if (got[o].layout().dtype == DType::i64) {  // copied exactly, above 2^53 too
+        EXPECT_EQ(got[o].to_vector<std::int64_t>(), want[o].to_vector<std::int64_t>());
+        continue;
+      }
+      // The same sums in the same order, in double; a GPU fuses multiply-adds, so f64
+      // results may differ in their last bits.
+      const std::vector<double> g = got[o].to_doubles(), w = want[o].to_doubles();
+      for (std::size_t i = 0; i < g.size(); ++i)
+        ASSERT_NEAR(g[i], w[i], 1e-12 * (1 + std::fabs(w[i])))
+            << "call " << call << " output " << o << " element " << i;
+    }
+  }
+  // What the kernel does not compute is refused, saying what to do.
+  const StagedGraph half = stage([](Tensor t) {
+    return resize(t, {1, 8}, Resampling{.mode = "linear"});
+  })(TensorLayout(DType::f16, {1, 4}));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(half, {}, {.context = ctx})
+                            .run({Tensor::zeros(TensorLayout(DType::f16, {1, 4}))}),
+                        UserError, "run on CUDA over f32 and f64 so far");
+  if (!gpu()) compiler::set_cuda_source_observer(nullptr);
+}
+
 TEST_P(CudaBackend, SlicesConcatsSplitsAndReductionsRunOnCudaAsOnTheCpu) {
   if (!gpu()) compiler::set_cuda_source_observer(emulate_on_host);
   const auto model = [](Tensor x) {                         // x: [3, 4, 6]

@@ -200,6 +200,16 @@ void top_k(const Launch& l);
 void resize(const Launch& l);
 /// Each axis's taps (input positions and weights per output coordinate), once per plan.
 void prepare_resize(Launch& launch, int threads);
+/// The same taps laid out for the CUDA kernel, in 8-byte words: axis d's start at `at[d]`,
+/// out[d] * taps[d] offsets into x (i64), as many weights (f64 bits), then out[d] flags
+/// (1: the coordinate lies outside tf_crop_and_resize's crop).
+struct ResizeTables {
+  std::vector<std::int64_t> taps, at;
+  std::vector<std::uint64_t> words;
+  bool nearest = false, outside = false;  // outside: some coordinate has its flag set
+  double extrapolation = 0;
+};
+ResizeTables resize_tables(const Launch& l);
 
 // ---- conv_kernels.cpp: sliding windows ---------------------------------------------------
 

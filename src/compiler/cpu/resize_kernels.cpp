@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -158,9 +159,8 @@ void drop_unused_taps(AxisTaps& a) {
   }
 }
 
-}  // namespace
-
-void prepare_resize(Launch& l, int /*threads*/) {
+/// \p l's taps, as prepare_resize and resize_tables give them.
+std::unique_ptr<PreparedResize> prepared_resize(const Launch& l) {
   const ir::OpView op = l.view();
   ResizeSpec s{.mode = op.find("mode")->as_string(),
                .coords = op.find("coordinate_transformation_mode")->as_string(),
@@ -196,7 +196,33 @@ void prepare_resize(Launch& l, int /*threads*/) {
     p->columns_outside =
         std::find(last.outside.begin(), last.outside.end(), 1) != last.outside.end();
   }
-  l.prepared = std::move(p);
+  return p;
+}
+
+}  // namespace
+
+void prepare_resize(Launch& l, int /*threads*/) { l.prepared = prepared_resize(l); }
+
+ResizeTables resize_tables(const Launch& l) {
+  const std::unique_ptr<PreparedResize> p = prepared_resize(l);
+  ResizeTables t;
+  t.nearest = p->nearest;
+  t.extrapolation = p->extrapolation;
+  for (const AxisTaps& a : p->axes) {
+    t.taps.push_back(a.taps);
+    t.at.push_back(static_cast<std::int64_t>(t.words.size()));
+    for (std::int64_t i : a.index) t.words.push_back(static_cast<std::uint64_t>(i));
+    for (double w : a.weight) {
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &w, sizeof bits);
+      t.words.push_back(bits);
+    }
+    for (std::uint8_t o : a.outside) {
+      t.words.push_back(o);
+      t.outside = t.outside || o != 0;
+    }
+  }
+  return t;
 }
 
 namespace {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -45,12 +47,13 @@ bool all_f32(const Launch& l) {
 
 /// Library entry \p entry, compiled for \p ctx on first use.
 const DeviceFunction<CudaKernel>& library_kernel(const DeviceContext& ctx, const std::string& entry,
-                                                 CudaKernelCache& kernels) {
+                                                 CudaRecording& rec) {
   const std::string key = "library:" + entry;
-  auto it = kernels.find(key);
-  if (it == kernels.end()) {
+  auto it = rec.kernels.find(key);
+  if (it == rec.kernels.end()) {
     if (source_observer()) source_observer()(entry, cuda_library_source());
-    it = kernels.emplace(key, ctx.compile_function(CudaSource{cuda_library_source(), entry})).first;
+    it = rec.kernels.emplace(key, ctx.compile_function(CudaSource{cuda_library_source(), entry}))
+             .first;
   }
   return it->second;
 }
@@ -176,6 +179,16 @@ struct WindowArgs {
   int include_pad;
 };
 
+struct ResizeArgs {
+  const void* x;
+  void* y;
+  const long long* tables;
+  long long n;
+  long long shape[8], taps[8], at[8];
+  double extrapolation;
+  int rank, nearest, kind, bytes;
+};
+
 struct TopKArgs {
   const void* x;
   void* values;
@@ -236,7 +249,7 @@ void at_most_8_dims(const Launch& l, Dims shape) {
 
 /// Softmax or a norm along one axis: one block per line.
 DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                         const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                         const DeviceGraphDependencies& after, CudaRecording& rec) {
   if (!all_f32(l)) refuse(l, "softmax and norms run on CUDA over f32 values only so far");
   const View& x = l.in[0];
   const bool softmax = variant_of(l) < 2;  // softmax, log_softmax; else a norm
@@ -258,7 +271,7 @@ DeviceGraphNode add_rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const 
   std::int64_t threads = 32;  // a power of two, up to 256, for the block reduction
   while (threads < 256 && threads < a.len) threads *= 2;
   const std::int64_t lines = std::max<std::int64_t>(1, a.outer * a.inner);
-  return add_struct_launch(b, library_kernel(ctx, "kiln_rows", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_rows", rec),
                            LaunchConfig{std::min<std::int64_t>(lines, 65535), threads}, a, after);
 }
 
@@ -274,7 +287,7 @@ struct StridedCopy {
 
 DeviceGraphNode add_copy(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                          const StridedCopy& c, const DeviceGraphDependencies& after,
-                         CudaKernelCache& kernels) {
+                         CudaRecording& rec) {
   if (c.shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
   CopyArgs a{};
   a.in = c.in;
@@ -289,7 +302,7 @@ DeviceGraphNode add_copy(DeviceGraphBuilder& b, const DeviceContext& ctx, const 
     a.in_strides[d] = c.in_strides[d];
     a.out_strides[d] = c.out_strides[d];
   }
-  return add_struct_launch(b, library_kernel(ctx, "kiln_copy", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_copy", rec),
                            LaunchConfig{blocks_for(a.n), kThreads}, a, after);
 }
 
@@ -297,12 +310,12 @@ DeviceGraphNode add_copy(DeviceGraphBuilder& b, const DeviceContext& ctx, const 
 /// at element \p in_offset).
 DeviceGraphNode add_strided_read(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                                  Index in_strides, std::int64_t in_offset,
-                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                                 const DeviceGraphDependencies& after, CudaRecording& rec) {
   const View& out = l.out[0];
   return add_copy(b, ctx, l,
                   {l.in[0].data, out.data, to_index(out.shape), in_offset, 0, std::move(in_strides),
                    kernel::strides_of(out.shape)},
-                  after, kernels);
+                  after, rec);
 }
 
 /// Concat (\p into_whole: the pieces into \p whole) or split (\p whole into the pieces):
@@ -310,7 +323,7 @@ DeviceGraphNode add_strided_read(DeviceGraphBuilder& b, const DeviceContext& ctx
 /// whole along the op's axis.
 DeviceGraphNode add_pieces(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
                            const View& whole, std::span<const View> pieces, bool into_whole,
-                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                           const DeviceGraphDependencies& after, CudaRecording& rec) {
   const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), whole.shape.size());
   const Index whole_strides = kernel::strides_of(whole.shape);
   std::optional<DeviceGraphNode> last;
@@ -323,14 +336,14 @@ DeviceGraphNode add_pieces(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
                                  offset,     piece_strides, whole_strides}
                    : StridedCopy{whole.data, piece.data,    to_index(piece.shape), offset,
                                  0,          whole_strides, piece_strides};
-    last = add_copy(b, ctx, l, copy, last ? DeviceGraphDependencies{*last} : after, kernels);
+    last = add_copy(b, ctx, l, copy, last ? DeviceGraphDependencies{*last} : after, rec);
     at += piece.shape[axis];
   }
   return *last;
 }
 
 DeviceGraphNode add_argmax(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                           const DeviceGraphDependencies& after, CudaRecording& rec) {
   const View& x = l.in[0];
   if (x.dtype != DType::f32 || l.out[0].dtype != DType::i64)
     refuse(l, "argmax runs on CUDA over f32 values only so far");
@@ -344,12 +357,12 @@ DeviceGraphNode add_argmax(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   std::int64_t threads = 32;
   while (threads < 256 && threads < a.len) threads *= 2;
   return add_struct_launch(
-      b, library_kernel(ctx, "kiln_argmax", kernels),
+      b, library_kernel(ctx, "kiln_argmax", rec),
       LaunchConfig{std::clamp<std::int64_t>(a.outer * a.inner, 1, 65535), threads}, a, after);
 }
 
 DeviceGraphNode add_reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                           const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                           const DeviceGraphDependencies& after, CudaRecording& rec) {
   if (!all_f32(l)) refuse(l, "reductions run on CUDA over f32 values only so far");
   const View& x = l.in[0];
   if (x.shape.size() > 8) refuse(l, "tensors of more than 8 dimensions run on CPU devices only");
@@ -376,13 +389,13 @@ DeviceGraphNode add_reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   a.kind = variant_of(l);
   std::int64_t threads = 32;
   while (threads < 256 && threads < a.count) threads *= 2;
-  return add_struct_launch(b, library_kernel(ctx, "kiln_reduce", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_reduce", rec),
                            LaunchConfig{std::clamp<std::int64_t>(a.outputs, 1, 65535), threads}, a,
                            after);
 }
 
 DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                           const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                           const DeviceGraphDependencies& after, CudaRecording& rec,
                            long long* error) {
   const View &x = l.in[0], &ids = l.in[1];
   if (ids.dtype != DType::i64 && ids.dtype != DType::i32)
@@ -399,14 +412,14 @@ DeviceGraphNode add_gather(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   a.inner = elements(Index(x.shape.begin() + static_cast<long>(axis) + 1, x.shape.end()));
   a.id_bytes = static_cast<int>(size_of(ids.dtype));
   a.bytes = static_cast<int>(size_of(x.dtype));
-  return add_struct_launch(b, library_kernel(ctx, "kiln_gather", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather", rec),
                            LaunchConfig{blocks_for(a.outer * a.count * a.inner), kThreads}, a,
                            after);
 }
 
 /// A generated kernel over \p l's elements, and its KilnFusedArgs as 8-byte words.
 DeviceGraphNode add_elementwise(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                const DeviceGraphDependencies& after, CudaKernelCache& kernels) {
+                                const DeviceGraphDependencies& after, CudaRecording& rec) {
   if (!l.fused || l.out.size() != 1) refuse(l, "not an elementwise body of one result");
   const CudaKernelShape shape = cuda_kernel_shape(l);
   // f32 bodies as float arithmetic (as the CPU's vector code), others through double (as
@@ -422,11 +435,12 @@ DeviceGraphNode add_elementwise(DeviceGraphBuilder& b, const DeviceContext& ctx,
   const std::string generic = source_named("kiln_elementwise");
   const std::string name =
       cat(f32 ? "kiln_fused_" : "kiln_scalar_", std::hex, std::hash<std::string>{}(generic));
-  auto it = kernels.find(generic);
-  if (it == kernels.end()) {
+  auto it = rec.kernels.find(generic);
+  if (it == rec.kernels.end()) {
     std::string source = source_named(name);
     if (source_observer()) source_observer()(name, source);
-    it = kernels.emplace(generic, ctx.compile_function(CudaSource{std::move(source), name})).first;
+    it = rec.kernels.emplace(generic, ctx.compile_function(CudaSource{std::move(source), name}))
+             .first;
   }
   const View& out = l.out[0];
   const std::size_t k = std::max<std::size_t>(1, l.in.size());
@@ -500,26 +514,26 @@ std::string cuda_unsupported(const ir::OpDef& op) {
 }
 
 DeviceGraphNode add_cuda_launch(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                const DeviceGraphDependencies& after, CudaRecording& rec,
                                 long long* error) {
-  if (l.fused) return add_elementwise(b, ctx, l, after, kernels);
+  if (l.fused) return add_elementwise(b, ctx, l, after, rec);
   const KernelDef* def = find_kernel_def(l.view().def());
   if (def == nullptr || def->cuda == nullptr)  // the compile refused it (cuda_unsupported)
     throw InternalError(cat("add_cuda_launch: ", l.view().describe(), " has no CUDA launch"));
-  return def->cuda(b, ctx, l, after, kernels, error);
+  return def->cuda(b, ctx, l, after, rec, error);
 }
 
 namespace cuda_op {
 
 DeviceGraphNode matmul(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache&, long long*) {
+                       const DeviceGraphDependencies& after, CudaRecording&, long long*) {
   const detail::GemmF32 g = gemm_of(l);
   return b.add_cuda_work([ctx, g](void* stream) { detail::enqueue_gemm_f32(ctx, stream, g); },
                          after);
 }
 
 DeviceGraphNode reshape(DeviceGraphBuilder& b, const DeviceContext&, const Launch& l,
-                        const DeviceGraphDependencies& after, CudaKernelCache&, long long*) {
+                        const DeviceGraphDependencies& after, CudaRecording&, long long*) {
   // The same bytes under another shape.
   const std::size_t bytes =
       static_cast<std::size_t>(elements(l.out[0].shape)) * size_of(l.out[0].dtype);
@@ -530,24 +544,22 @@ DeviceGraphNode reshape(DeviceGraphBuilder& b, const DeviceContext&, const Launc
 }
 
 DeviceGraphNode transpose(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                          const DeviceGraphDependencies& after, CudaKernelCache& kernels,
-                          long long*) {
+                          const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
   const Index perm = l.view().find("perm")->as_int_array();
   const Index in_strides = kernel::strides_of(l.in[0].shape);
   Index strides;
   for (std::int64_t p : perm) strides.push_back(in_strides[kernel::axis_of(p, perm.size())]);
-  return add_strided_read(b, ctx, l, strides, 0, after, kernels);
+  return add_strided_read(b, ctx, l, strides, 0, after, rec);
 }
 
 DeviceGraphNode broadcast_to(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                             const DeviceGraphDependencies& after, CudaKernelCache& kernels,
-                             long long*) {
+                             const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
   return add_strided_read(b, ctx, l, broadcast_strides(l.in[0].shape, l.out[0].shape), 0, after,
-                          kernels);
+                          rec);
 }
 
 DeviceGraphNode slice(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                      const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+                      const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
   const View& x = l.in[0];
   const Index starts = l.view().find("starts")->as_int_array();
   const Index steps = l.view().find("steps")->as_int_array();
@@ -560,27 +572,26 @@ DeviceGraphNode slice(DeviceGraphBuilder& b, const DeviceContext& ctx, const Lau
     // the input's stride could overflow).
     strides.push_back(l.out[0].shape[d] > 1 ? steps[d] * st[d] : 0);
   }
-  return add_strided_read(b, ctx, l, strides, offset, after, kernels);
+  return add_strided_read(b, ctx, l, strides, offset, after, rec);
 }
 
 DeviceGraphNode concat(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_pieces(b, ctx, l, l.out[0], l.in, true, after, kernels);
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
+  return add_pieces(b, ctx, l, l.out[0], l.in, true, after, rec);
 }
 
 DeviceGraphNode split(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                      const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_pieces(b, ctx, l, l.in[0], l.out, false, after, kernels);
+                      const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
+  return add_pieces(b, ctx, l, l.in[0], l.out, false, after, rec);
 }
 
 DeviceGraphNode gather(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache& kernels,
-                       long long* error) {
-  return add_gather(b, ctx, l, after, kernels, error);
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long* error) {
+  return add_gather(b, ctx, l, after, rec, error);
 }
 
 DeviceGraphNode gather_elements(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                const DeviceGraphDependencies& after, CudaRecording& rec,
                                 long long* error) {
   const View &x = l.in[0], &ids = l.in[1];
   at_most_8_dims(l, x.shape);
@@ -604,12 +615,12 @@ DeviceGraphNode gather_elements(DeviceGraphBuilder& b, const DeviceContext& ctx,
   }
   a.id_bytes = index_bytes(l, ids);
   a.bytes = static_cast<int>(size_of(x.dtype));
-  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_elements", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_elements", rec),
                            LaunchConfig{blocks_for(a.n), kThreads}, a, after);
 }
 
 DeviceGraphNode gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                          const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                          const DeviceGraphDependencies& after, CudaRecording& rec,
                           long long* error) {
   const View &x = l.in[0], &ids = l.in[1];
   at_most_8_dims(l, x.shape);
@@ -633,12 +644,12 @@ DeviceGraphNode gather_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const
   a.id_bytes = index_bytes(l, ids);
   a.bytes = static_cast<int>(size_of(x.dtype));
   if (a.inner == 0) a.n = 0;  // empty slices: nothing to read (and no division by 0)
-  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_nd", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_gather_nd", rec),
                            LaunchConfig{blocks_for(a.n), kThreads}, a, after);
 }
 
 DeviceGraphNode cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
   const View& x = l.in[0];
   const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
   CumsumArgs a{};
@@ -653,13 +664,13 @@ DeviceGraphNode cumsum(DeviceGraphBuilder& b, const DeviceContext& ctx, const La
   std::tie(a.lines, a.inner) = lines_along(x.shape, axis);
   a.exclusive = flag("exclusive");
   a.reverse = flag("reverse");
-  return add_struct_launch(b, library_kernel(ctx, "kiln_cumsum", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_cumsum", rec),
                            LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
 /// One block: the tuples in order, each tuple's slice over the block's threads.
 DeviceGraphNode scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                           const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                           const DeviceGraphDependencies& after, CudaRecording& rec,
                            long long* error) {
   const View &x = l.in[0], &ids = l.in[1], &up = l.in[2];
   at_most_8_dims(l, x.shape);
@@ -678,12 +689,12 @@ DeviceGraphNode scatter_nd(DeviceGraphBuilder& b, const DeviceContext& ctx, cons
   a.id_bytes = index_bytes(l, ids);
   a.bytes = static_cast<int>(size_of(x.dtype));
   std::tie(a.combine, a.kind) = scatter_combine(l, x.dtype);
-  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_nd", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_nd", rec),
                            LaunchConfig{1, kThreads}, a, after);
 }
 
 DeviceGraphNode scatter_elements(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                                 const DeviceGraphDependencies& after, CudaKernelCache& kernels,
+                                 const DeviceGraphDependencies& after, CudaRecording& rec,
                                  long long* error) {
   const View &x = l.in[0], &ids = l.in[1], &up = l.in[2];
   at_most_8_dims(l, x.shape);
@@ -712,14 +723,14 @@ DeviceGraphNode scatter_elements(DeviceGraphBuilder& b, const DeviceContext& ctx
   a.id_bytes = index_bytes(l, ids);
   a.bytes = static_cast<int>(size_of(x.dtype));
   std::tie(a.combine, a.kind) = scatter_combine(l, x.dtype);
-  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_elements", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_scatter_elements", rec),
                            LaunchConfig{1, kThreads}, a, after);
 }
 
 /// conv, conv_transpose, max_pool and avg_pool (by the op's `KernelDef::variant`): one
 /// thread per output element.
 DeviceGraphNode window(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
   const int kind = variant_of(l);
   if (!all_f32(l))
     refuse(l, cat(l.view().def().name,
@@ -750,12 +761,55 @@ DeviceGraphNode window(DeviceGraphBuilder& b, const DeviceContext& ctx, const La
   a.kind = kind;
   const ir::Attribute* include = l.view().find("count_include_pad");
   a.include_pad = include != nullptr && include->as_bool() ? 1 : 0;
-  return add_struct_launch(b, library_kernel(ctx, "kiln_window", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_window", rec),
                            LaunchConfig{blocks_for(a.count), kThreads}, a, after);
 }
 
+/// The CPU's tap tables (`kernel::resize_tables`), copied to the device once, kept with
+/// the plan; one thread per output element.
+DeviceGraphNode resize(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
+  const View &x = l.in[0], &y = l.out[0];
+  at_most_8_dims(l, x.shape);
+  kernel::ResizeTables t = kernel::resize_tables(l);
+  const bool scalar = x.shape.empty();  // resizes to itself: a copy
+  const bool real = x.dtype == DType::f32 || x.dtype == DType::f64;
+  if (!real && (!(t.nearest || scalar) || t.outside))
+    refuse(l,
+           "linear and cubic resize, and tf_crop_and_resize's extrapolation value, run on "
+           "CUDA over f32 and f64 so far; cast first or compile for a CPU device");
+  auto host = std::make_shared<std::vector<std::uint64_t>>(std::move(t.words));
+  const std::size_t bytes = std::max<std::size_t>(host->size() * sizeof(std::uint64_t), 8);
+  auto device =
+      std::make_shared<DeviceBuffer<std::uint8_t>>(ctx.enqueue_create_buffer<std::uint8_t>(bytes));
+  // Not captured (graph building captures only CUDA work): the copy runs now, and the
+  // lowering synchronizes before the host copy could go.
+  ctx.enqueue_copy(std::span<std::uint8_t>(device->data(), host->size() * 8),
+                   std::span<const std::uint8_t>(
+                       reinterpret_cast<const std::uint8_t*>(host->data()), host->size() * 8));
+  ResizeArgs a{};
+  a.x = x.data;
+  a.y = y.data;
+  a.tables = reinterpret_cast<const long long*>(device->data());
+  a.n = elements(y.shape);
+  a.rank = static_cast<int>(x.shape.size());
+  for (std::size_t d = 0; d < x.shape.size(); ++d) {
+    a.shape[d] = y.shape[d];
+    a.taps[d] = t.taps[d];
+    a.at[d] = t.at[d];
+  }
+  a.extrapolation = t.extrapolation;
+  a.nearest = t.nearest || scalar ? 1 : 0;
+  a.kind = x.dtype == DType::f64 ? 1 : 0;
+  a.bytes = static_cast<int>(size_of(x.dtype));
+  rec.keep.push_back(std::move(host));
+  rec.keep.push_back(std::move(device));
+  return add_struct_launch(b, library_kernel(ctx, "kiln_resize", rec),
+                           LaunchConfig{blocks_for(a.n), kThreads}, a, after);
+}
+
 DeviceGraphNode top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                      const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
+                      const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
   const View& x = l.in[0];
   const std::size_t axis = kernel::axis_of(l.view().find("axis")->as_int(), x.shape.size());
   TopKArgs a{};
@@ -770,23 +824,23 @@ DeviceGraphNode top_k(DeviceGraphBuilder& b, const DeviceContext& ctx, const Lau
   std::tie(a.lines, a.inner) = lines_along(x.shape, axis);
   a.largest = l.view().find("largest")->as_bool() ? 1 : 0;
   a.bytes = static_cast<int>(size_of(x.dtype));
-  return add_struct_launch(b, library_kernel(ctx, "kiln_top_k", kernels),
+  return add_struct_launch(b, library_kernel(ctx, "kiln_top_k", rec),
                            LaunchConfig{blocks_for(a.lines), kThreads}, a, after);
 }
 
 DeviceGraphNode reduce(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_reduce(b, ctx, l, after, kernels);
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
+  return add_reduce(b, ctx, l, after, rec);
 }
 
 DeviceGraphNode argmax(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                       const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_argmax(b, ctx, l, after, kernels);
+                       const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
+  return add_argmax(b, ctx, l, after, rec);
 }
 
 DeviceGraphNode rows(DeviceGraphBuilder& b, const DeviceContext& ctx, const Launch& l,
-                     const DeviceGraphDependencies& after, CudaKernelCache& kernels, long long*) {
-  return add_rows(b, ctx, l, after, kernels);
+                     const DeviceGraphDependencies& after, CudaRecording& rec, long long*) {
+  return add_rows(b, ctx, l, after, rec);
 }
 
 }  // namespace cuda_op

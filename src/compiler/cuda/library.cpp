@@ -670,6 +670,79 @@ extern "C" __global__ void kiln_window(KilnWindowArgs a) {
   }
 }
 KILN_HOST_TRAMPOLINE(kiln_window, KilnWindowArgs)
+// Resize (ONNX's), one thread per output element, over the taps the CPU works out
+// (`ResizeTables`, one device copy per plan): an element outside tf_crop_and_resize's crop
+// is the extrapolation value; nearest copies the one element its taps pick, bit for bit;
+// linear and cubic sum, in double as the CPU does and in its order, each combination of
+// the other axes' taps (weight 0 skipped) times the sum over the last axis's taps.
+// kind: 0 f32, 1 f64 (what linear, cubic and the extrapolation value compute in).
+struct KilnResizeArgs {
+  const unsigned char* x;
+  unsigned char* y;
+  const long long* tables;  // offsets (i64), weights (f64 bits) and outside flags per axis
+  long long n;
+  long long shape[8], taps[8], at[8];
+  double extrapolation;
+  int rank, nearest, kind, bytes;
+};
+
+__device__ void kiln_store_real(unsigned char* y, long long i, int kind, double v) {
+  if (kind == 0) ((float*)y)[i] = (float)v;
+  else ((double*)y)[i] = v;
+}
+
+extern "C" __global__ void kiln_resize(KilnResizeArgs a) {
+  const double* weights = (const double*)a.tables;
+  const long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += step) {
+    long long c[8], rest = i;
+    bool outside = false;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      c[d] = rest % a.shape[d];
+      rest /= a.shape[d];
+      const long long cells = a.shape[d] * a.taps[d];
+      outside = outside || a.tables[a.at[d] + 2 * cells + c[d]] != 0;
+    }
+    if (outside) {
+      kiln_store_real(a.y, i, a.kind, a.extrapolation);
+      continue;
+    }
+    if (a.nearest) {  // one tap on every axis
+      long long from = 0;
+      for (int d = 0; d < a.rank; ++d) from += a.tables[a.at[d] + c[d]];
+      kiln_copy_element(a.y, i, a.x, from, a.bytes);
+      continue;
+    }
+    const int last = a.rank - 1;
+    long long combos = 1;
+    for (int d = 0; d < last; ++d) combos *= a.taps[d];
+    const long long last_cells = a.shape[last] * a.taps[last];
+    double sum = 0;
+    for (long long combo = 0; combo < combos; ++combo) {
+      double w = 1;
+      long long from = 0, r = combo;
+      for (int d = last - 1; d >= 0; --d) {
+        const long long k = c[d] * a.taps[d] + r % a.taps[d];
+        r /= a.taps[d];
+        const long long cells = a.shape[d] * a.taps[d];
+        w *= weights[a.at[d] + cells + k];
+        from += a.tables[a.at[d] + k];
+      }
+      if (w == 0) continue;  // reads nothing, not even a NaN
+      double across = 0;
+      for (long long j = 0; j < a.taps[last]; ++j) {
+        const long long k = c[last] * a.taps[last] + j;
+        const double wl = weights[a.at[last] + last_cells + k];
+        if (wl == 0) continue;
+        const long long at = from + a.tables[a.at[last] + k];
+        across += wl * (a.kind == 0 ? (double)((const float*)a.x)[at] : ((const double*)a.x)[at]);
+      }
+      sum += w * across;
+    }
+    kiln_store_real(a.y, i, a.kind, sum);
+  }
+}
+KILN_HOST_TRAMPOLINE(kiln_resize, KilnResizeArgs)
 )";
   return source;
 }

@@ -19,6 +19,7 @@ struct CudaPlan final : LoweredPlan {
   // and that report's copy on the host after each call.
   std::shared_ptr<DeviceBuffer<std::int64_t>> error;
   std::array<std::int64_t, 3> host_error{};
+  std::vector<std::shared_ptr<void>> keep;  // what the graph reads besides the arena
 };
 
 class CudaLowering final : public Lowering {
@@ -58,6 +59,7 @@ class CudaLowering final : public Lowering {
     long long* const error =
         state->error ? reinterpret_cast<long long*>(state->error->data()) : nullptr;
     plan.graphs.resize(1);
+    CudaRecording recording{kernels_, state->keep};
     plan.graphs[0] = DeviceGraph::create(*ctx_, [&](DeviceGraphBuilder& b) {
       b.reserve(plan.launches.size());
       bool first = true;
@@ -67,13 +69,13 @@ class CudaLowering final : public Lowering {
             first ? DeviceGraphDependencies{} : DeviceGraphDependencies{b.last_node()};
         first = false;
         const DeviceGraphNode node =
-            add_cuda_launch(b, *ctx_, plan.launches[i], after, kernels_, error);
+            add_cuda_launch(b, *ctx_, plan.launches[i], after, recording, error);
         b.set_label(node, std::move(plan.labels[i]));  // the graph's from now on
       }
     });
     std::vector<std::string>().swap(plan.labels);
     for (std::size_t s : plan.outputs) state->host_outputs.emplace_back(plan.storage[s].bytes);
-    ctx_->synchronize();  // the weights' copies
+    ctx_->synchronize();  // the weights' and tables' copies
     plan.lowered = std::move(state);
   }
 

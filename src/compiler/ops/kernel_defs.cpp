@@ -13,10 +13,6 @@ namespace {
 using G = KernelGrid;
 
 /// What compiled graphs on CUDA cannot run yet, and what to do instead.
-constexpr std::string_view kNoCudaResize =
-    "resize has no CUDA kernel yet (its tap tables are built on the host for the CPU "
-    "kernel); compile the module for a CPU device";
-
 constexpr std::string_view kNoCudaCollectives =
     "compiled graphs on CUDA run every op but collectives so far; compile the module for a "
     "CPU device";
@@ -97,11 +93,7 @@ std::vector<KernelDef> make_definitions() {
       conv_transpose_def,
       def("kiln.max_pool", max_pool, G::single, cuda_op::window, prepare_pool, variant::max_pool),
       def("kiln.avg_pool", avg_pool, G::single, cuda_op::window, prepare_pool, variant::avg_pool),
-      KernelDef{.op = &ir::lookup_op("kiln.resize"),
-                .cpu = kernel::resize,
-                .grid = G::copy,
-                .prepare = prepare_resize,
-                .no_cuda = kNoCudaResize},
+      def("kiln.resize", kernel::resize, G::copy, cuda_op::resize, prepare_resize),
       // ---- reductions ---------------------------------------------------------------------
       def("kiln.reduce_sum", reduce_sum, G::reduce, cuda_op::reduce, nullptr, variant::sum),
       def("kiln.reduce_mean", reduce_mean, G::reduce, cuda_op::reduce, nullptr, variant::mean),
