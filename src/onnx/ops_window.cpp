@@ -157,15 +157,102 @@ Outputs conv_transpose_(NodeContext& n) {
       traced(n.has_input(2) ? conv_transpose(x, w, n.input(2), win) : conv_transpose(x, w, win))};
 }
 
+/// The most (output position, tap) pairs MaxPool's Indices output tabulates.
+constexpr double kMaxPoolIndexTable = 1 << 26;
+
+/// MaxPool's Indices output: where each maximum lies in x, counted as if [N, C, S...]
+/// were one array, the spatial dims row-major (storage_order 0) or column-major (1).
+/// Composed: each output position's taps gathered from x flattened per plane (a tap in
+/// the padding reads the window's first tap inside x instead, which never changes where
+/// the first maximum lies), argmax over the taps (the first maximum, or the first NaN, as
+/// the values max_pool gives), that tap's position from a table, plus the plane's offset.
+Tensor max_pool_indices(NodeContext& n, const Tensor& x, const Tensor& y, const Ints& kernel,
+                        const Window& w) {
+  const Ints in = static_spatial(n, x, "MaxPool's Indices output");
+  const std::int64_t order = n.attr_int("storage_order", 0);
+  if (order != 0 && order != 1) n.fail(cat("storage_order ", order, " is not 0 or 1"));
+  const Dim batch = x.shape().dims()[0], channels = x.shape().dims()[1];
+  if (!channels.is_static())
+    n.fail(cat("the channels of the input ", x.shape(),
+               " are symbolic; the Indices output "
+               "needs their number (fix it with --dim)"));
+  const std::size_t s = in.size();
+  Ints out, row(s, 1), column(s, 1);
+  std::int64_t positions = 1, taps = 1, plane = 1;
+  for (std::size_t d = 0; d < s; ++d) {
+    out.push_back(y.shape().dims()[2 + d].size());
+    positions *= out[d];
+    taps *= kernel[d];
+    plane *= in[d];
+    if (d > 0) column[d] = column[d - 1] * in[d - 1];
+  }
+  for (std::size_t d = s - 1; d-- > 0;) row[d] = row[d + 1] * in[d + 1];
+  if (static_cast<double>(positions) * static_cast<double>(taps) > kMaxPoolIndexTable)
+    n.fail(cat("the Indices output of ", positions, " positions of ", taps,
+               " taps each is more than kiln tabulates (2^26)"));
+  // read: the tap's row-major offset in a plane; at: the offset the Indices output counts.
+  std::vector<std::int64_t> read(static_cast<std::size_t>(positions * taps), -1), at(read.size());
+  for (std::int64_t p = 0; p < positions; ++p) {
+    std::int64_t first_inside = -1;
+    for (std::int64_t k = 0; k < taps; ++k) {
+      std::int64_t rest_p = p, rest_k = k, r = 0, c = 0;
+      bool inside = true;
+      for (std::size_t d = s; d-- > 0;) {
+        const std::int64_t o = rest_p % out[d], kk = rest_k % kernel[d];
+        rest_p /= out[d];
+        rest_k /= kernel[d];
+        const std::int64_t i = o * w.strides[d] - w.pads[d] + kk * w.dilations[d];
+        inside = inside && i >= 0 && i < in[d];
+        r += i * row[d];
+        c += i * column[d];
+      }
+      if (!inside) continue;
+      const auto slot = static_cast<std::size_t>(p * taps + k);
+      read[slot] = r;
+      at[slot] = order == 0 ? r : c;
+      if (first_inside < 0) first_inside = k;
+    }
+    if (first_inside < 0) n.fail(cat("output position ", p, " has no tap inside the input"));
+    const auto first = static_cast<std::size_t>(p * taps + first_inside);
+    for (std::int64_t k = 0; k < taps; ++k) {
+      const auto slot = static_cast<std::size_t>(p * taps + k);
+      if (read[slot] < 0) {
+        read[slot] = read[first];
+        at[slot] = at[first];
+      }
+    }
+  }
+  std::vector<std::int64_t> tap_base(static_cast<std::size_t>(positions)),
+      plane_base(static_cast<std::size_t>(channels.size()));
+  for (std::size_t p = 0; p < tap_base.size(); ++p)
+    tap_base[p] = static_cast<std::int64_t>(p) * taps;
+  for (std::size_t c = 0; c < plane_base.size(); ++c)
+    plane_base[c] = static_cast<std::int64_t>(c) * plane;
+  const auto i64 = [](std::vector<std::int64_t> v, Shape shape) {
+    return Tensor::from_data(v, std::move(shape));
+  };
+  const Tensor windows =
+      gather(reshape(x, Shape{batch, channels, plane}), i64(read, Shape{positions, taps}), 2);
+  const Tensor tap = argmax(windows, 3) + i64(tap_base, Shape{positions});  // [N, C, P]
+  const Tensor where = gather(i64(at, Shape{positions * taps}), tap, 0);
+  // n * C * plane + c * plane, for a batch that may be symbolic.
+  const Tensor n_index =
+      cumsum(broadcast_to(i64({1}, Shape{1}), Shape{batch}), 0, /*exclusive=*/true);
+  const Tensor batch_base =
+      reshape(n_index * i64({channels.size() * plane}, Shape{}), Shape{batch, 1, 1});
+  return reshape(where + i64(plane_base, Shape{channels.size(), 1}) + batch_base, y.shape());
+}
+
 Outputs max_pool_(NodeContext& n) {
   n.only_attributes(
       {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"});
-  only_first_output(n, "the indices of the maxima");
   const Tensor x = n.input(0);
   const std::optional<Ints> kernel = n.attr_ints("kernel_shape");
   if (!kernel) n.fail("kernel_shape is required");
   const Window win = window_of(n, x, *kernel);
-  return {traced(max_pool(x, *kernel, win, n.attr_int("ceil_mode", 0) != 0))};
+  const Tensor y = max_pool(x, *kernel, win, n.attr_int("ceil_mode", 0) != 0);
+  if (n.node().output_size() < 2 || n.node().output(1).empty()) return {traced(y)};
+  return {traced(y), traced(max_pool_indices(n, x, y, *kernel, win))};
 }
 
 Outputs average_pool_(NodeContext& n) {

@@ -280,6 +280,109 @@ TEST(OnnxCompositions, GroupNormalizationOverSymbolicSpatialDimsMatchesLoops) {
                         "num_groups 3 does not divide the 4 channels");
 }
 
+/// MaxPool's Indices as ONNX defines them, by loops: the first maximum of each window in
+/// tap order (pads never win), its offset counted over [N, C, S...] with the spatial dims
+/// row-major or, for \p column_major, column-major.
+std::vector<std::int64_t> max_pool_indices(
+    const std::vector<float>& x, std::int64_t planes, const std::vector<std::int64_t>& in,
+    const std::vector<std::int64_t>& out, const std::vector<std::int64_t>& kernel,
+    const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& pad,
+    const std::vector<std::int64_t>& dilation, bool column_major) {
+  const std::size_t s = in.size();
+  std::int64_t plane = 1, positions = 1, taps = 1;
+  for (std::size_t d = 0; d < s; ++d) plane *= in[d], positions *= out[d], taps *= kernel[d];
+  std::vector<std::int64_t> got;
+  for (std::int64_t c = 0; c < planes; ++c)
+    for (std::int64_t p = 0; p < positions; ++p) {
+      float best = 0;
+      std::int64_t where = -1;
+      for (std::int64_t k = 0; k < taps; ++k) {
+        std::vector<std::int64_t> at(s);
+        bool inside = true;
+        for (std::int64_t d = static_cast<std::int64_t>(s) - 1, rp = p, rk = k; d >= 0; --d) {
+          const auto u = static_cast<std::size_t>(d);
+          at[u] = rp % out[u] * stride[u] - pad[u] + rk % kernel[u] * dilation[u];
+          rp /= out[u];
+          rk /= kernel[u];
+          inside = inside && at[u] >= 0 && at[u] < in[u];
+        }
+        if (!inside) continue;
+        std::int64_t row = 0, column = 0;
+        for (std::size_t d = 0; d < s; ++d) row = row * in[d] + at[d];
+        for (std::size_t d = s; d-- > 0;) column = column * in[d] + at[d];
+        const float v = x[static_cast<std::size_t>(c * plane + row)];
+        if (where < 0 || v > best) {
+          best = v;
+          where = c * plane + (column_major ? column : row);
+        }
+      }
+      got.push_back(where);
+    }
+  return got;
+}
+
+TEST(OnnxCompositions, MaxPoolIndicesMatchLoopsWithPadsDilationsTiesAndEitherOrder) {
+  struct Case {
+    std::vector<std::int64_t> in, kernel, stride, pads, dilation, out;
+    std::int64_t order;
+  };
+  const std::vector<Case> cases = {
+      {{9, 7}, {3, 2}, {2, 1}, {2, 1, 1, 0}, {1, 2}, {5, 6}, 0},
+      {{9, 7}, {3, 2}, {2, 1}, {2, 1, 1, 0}, {1, 2}, {5, 6}, 1},
+      {{11}, {4}, {3}, {3, 2}, {1}, {5}, 0},
+      {{4, 3, 5}, {2, 2, 3}, {1, 2, 2}, {1, 0, 2, 0, 1, 1}, {1, 1, 1}, {4, 2, 3}, 1},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.in.size());
+    Model m;
+    kiln_test::Dims dims{std::string("batch"), std::int64_t{3}};
+    for (std::int64_t d : c.in) dims.emplace_back(d);
+    m.input("x", dims);
+    onnx::NodeProto& pool = m.node("MaxPool", {"x"}, {"y", "at"}, "pool");
+    kiln_test::set_ints(pool, "kernel_shape", c.kernel);
+    kiln_test::set_ints(pool, "strides", c.stride);
+    kiln_test::set_ints(pool, "pads", c.pads);
+    kiln_test::set_ints(pool, "dilations", c.dilation);
+    set_int(pool, "storage_order", c.order);
+    m.output("y");
+    m.output("at");
+    const kiln::OnnxModel model = m.import();
+    // Values in a few levels (ties) and below zero (so a pad read as 0 would win).
+    std::int64_t n = 2 * 3;
+    for (std::int64_t d : c.in) n *= d;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = -1.0f - static_cast<float>((i * 7919) % 5);
+    std::vector<kiln::Dim> xs{2, 3};
+    for (std::int64_t d : c.in) xs.emplace_back(d);
+    const kiln::Tensor input = kiln::Tensor::from_data(x, kiln::Shape(xs));
+    const std::vector<std::int64_t> want = max_pool_indices(
+        x, 6, c.in, c.out, c.kernel, c.stride,
+        std::vector<std::int64_t>(c.pads.begin(), c.pads.begin() + static_cast<long>(c.in.size())),
+        c.dilation, c.order == 1);
+    kiln::CompiledCallable call(model.graph, model.weights);
+    const std::vector<kiln::Tensor> got = call.run({input});
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[1].to_vector<std::int64_t>(), want);
+    EXPECT_EQ(kiln::reference_run(model.graph.graph(), {input}, model.weights)[1]
+                  .to_vector<std::int64_t>(),
+              want);
+    // The values are the elements the indices name (storage order 0: x's own order).
+    if (c.order == 0) {
+      const std::vector<float> y = got[0].to_vector<float>();
+      for (std::size_t i = 0; i < want.size(); ++i)
+        EXPECT_EQ(y[i], x[static_cast<std::size_t>(want[i])]) << "element " << i;
+    }
+  }
+  Model bad;
+  bad.input("x", {1, 1, 4});
+  onnx::NodeProto& pool = bad.node("MaxPool", {"x"}, {"y", "at"}, "pool");
+  kiln_test::set_ints(pool, "kernel_shape", {2});
+  set_int(pool, "storage_order", 2);
+  bad.output("y");
+  bad.output("at");
+  KILN_EXPECT_THROW_MSG(bad.import(), kiln::UserError, "node 'pool'", "storage_order 2");
+}
+
 TEST(OnnxImport, OlderOpsetsAreReadForOpsUnchangedSinceThen) {
   Model einsum(12);
   einsum.input("x", {2, 3});
