@@ -178,18 +178,22 @@ Tensor max_pool_indices(NodeContext& n, const Tensor& x, const Tensor& y, const 
                "needs their number (fix it with --dim)"));
   const std::size_t s = in.size();
   Ints out, row(s, 1), column(s, 1);
-  std::int64_t positions = 1, taps = 1, plane = 1;
+  std::int64_t positions = 1, plane = 1;  // both bounded by tensors' sizes
+  double pairs = 1;                       // a hostile kernel_shape's product leaves int64
   for (std::size_t d = 0; d < s; ++d) {
     out.push_back(y.shape().dims()[2 + d].size());
     positions *= out[d];
-    taps *= kernel[d];
     plane *= in[d];
+    pairs *= static_cast<double>(out[d]) * static_cast<double>(kernel[d]);
     if (d > 0) column[d] = column[d - 1] * in[d - 1];
   }
   for (std::size_t d = s - 1; d-- > 0;) row[d] = row[d + 1] * in[d + 1];
-  if (static_cast<double>(positions) * static_cast<double>(taps) > kMaxPoolIndexTable)
-    n.fail(cat("the Indices output of ", positions, " positions of ", taps,
-               " taps each is more than kiln tabulates (2^26)"));
+  if (pairs > kMaxPoolIndexTable)
+    n.fail(cat("the Indices output of ", positions, " positions of a [", detail::join(kernel, ", "),
+               "] window each is more than kiln tabulates (2^26 "
+               "position-tap pairs)"));
+  std::int64_t taps = 1;
+  for (std::int64_t k : kernel) taps *= k;
   // read: the tap's row-major offset in a plane; at: the offset the Indices output counts.
   std::vector<std::int64_t> read(static_cast<std::size_t>(positions * taps), -1), at(read.size());
   for (std::int64_t p = 0; p < positions; ++p) {
