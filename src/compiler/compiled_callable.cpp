@@ -229,10 +229,16 @@ struct CompiledCallable::Impl {
     for (std::size_t i = 0; i < s.in_layouts().size(); ++i) {
       const std::vector<Dim>& dims = s.in_layouts()[i].shape.dims();
       symbol_first_use.emplace_back(dims.size());
-      for (std::size_t d = 0; d < dims.size(); ++d)
-        if (!dims[d].is_static())
-          symbol_first_use[i][d] =
-              first.emplace(dims[d].symbol(), std::make_pair(i, d)).first->second;
+      for (std::size_t d = 0; d < dims.size(); ++d) {
+        if (dims[d].is_static()) continue;
+        if (!dims[d].is_name())  // what a call's shapes bind: sizes and names
+          throw UserError(cat("CompiledCallable: input ", i, " has dim '", dims[d].symbol(),
+                              "' at axis ", d, " (", s.in_layouts()[i],
+                              "); an input's symbolic dims must be single names, which "
+                              "its data binds, not expressions"));
+        symbol_first_use[i][d] =
+            first.emplace(dims[d].symbol(), std::make_pair(i, d)).first->second;
+      }
     }
   }
 

@@ -375,8 +375,9 @@ std::optional<std::vector<Index>> check_result_sizes(const Context& ctx, const i
   for (std::size_t r = 0; r < op.num_results(); ++r) {
     Index shape;
     for (const Dim& d : graph.type(op.result(r)).shape.dims()) {
-      if (!d.is_static() && ctx.symbols.count(d.symbol()) == 0) return std::nullopt;
-      shape.push_back(d.is_static() ? d.size() : ctx.symbols.at(d.symbol()));
+      const std::optional<std::int64_t> size = ctx.try_size(d);
+      if (!size) return std::nullopt;
+      shape.push_back(*size);
     }
     const auto refuse = [&](const std::string& why) {
       throw UserError(cat("reference: result ", r, " of ", op.describe(), " in @", graph.name(),
@@ -472,7 +473,12 @@ std::vector<Tensor> reference_run(const ir::Module& module, const std::vector<Te
       if (want.is_static() && want.size() != size)
         throw UserError(cat("reference_run: input ", i, " has ", size, " at axis ", d, " where ",
                             want.size(), " is needed"));
-      if (!want.is_static()) {
+      if (!want.is_static() && !want.is_name())
+        throw UserError(cat("reference_run: input ", i, " has dim '", want.symbol(), "' at axis ",
+                            d,
+                            "; an input's symbolic dims must be single names, which its data "
+                            "binds, not expressions"));
+      if (want.is_name()) {
         auto [it, fresh] = ctx.symbols.emplace(want.symbol(), size);
         if (!fresh && it->second != size)
           throw UserError(cat("reference_run: dim '", want.symbol(), "' is ", it->second,

@@ -246,12 +246,25 @@ class Parser : detail::TextCursor {
     do {
       skip_space();
       const Position where = here();
-      if (std::isdigit(static_cast<unsigned char>(peek())) || peek() == '-') {
-        const std::int64_t size = integer("a dimension");
+      // A size, a name or an expression over names ("batch*seq + 1"): up to ',' or ']'.
+      std::string text;
+      while (peek() != ',' && peek() != ']' && peek() != '\0' && peek() != '\n') {
+        text += peek();
+        advance();
+      }
+      while (!text.empty() && text.back() == ' ') text.pop_back();
+      if (text.empty()) fail_at(where, "expected a dimension (a size, a name or an expression)");
+      std::int64_t size = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), size);
+      if (ec == std::errc() && end == text.data() + text.size()) {
         if (size < 0) fail_at(where, cat("dimension ", size, " is negative"));
         dims.emplace_back(size);
       } else {
-        dims.emplace_back(bare_id("a dimension (a size or a name)"));
+        try {
+          dims.emplace_back(text);
+        } catch (const UserError& e) {
+          fail_at(where, e.what());
+        }
       }
     } while (try_char(','));
     expect(']');

@@ -459,6 +459,35 @@ TEST(CompiledCallable, RunsAModuleParsedFromText) {
   expect_close(compiled.run({x}), reference_run(staged.graph(), {x}, weights), "parsed");
 }
 
+// Symbolic dims merged and split by reshapes: [batch, seq, 4] as [batch*seq, 4] rows
+// through a matmul and back, and a concat along a symbolic axis ([batch, seq + 1]),
+// compiled once for every batch and seq, printed and parsed back, against the reference.
+TEST(CompiledCallable, ExpressionDimsMergeAndSplitSymbolicDims) {
+  const auto model = [](Tensor x, Tensor first) {  // x: [batch, seq, 4]; first: [batch, 1]
+    const Dim batch("batch"), seq("seq");
+    const Tensor rows = reshape(x, Shape{batch * seq, 4});
+    const Tensor y = reshape(matmul(rows, weight("w", f32({4, 3}))), Shape{batch, seq, 3});
+    const Tensor longer = concat({first, sum(x, {2}), first}, 1);  // [batch, seq + 2]
+    return std::make_tuple(y, exp(longer));
+  };
+  const StagedGraph staged = stage(model)(f32({"batch", "seq", 4}), f32({"batch", 1}));
+  EXPECT_EQ(staged.out_layouts()[0].shape, (Shape{"batch", "seq", 3}));
+  EXPECT_EQ(staged.out_layouts()[1].shape, (Shape{"batch", "seq + 2"}));
+  const StagedGraph parsed = StagedGraph::from_module(ir::parse_module(staged.str(), "m.mlir"));
+  EXPECT_EQ(parsed.str(), staged.str());
+  const std::map<std::string, Tensor> weights{{"w", Tensor::random(f32({4, 3}), 3)}};
+  CompiledCallable compiled(parsed, weights);
+  for (const auto& [b, q] : {std::pair{2, 5}, std::pair{3, 1}}) {
+    const std::vector<Tensor> in{Tensor::random(f32({b, q, 4}), 4), Tensor::random(f32({b, 1}), 5)};
+    const std::vector<Tensor> got = compiled.run(in);
+    EXPECT_EQ(got[1].shape(), (Shape{b, q + 2}));
+    expect_close(got, reference_run(staged.graph(), in, weights), "expression dims");
+  }
+  // An input's dims are sizes or names: an expression there cannot be bound.
+  const StagedGraph bad = stage([](Tensor t) { return t * 2.0; })(f32({"2*n", 3}));
+  KILN_EXPECT_THROW_MSG(CompiledCallable(bad, {}), UserError, "dim '2*n'", "must be single names");
+}
+
 TEST(CompiledCallable, OpByOpExecutionComputesTheSame) {
   const StagedGraph staged = small_model();
   const std::map<std::string, Tensor> weights{{"w", Tensor::random(f32({4, 4}), 3)}};

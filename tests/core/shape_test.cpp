@@ -45,7 +45,62 @@ TEST(Shape, BadTextIsRejectedWithThePiece) {
   KILN_EXPECT_THROW_MSG(parse_shape("[2, , 3]"), UserError, "empty dimension at position 1");
   KILN_EXPECT_THROW_MSG(parse_shape("[2x3]"), UserError, "'2x3'", "not an integer");
   KILN_EXPECT_THROW_MSG(parse_shape("[9b]"), UserError, "'9b'");
-  KILN_EXPECT_THROW_MSG(parse_shape("[ba-tch]"), UserError, "'ba-tch' is not an identifier");
+  // A minus needs spaces around it, so that a name with a dash is not a difference.
+  KILN_EXPECT_THROW_MSG(parse_shape("[ba-tch]"), UserError, "dimension 0",
+                        "'ba-tch' is not an integer, a name or an expression");
+}
+
+TEST(Dim, ExpressionsAreKeptInOneCanonicalForm) {
+  EXPECT_EQ(Dim("seq*batch"), Dim("batch*seq"));
+  EXPECT_EQ(Dim("batch*seq").symbol(), "batch*seq");
+  EXPECT_EQ(Dim("1 + seq").symbol(), "seq + 1");
+  EXPECT_EQ(Dim("2*seq*3 - seq").symbol(), "5*seq");
+  EXPECT_EQ(Dim("seq - seq + 4"), Dim(4));  // a constant is a static dim
+  EXPECT_TRUE(Dim("seq - seq + 4").is_static());
+  EXPECT_TRUE(Dim("batch").is_name());
+  EXPECT_FALSE(Dim("2*batch").is_name());
+  EXPECT_FALSE(Dim(3).is_name());
+  EXPECT_EQ(Dim("-seq + 4").symbol(), "-seq + 4");
+  EXPECT_EQ(Dim("b*b*a + a").symbol(), "a*b*b + a");  // by degree, then by names
+  for (const Shape& s :
+       {Shape{"batch*seq", 4}, Shape{"seq + 1", "4*heads"}, Shape{"a*b - 2*c + 7"}})
+    EXPECT_EQ(parse_shape(s.str()), s) << s;
+  KILN_EXPECT_THROW_MSG(Dim("seq - seq - 1"), UserError, "is -1", ">= 0");
+  KILN_EXPECT_THROW_MSG(Dim("seq+1"), UserError, "'seq+1'", "' + '");
+  KILN_EXPECT_THROW_MSG(Dim("seq * "), UserError, "'seq * '");
+  KILN_EXPECT_THROW_MSG(Dim("99999999999999999999*seq"), UserError, "99999999999999999999");
+}
+
+TEST(Dim, ArithmeticDivisionDifferencesAndValues) {
+  const Dim batch("batch"), seq("seq");
+  EXPECT_EQ(batch * seq * 8, Dim("8*batch*seq"));
+  EXPECT_EQ((seq + 1) * 2, Dim("2*seq + 2"));
+  EXPECT_EQ(seq + 1 - seq, Dim(1));
+  EXPECT_EQ(Dim(6) * 7, Dim(42));
+  EXPECT_EQ(divide_exactly(Dim("8*batch*seq"), Dim("2*seq")), Dim("4*batch"));
+  EXPECT_EQ(divide_exactly(Dim("2*seq + 2"), Dim(2)), seq + 1);
+  EXPECT_EQ(divide_exactly(Dim(12), Dim(4)), Dim(3));
+  EXPECT_FALSE(divide_exactly(Dim("2*seq + 1"), Dim(2)));  // not for every seq
+  EXPECT_FALSE(divide_exactly(Dim("batch*seq"), Dim("heads")));
+  EXPECT_FALSE(divide_exactly(seq, Dim(0)));
+  EXPECT_FALSE(divide_exactly(seq, seq + 1));  // by a sum: refused
+  EXPECT_EQ(constant_difference(seq + 1, seq), 1);
+  EXPECT_EQ(constant_difference(seq, seq + 3), -3);
+  EXPECT_EQ(constant_difference(Dim(5), Dim(2)), 3);
+  EXPECT_FALSE(constant_difference(seq * 2, seq));
+  EXPECT_EQ(dim_names(Dim("b*a*b + c")), (std::vector<std::string>{"a", "b", "c"}));
+  const auto sizes = [](const std::string& name) -> std::optional<std::int64_t> {
+    if (name == "batch") return 3;
+    if (name == "seq") return 5;
+    return std::nullopt;
+  };
+  EXPECT_EQ(evaluate_dim(Dim("batch*seq + 1"), sizes), 16);
+  EXPECT_EQ(evaluate_dim(Dim(7), sizes), 7);
+  KILN_EXPECT_THROW_MSG(evaluate_dim(Dim("heads*seq"), sizes), UserError,
+                        "'heads' is bound by no input");
+  KILN_EXPECT_THROW_MSG(evaluate_dim(Dim("seq - 2*batch"), sizes), UserError, "is -1");
+  KILN_EXPECT_THROW_MSG(Dim(2) - Dim(3), UserError, "is -1");
+  KILN_EXPECT_THROW_MSG(Dim(std::int64_t{1} << 62) * 4, UserError, "overflows");
 }
 
 TEST(Shape, OutOfRangeAxisAndOverflow) {

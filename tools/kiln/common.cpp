@@ -158,7 +158,7 @@ LoadedModel load_model_for_call(const ModelOptions& options) {
     const Shape& want = inputs[*index].layout.shape;
     if (t.rank() != want.rank()) continue;
     for (std::size_t d = 0; d < t.rank(); ++d)
-      if (!want.dims()[d].is_static())
+      if (want.dims()[d].is_name())
         import.dims.emplace(want.dims()[d].symbol(), t.shape().dims()[d].size());
   }
   Progress progress("importing " + options.model);
@@ -193,7 +193,7 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
   std::set<std::string> symbols;  // the entry's symbolic dims, for checking --dim's names
   for (const ir::Value v : entry.arguments())
     for (const Dim& d : entry.type(v).shape.dims())
-      if (!d.is_static()) symbols.insert(d.symbol());
+      if (d.is_name()) symbols.insert(d.symbol());
   for (const auto& [name, size] : sizes)
     if (symbols.count(name) == 0)
       throw UsageError(str(size.second, ": @", entry.name(), " has no dim named '", name, "'; ",
@@ -243,7 +243,7 @@ std::vector<Tensor> bind_inputs(const ir::Module& module, const ModelOptions& op
       if (w.is_static() && w.size() != size)
         throw UserError(
             str(what, ": has ", size, " at axis ", d, " where the model has ", w.size()));
-      if (!w.is_static()) {
+      if (w.is_name()) {
         auto [it, fresh] = sizes.emplace(w.symbol(), std::make_pair(size, files[i]));
         if (!fresh && it->second.first != size)
           throw UserError(str(what, ": dim '", w.symbol(), "' is ", size, " at axis ", d, " but ",

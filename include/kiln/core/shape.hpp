@@ -1,10 +1,13 @@
 #pragma once
 /// \file
-/// `Dim` and `Shape`: tensor dimensions, each either a static size or a named symbol.
+/// `Dim` and `Shape`: tensor dimensions, each either a static size or a symbolic one (a
+/// name, or an expression over names).
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,8 +15,12 @@
 
 namespace kiln {
 
-/// One dimension: a static size (>= 0) or a named symbolic size such as "batch", whose
-/// value is only known when real data arrives.
+/// One dimension: a static size (>= 0) or a symbolic size, known only when real data
+/// arrives: a name such as "batch", or an expression over names with integer
+/// coefficients, sums and products ("batch*seq", "seq + 1", "4*heads"), which exported
+/// models' shape computations make (a [batch, seq, 8] reshaped to [batch*seq, 8]).
+/// Expressions are kept expanded in one canonical text, so that dims equal for every
+/// value of the names compare equal; one that is a constant is a static dim.
 ///
 /// Implicit from integers and from names, so shapes read naturally: `Shape{"batch", 512}`.
 class Dim {
@@ -21,16 +28,19 @@ class Dim {
   /// A static dimension. \throws UserError if \p size is negative.
   Dim(std::int64_t size);  // NOLINT(google-explicit-constructor): shapes read `{2, 3}`
   Dim(int size) : Dim(static_cast<std::int64_t>(size)) {}  // NOLINT
-  /// A symbolic dimension. \throws UserError unless \p symbol is an identifier
-  /// (`[A-Za-z_][A-Za-z0-9_]*`).
+  /// A symbolic dimension: a name (`[A-Za-z_][A-Za-z0-9_]*`) or an expression over names
+  /// and integers with `*`, and ` + ` and ` - ` (spaced, so that a name is never read as
+  /// a difference). \throws UserError for other text, or a negative constant.
   Dim(std::string_view symbol);                               // NOLINT
   Dim(const char* symbol) : Dim(std::string_view(symbol)) {}  // NOLINT
 
   /// True for a static size.
   bool is_static() const noexcept { return symbol_.empty(); }
+  /// True for a single name ("batch"), which an input's shape binds.
+  bool is_name() const noexcept;
   /// The static size. \throws UserError for a symbolic dim.
   std::int64_t size() const;
-  /// The symbol's name; empty for a static dim.
+  /// The symbolic dim's canonical text ("batch", "batch*seq + 1"); empty for a static dim.
   const std::string& symbol() const noexcept { return symbol_; }
 
   friend bool operator==(const Dim&, const Dim&) = default;
@@ -39,6 +49,25 @@ class Dim {
   std::int64_t size_ = 0;
   std::string symbol_;
 };
+
+/// Sums, differences and products of dims, static or symbolic (`Dim("batch") * 8`).
+/// \throws UserError when a static result is negative or leaves int64.
+Dim operator+(const Dim& a, const Dim& b);
+Dim operator-(const Dim& a, const Dim& b);
+Dim operator*(const Dim& a, const Dim& b);
+/// \p a / \p b when that is exact for every value of the names (\p b a nonzero size, or
+/// one term such as `4*batch`); empty otherwise.
+std::optional<Dim> divide_exactly(const Dim& a, const Dim& b);
+/// \p a - \p b when that is a constant for every value of the names (`seq + 1` - `seq`
+/// is 1); empty otherwise.
+std::optional<std::int64_t> constant_difference(const Dim& a, const Dim& b);
+/// The names \p d's expression uses, sorted, each once.
+std::vector<std::string> dim_names(const Dim& d);
+/// \p d's size, given each name's by \p size_of (which returns empty for a name it does
+/// not know). \throws UserError naming the dim for an unknown name, a negative size or
+/// one that leaves int64.
+std::int64_t evaluate_dim(
+    const Dim& d, const std::function<std::optional<std::int64_t>(const std::string&)>& size_of);
 
 /// An ordered list of dimensions. A rank-0 shape (`Shape{}`) is a scalar.
 /// Prints as `[2, batch, 4]`; `parse_shape` reads that form back.

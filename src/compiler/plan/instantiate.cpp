@@ -41,9 +41,18 @@ class Instantiation {
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       const Shape& want = entry.type(entry.arguments()[i]).shape;
       for (std::size_t d = 0; d < want.rank(); ++d)
-        if (!want.dims()[d].is_static())
+        if (want.dims()[d].is_name())  // (CompiledCallable refuses other symbolic inputs)
           symbols_[want.dims()[d].symbol()] = inputs[i].shape().dims()[d].size();
     }
+  }
+
+  /// \p d's size for these inputs (a name's, or an expression's over them).
+  std::int64_t dim_size(const Dim& d) const {
+    return evaluate_dim(d, [&](const std::string& name) -> std::optional<std::int64_t> {
+      const auto it = symbols_.find(name);
+      if (it == symbols_.end()) return std::nullopt;
+      return it->second;
+    });
   }
 
   /// A new value of type \p t (its dims made concrete).
@@ -51,8 +60,7 @@ class Instantiation {
     Storage s;
     s.device = setup_.device_slot(t.device);
     s.dtype = t.dtype;
-    for (const Dim& d : t.shape.dims())
-      s.shape.push_back(d.is_static() ? d.size() : symbols_.at(d.symbol()));
+    for (const Dim& d : t.shape.dims()) s.shape.push_back(dim_size(d));
     try {
       s.bytes = static_cast<std::size_t>(checked_tensor_bytes(s.shape, size_of(t.dtype)));
     } catch (const UserError& e) {

@@ -77,18 +77,29 @@ struct Context {
   const std::map<std::string, Tensor>& weights;
   std::map<std::string, std::int64_t> symbols;  // bound by the entry graph's inputs
 
+  /// \p d's size (a name's, or an expression's over names), if every name it uses is bound.
+  std::optional<std::int64_t> try_size(const Dim& d) const {
+    for (const std::string& name : dim_names(d))
+      if (symbols.count(name) == 0) return std::nullopt;
+    return size(d);
+  }
+
+  /// \p d's size. \throws UserError naming a name no input binds.
+  std::int64_t size(const Dim& d) const {
+    try {
+      return evaluate_dim(d, [&](const std::string& name) -> std::optional<std::int64_t> {
+        const auto it = symbols.find(name);
+        if (it == symbols.end()) return std::nullopt;
+        return it->second;
+      });
+    } catch (const UserError& e) {
+      throw UserError(cat("reference: ", e.what()));
+    }
+  }
+
   Index resolve(const Shape& shape) const {
     Index out;
-    for (const Dim& d : shape.dims()) {
-      if (d.is_static()) {
-        out.push_back(d.size());
-        continue;
-      }
-      auto it = symbols.find(d.symbol());
-      if (it == symbols.end())
-        throw UserError(cat("reference: dim '", d.symbol(), "' is bound by no input"));
-      out.push_back(it->second);
-    }
+    for (const Dim& d : shape.dims()) out.push_back(size(d));
     return out;
   }
 };

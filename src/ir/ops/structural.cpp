@@ -37,20 +37,12 @@ std::vector<TensorType> infer_matmul(const InferContext& ctx) {
   return {{dtype, Shape(std::move(out)), common_device(ctx)}};
 }
 
-// Static element count and the sorted symbols of a shape: two shapes hold the same number
-// of elements for every binding of the symbols when both agree.
-std::pair<std::int64_t, std::vector<std::string>> volume(const Shape& s) {
-  std::int64_t n = 1;
-  std::vector<std::string> symbols;
-  for (const Dim& d : s.dims()) {
-    if (d.is_static()) {
-      n = checked_mul(n, d.size(), cat("the element count of ", s));
-    } else {
-      symbols.push_back(d.symbol());
-    }
-  }
-  std::sort(symbols.begin(), symbols.end());
-  return {n, symbols};
+// A shape's element count as one dim (an expression over its symbolic dims' names): two
+// shapes hold the same number of elements for every value of the names when both agree.
+Dim volume(const Shape& s) {
+  Dim n = 1;
+  for (const Dim& d : s.dims()) n = n * d;
+  return n;
 }
 
 std::vector<TensorType> infer_reshape(const InferContext& ctx) {
@@ -95,7 +87,6 @@ std::vector<TensorType> infer_concat(const InferContext& ctx) {
   const Device device = common_device(ctx);
   const Shape& first = ctx.operand(0).shape;
   const std::size_t axis = normalize_axis(ctx.attr("axis").as_int(), first.rank());
-  std::int64_t total = 0;
   for (std::size_t i = 0; i < ctx.operands().size(); ++i) {
     const Shape& s = ctx.operand(i).shape;
     if (s.rank() != first.rank())
@@ -106,14 +97,15 @@ std::vector<TensorType> infer_concat(const InferContext& ctx) {
         throw UserError(cat("operand ", i, " ", s, " differs from operand 0 ", first, " at axis ",
                             d, " (only the concat axis may differ)"));
   }
+  Dim total = 0;  // static, or a sum over symbolic dims (seq + 1)
   for (std::size_t i = 0; i < ctx.operands().size(); ++i) {
-    const Shape& s = ctx.operand(i).shape;
-    if (!s.dims()[axis].is_static())
-      throw UserError(cat("concat along axis ", axis, " of ", s, " needs a static size there"));
-    total = checked_add(total, s.dims()[axis].size(), cat("the concat axis's total size"));
+    const Dim& d = ctx.operand(i).shape.dims()[axis];
+    total = total.is_static() && d.is_static()
+                ? Dim(checked_add(total.size(), d.size(), "the concat axis's total size"))
+                : total + d;
   }
   std::vector<Dim> dims = first.dims();
-  dims[axis] = Dim(total);
+  dims[axis] = total;
   return {{dtype, Shape(std::move(dims)), device}};
 }
 
