@@ -140,7 +140,13 @@ std::vector<std::string> supported_op_types();
 // Host values <-> tensors.
 /// \p t's elements on the host, or nothing when it holds more than kMaxHostElements.
 std::optional<HostValue> to_host(const Tensor& t);
-/// A CPU tensor of \p h. \throws UserError when \p h holds symbolic dims.
+/// A CPU tensor of \p h; symbolic elements (at most kMaxSymbolicElements, integers) are
+/// their dims' sizes computed at run time. \throws UserError for more, or floats.
 Tensor to_tensor(const HostValue& h, const std::string& where);
+/// \p d's size as an i64 scalar computed at run time (a sum of d ones: a symbolic dim
+/// such as `seq` is a size in the graph, not a value).
+Tensor size_value(const Dim& d);
+/// The most symbolic elements a host value read as data holds (each is a few ops).
+inline constexpr std::size_t kMaxSymbolicElements = 64;
 
 }  // namespace kiln::onnx_import

@@ -1,6 +1,7 @@
 #include "onnx/fold.hpp"
 
 #include "core/str.hpp"
+#include "kiln/core/error.hpp"
 
 namespace kiln::onnx_import {
 using detail::cat;
@@ -72,31 +73,56 @@ std::size_t broadcast_index(const std::vector<std::int64_t>& index,
   return flat;
 }
 
-/// The result for symbolic \p s against static \p k (\p s_first: `s op k`), or nothing.
-std::optional<std::pair<std::int64_t, std::string>> symbol_op(SymbolRule rule, const std::string& s,
-                                                              std::int64_t k, bool s_first,
-                                                              const std::string& other) {
-  switch (rule) {
-    case SymbolRule::add:
-      if (k == 0) return std::make_pair(std::int64_t{0}, s);
-      break;
-    case SymbolRule::sub:
-      if (k == 0 && s_first) return std::make_pair(std::int64_t{0}, s);
-      break;
-    case SymbolRule::mul:
-      if (k == 1) return std::make_pair(std::int64_t{0}, s);
-      break;
-    case SymbolRule::div:
-      if (k == 1 && s_first) return std::make_pair(std::int64_t{0}, s);
-      break;
-    case SymbolRule::equal:
-      if (!other.empty() && other == s) return std::make_pair(std::int64_t{1}, std::string());
-      break;
-    case SymbolRule::max_min:
-      if (!other.empty() && other == s) return std::make_pair(std::int64_t{0}, s);
-      break;
-    case SymbolRule::none:
-      break;
+/// One element of a host value: \p symbol (an expression over names) when not empty, else
+/// \p value (any sign).
+struct Element {
+  std::int64_t value = 0;
+  std::string symbol;
+};
+
+/// \p e as a dim (a negative constant has none).
+std::optional<Dim> dim_of(const Element& e) {
+  if (!e.symbol.empty()) return Dim(e.symbol);
+  if (e.value < 0) return std::nullopt;
+  return Dim(e.value);
+}
+
+/// \p d as an element.
+Element element_of(const Dim& d) {
+  return d.is_static() ? Element{d.size(), {}} : Element{0, d.symbol()};
+}
+
+/// \p a op \p b where one is symbolic (sums, differences and products of dims, exact
+/// quotients, comparisons that hold for every value of the names), or nothing when that is
+/// not an expression kiln keeps (a negative constant against a symbol, a remainder, a
+/// comparison that depends on the sizes).
+std::optional<Element> symbol_op(SymbolRule rule, const Element& a, const Element& b) {
+  try {
+    const std::optional<Dim> da = dim_of(a), db = dim_of(b);
+    if (!da || !db) return std::nullopt;
+    switch (rule) {
+      case SymbolRule::add:
+        return element_of(*da + *db);
+      case SymbolRule::sub:
+        if (const auto k = constant_difference(*da, *db)) return Element{*k, {}};
+        return element_of(*da - *db);
+      case SymbolRule::mul:
+        return element_of(*da * *db);
+      case SymbolRule::div:
+        if (const auto q = divide_exactly(*da, *db)) return element_of(*q);
+        return std::nullopt;
+      case SymbolRule::equal: {
+        const auto k = constant_difference(*da, *db);
+        if (!k) return std::nullopt;
+        return Element{*k == 0 ? 1 : 0, {}};
+      }
+      case SymbolRule::max_min:
+        if (*da == *db) return element_of(*da);
+        return std::nullopt;
+      case SymbolRule::none:
+        break;
+    }
+  } catch (const UserError&) {  // a negative result, or one that leaves int64
   }
   return std::nullopt;
 }
@@ -124,14 +150,11 @@ std::optional<HostValue> fold_binary(const NodeContext& node, const HostValue& a
     const std::string sb = b.symbolic() ? b.symbols[j] : std::string();
     std::string symbol;
     if (!sa.empty() || !sb.empty()) {
-      const auto r = !sa.empty() ? symbol_op(rule, sa, b.ints[j], true, sb)
-                                 : symbol_op(rule, sb, a.ints[i], false, sa);
+      if (a.is_float()) return std::nullopt;
+      const auto r = symbol_op(rule, {a.ints[i], sa}, {b.ints[j], sb});
       if (!r) return std::nullopt;
-      if (compare || r->second.empty())
-        out.ints.push_back(r->first);
-      else
-        out.ints.push_back(0);
-      symbol = compare ? std::string() : r->second;
+      out.ints.push_back(r->symbol.empty() ? r->value : 0);
+      symbol = r->symbol;
     } else if (a.is_float()) {
       const double v = float_op(a.floats[i], b.floats[j]);
       if (compare)

@@ -18,9 +18,10 @@ std::vector<std::int64_t> broadcast_shapes(const NodeContext& node,
                                            const std::vector<std::int64_t>& a,
                                            const std::vector<std::int64_t>& b);
 
-/// How an element-wise binary op treats a symbolic dim `s` against a static `k`:
-/// the result is `s` when the op leaves it unchanged (`s + 0`, `s * 1`, ...), and the
-/// element cannot be folded otherwise.
+/// How an element-wise binary op computes with symbolic dims (an element of a shape that
+/// is `batch`, `seq + 1`, ...): sums, differences and products become expressions over
+/// the names, quotients when exact, comparisons when they hold for every value of the
+/// names; anything else cannot be folded.
 enum class SymbolRule { none, add, sub, mul, div, equal, max_min };
 
 /// \p a op \p b with broadcasting, in \p a's dtype (bool for comparisons: \p compare), or

@@ -47,11 +47,30 @@ std::optional<HostValue> to_host(const Tensor& t) {
   return h;
 }
 
+Tensor size_value(const Dim& d) {
+  const Tensor one = Tensor::from_data(std::vector<std::int64_t>{1}, Shape{1});
+  if (d.is_static()) return Tensor::from_data(std::vector<std::int64_t>{d.size()}, Shape{});
+  return sum(broadcast_to(one, Shape{d}));
+}
+
 Tensor to_tensor(const HostValue& h, const std::string& where) {
-  if (h.symbolic()) {
-    throw UserError(detail::cat(where, " holds the symbolic dims ", h.dims_text(),
-                                " and is read as data, which kiln cannot compute at run time "
-                                "yet; give the model's inputs static dims"));
+  if (h.symbolic()) {  // each element a constant or its dim's size at run time, joined
+    std::size_t symbols = 0;
+    for (const std::string& s : h.symbols) symbols += s.empty() ? 0 : 1;
+    if (symbols > kMaxSymbolicElements || h.is_float())
+      throw UserError(detail::cat(where, " holds the symbolic dims ", h.dims_text(),
+                                  " and is read as data, which kiln computes for at most ",
+                                  kMaxSymbolicElements, " integer elements"));
+    std::vector<Tensor> elements;
+    for (std::size_t i = 0; i < h.size(); ++i)
+      elements.push_back(reshape(size_value(h.symbols[i].empty() ? Dim(0) : h.dim(i)), Shape{1}));
+    for (std::size_t i = 0; i < h.size(); ++i)  // the static ones as they are (any sign)
+      if (h.symbols[i].empty())
+        elements[i] = Tensor::from_data(std::vector<std::int64_t>{h.ints[i]}, Shape{1});
+    std::vector<Dim> dims(h.shape.begin(), h.shape.end());
+    const Tensor flat = elements.size() == 1 ? elements[0] : concat(elements, 0);
+    const Tensor shaped = reshape(flat, Shape(std::move(dims)));
+    return h.dtype == DType::i64 ? shaped : cast(shaped, h.dtype);
   }
   const std::size_t element = size_of(h.dtype);
   std::vector<std::byte> bytes(h.size() * element);

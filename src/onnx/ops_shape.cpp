@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/str.hpp"
+#include "kiln/core/error.hpp"
 #include "onnx/fold.hpp"
 #include "onnx/proto.hpp"
 
@@ -18,6 +19,13 @@ using Folded = std::optional<std::vector<HostValue>>;
 
 Folded one(HostValue h) { return std::vector<HostValue>{std::move(h)}; }
 std::vector<Dim> host_dims(const HostValue& h) { return {h.shape.begin(), h.shape.end()}; }
+
+/// 0, 1, ..., n - 1 (i64) for a size that may be symbolic (`seq`, `seq + 1`): an
+/// exclusive running sum of ones, so that it has n's size whatever n is at run time.
+Tensor iota(const Dim& n) {
+  const Tensor one = Tensor::from_data(std::vector<std::int64_t>{1}, Shape{1});
+  return cumsum(broadcast_to(one, Shape{n}), 0, /*exclusive=*/true);
+}
 
 /// The dims of \p layout as a host value (what `Shape` gives).
 HostValue dims_value(const Shape& shape, std::size_t begin, std::size_t end) {
@@ -70,10 +78,11 @@ Outputs no_convert(NodeContext& n) {
 }
 Folded fold_size(NodeContext& n) {
   const Shape shape = n.layout(0).shape;
-  if (!shape.is_static())
-    n.fail(cat("Size of ", shape, ", which has symbolic dims, is not supported"));
+  Dim count = 1;  // an expression over the symbolic dims (batch*seq)
+  for (const Dim& d : shape.dims()) count = count * d;
   HostValue h;
-  h.ints = {shape.num_elements()};
+  h.ints = {count.is_static() ? count.size() : 0};
+  if (!count.is_static()) h.symbols = {count.symbol()};
   return one(std::move(h));
 }
 
@@ -102,39 +111,16 @@ std::vector<Dim> reshape_dims(NodeContext& n, const Shape& in, const HostValue& 
     }
   }
   if (!infer) return out;
-  // -1: the input's elements over the others'; symbols cancel as a multiset.
-  std::int64_t in_static = 1, out_static = 1;
-  std::vector<std::string> symbols;
-  for (const Dim& d : in.dims()) {
-    if (d.is_static())
-      in_static = checked_mul(in_static, d.size(), "reshape");
-    else
-      symbols.push_back(d.symbol());
-  }
-  for (std::size_t k = 0; k < out.size(); ++k) {
-    if (k == *infer) continue;
-    const Dim& d = out[k];
-    if (d.is_static()) {
-      out_static = checked_mul(out_static, d.size(), "reshape");
-      continue;
-    }
-    const auto it = std::find(symbols.begin(), symbols.end(), d.symbol());
-    if (it == symbols.end())
-      n.fail(cat("cannot infer the -1 of shape ", Shape(out), " from input ", in, ": dim ",
-                 d.symbol(), " is not among the input's"));
-    symbols.erase(it);
-  }
-  if (symbols.empty()) {
-    if (out_static == 0 || in_static % out_static != 0)
-      n.fail(cat("cannot reshape ", in, " to ", Shape(out), " with a -1"));
-    out[*infer] = Dim(in_static / out_static);
-  } else if (symbols.size() == 1 && in_static == out_static) {
-    out[*infer] = Dim(symbols.front());
-  } else {
-    n.fail(cat("the -1 of the reshape of ", in,
-               " would be a product of symbolic dims, "
-               "which kiln cannot express yet; give the inputs static dims"));
-  }
+  // -1: the input's elements over the others' (exactly, for every value of the names).
+  Dim in_count = 1, out_count = 1;
+  for (const Dim& d : in.dims()) in_count = in_count * d;
+  for (std::size_t k = 0; k < out.size(); ++k)
+    if (k != *infer) out_count = out_count * out[k];
+  const std::optional<Dim> rest = divide_exactly(in_count, out_count);
+  if (!rest)
+    n.fail(cat("cannot infer the -1 of shape ", Shape(out), " from input ", in, ": ", in_count,
+               " elements are not a multiple of ", out_count, " for every value of the names"));
+  out[*infer] = *rest;
   return out;
 }
 
@@ -166,24 +152,11 @@ Folded fold_reshape(NodeContext& n) {
   return one(std::move(out));
 }
 
-/// The product of \p dims as one dim: static, or one symbol times 1.
-Dim product(NodeContext& n, std::span<const Dim> dims) {
-  std::int64_t s = 1;
-  std::optional<Dim> symbol;
-  for (const Dim& d : dims) {
-    if (d.is_static()) {
-      s = checked_mul(s, d.size(), "flatten");
-    } else if (symbol) {
-      n.fail("flattening two symbolic dims into one is not supported yet");
-    } else {
-      symbol = d;
-    }
-  }
-  if (!symbol) return Dim(s);
-  if (s != 1)
-    n.fail(cat("flattening symbolic dim ", *symbol, " with static ones (", s,
-               ") into one is not supported yet"));
-  return *symbol;
+/// The product of \p dims as one dim (static, or an expression: batch*seq).
+Dim product(std::span<const Dim> dims) {
+  Dim p = 1;
+  for (const Dim& d : dims) p = p * d;
+  return p;
 }
 Outputs flatten(NodeContext& n) {
   const Tensor x = n.input(0);
@@ -193,8 +166,8 @@ Outputs flatten(NodeContext& n) {
   if (axis < 0) axis += rank;
   const auto& dims = x.shape().dims();
   const auto split = static_cast<std::size_t>(axis);
-  return {traced(reshape(x, Shape{product(n, std::span(dims).first(split)),
-                                  product(n, std::span(dims).subspan(split))}))};
+  return {traced(reshape(
+      x, Shape{product(std::span(dims).first(split)), product(std::span(dims).subspan(split))}))};
 }
 
 std::vector<Dim> squeezed(NodeContext& n, const Shape& shape,
@@ -383,8 +356,77 @@ SliceSpec slice_spec(NodeContext& n, std::size_t rank) {
     if (step == 0) n.fail("a step is 0");
   return s;
 }
+/// Slice where a bound (`seq`, from a shape) or the sliced axis is symbolic: step 1, the
+/// bounds as dims (negative ones count from the axis's end), clamped to the axis where
+/// their difference with it is known; the axis taken whole, or gathered at start, start +
+/// 1, ... (an end past a static axis, `[:seq]` of 512 positions, is then the gather's
+/// index error at run time, never a silent clamp).
+Tensor slice_symbolic(NodeContext& n, Tensor x) {
+  const HostValue* starts = n.host(1);
+  const HostValue* ends = n.host(2);
+  if (starts == nullptr || ends == nullptr || starts->shape.size() != 1 ||
+      ends->size() != starts->size())
+    n.fail(
+        "starts and ends must be known when the model is imported (numbers, or sizes from "
+        "the inputs' shapes), one each per axis");
+  std::vector<std::int64_t> axes, steps;
+  for (std::size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  if (n.has_input(3)) axes = n.ints(3, "axes");
+  if (n.has_input(4)) steps = n.ints(4, "steps");
+  if (axes.size() != starts->size() || (!steps.empty() && steps.size() != axes.size()))
+    n.fail("starts, ends, axes and steps differ in length");
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const std::int64_t axis = n.axis(axes[i], x.rank());
+    if (!steps.empty() && steps[i] != 1)
+      n.fail(cat("a slice with symbolic bounds or over a symbolic dim needs step 1, not ", steps[i],
+                 " (fix the dims with --dim)"));
+    const Dim size = x.shape().dims()[static_cast<std::size_t>(axis)];
+    const auto bound = [&](const HostValue& h, bool is_end) -> Dim {
+      if (h.symbolic() && !h.symbols[i].empty()) return Dim(h.symbols[i]);
+      const std::int64_t v = h.ints[i];
+      if (is_end && v >= std::numeric_limits<std::int32_t>::max()) return size;  // to the end
+      if (v >= 0) return size.is_static() ? Dim(std::min(v, size.size())) : Dim(v);
+      if (size.is_static()) return Dim(std::max<std::int64_t>(0, size.size() + v));
+      const std::optional<std::int64_t> below = constant_difference(size, Dim(-v));
+      if (below && *below < 0) return Dim(0);
+      return size - Dim(-v);  // counted from the end: seq - 1
+    };
+    Dim start = bound(*starts, false), end = bound(*ends, true);
+    for (Dim* b : {&start, &end})
+      if (const auto past = constant_difference(*b, size); past && *past > 0) *b = size;
+    Dim count = 0;
+    if (const auto k = constant_difference(end, start)) {
+      count = Dim(std::max<std::int64_t>(0, *k));
+    } else {
+      try {
+        count = end - start;
+      } catch (const UserError& e) {
+        n.fail(cat("slice [", start, ", ", end, ") along axis ", axis, ": ", e.what()));
+      }
+    }
+    if (start == Dim(0) && count == size) continue;  // the whole axis
+    Tensor at = iota(count);
+    if (start != Dim(0)) at = at + size_value(start);
+    x = gather(x, at, axis);
+  }
+  return x;
+}
+
 Outputs slice_(NodeContext& n) {
   Tensor x = n.input(0);
+  const HostValue* starts = n.host(1);
+  const HostValue* ends = n.host(2);
+  bool symbolic =
+      (starts != nullptr && starts->symbolic()) || (ends != nullptr && ends->symbolic());
+  if (!symbolic && starts != nullptr && ends != nullptr && n.has_input(3)) {
+    for (const std::int64_t a : n.ints(3, "axes"))
+      symbolic =
+          symbolic || !x.shape().dims()[static_cast<std::size_t>(n.axis(a, x.rank()))].is_static();
+  } else if (!symbolic && starts != nullptr) {
+    for (std::size_t i = 0; i < starts->size() && i < x.rank(); ++i)
+      symbolic = symbolic || !x.shape().dims()[i].is_static();
+  }
+  if (symbolic) return {traced(slice_symbolic(n, x))};
   const SliceSpec s = slice_spec(n, x.rank());
   for (std::size_t i = 0; i < s.axes.size(); ++i) {
     const Dim& dim = x.shape().dims()[s.axes[i]];
@@ -545,10 +587,30 @@ Folded fold_constant_of_shape(NodeContext& n) {
   return one(std::move(out));
 }
 
+/// Range over a symbolic limit (GPT-2's and Llama's position ids: Range(0, seq, 1)):
+/// start + 0, 1, ... for limit - start elements, integers with delta 1.
 Outputs range_(NodeContext& n) {
-  n.fail(
-      "start, limit and delta must be known when the model is imported (a Range over a "
-      "symbolic dim is not supported yet)");
+  const HostValue* start = n.host(0);
+  const HostValue* limit = n.host(1);
+  const HostValue* delta = n.host(2);
+  if (!start || !limit || !delta || start->size() != 1 || limit->size() != 1 || delta->size() != 1)
+    n.fail(
+        "start, limit and delta must be known when the model is imported (numbers, or sizes "
+        "from the inputs' shapes)");
+  if (start->is_float() || delta->symbolic() || delta->ints[0] != 1)
+    n.fail("a Range over a symbolic dim must count integers by 1 (fix the dims with --dim)");
+  Dim first = 0, count = 0;
+  try {
+    first = start->dim(0);
+    const Dim last = limit->dim(0);
+    const std::optional<std::int64_t> k = constant_difference(last, first);
+    count = k ? Dim(std::max<std::int64_t>(0, *k)) : last - first;
+  } catch (const UserError& e) {
+    n.fail(cat("Range from ", start->dims_text(), " to ", limit->dims_text(), ": ", e.what()));
+  }
+  Tensor out = iota(count);
+  if (first != Dim(0)) out = out + size_value(first);
+  return {traced(start->dtype == DType::i64 ? out : cast(out, start->dtype))};
 }
 Folded fold_range(NodeContext& n) {
   const HostValue* start = n.host(0);

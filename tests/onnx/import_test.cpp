@@ -180,14 +180,33 @@ TEST(OnnxImport, ShapeChainsFoldIntoOneReshapeWithSymbolicDims) {
   EXPECT_EQ(y[0].to_vector<float>(), x.to_vector<float>());
 }
 
-TEST(OnnxImport, ProductsOfSymbolicDimsAreRefusedClearly) {
+TEST(OnnxImport, ProductsOfSymbolicDimsStaySymbolic) {
   Model m;
   m.input("x", {std::string("batch"), std::string("seq"), 8});
   m.ints("flat", {-1, 8});
-  m.node("Reshape", {"x", "flat"}, {"y"}, "merge");
+  m.node("Reshape", {"x", "flat"}, {"rows"}, "merge");
+  m.node("Shape", {"x"}, {"shape"});
+  m.node("Size", {"x"}, {"count"});
+  m.node("Reshape", {"rows", "shape"}, {"y"}, "split");
   m.output("y");
-  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 'merge' (Reshape)",
-                        "product of symbolic dims");
+  m.output("count");
+  const kiln::OnnxModel model = m.import();
+  const kiln::ir::Graph& entry = model.graph.graph().entry();
+  EXPECT_EQ(entry.type(entry.op(0).result(0)).shape, (kiln::Shape{"batch*seq", 8}));
+  kiln::CompiledCallable call(model.graph, model.weights);
+  for (const auto& [b, q] : {std::pair{2, 3}, std::pair{1, 5}}) {
+    const kiln::Tensor x = kiln::Tensor::random(kiln::TensorLayout(kiln::DType::f32, {b, q, 8}), 2);
+    const std::vector<kiln::Tensor> y = call.run({x});
+    EXPECT_EQ(y[0].to_vector<float>(), x.to_vector<float>());
+    EXPECT_EQ(y[1].to_vector<std::int64_t>(), std::vector<std::int64_t>{b * q * 8});  // Size
+  }
+  Model odd;  // 8 * batch * seq elements in rows of 3: not for every batch and seq
+  odd.input("x", {std::string("batch"), std::string("seq"), 8});
+  odd.ints("rows", {-1, 3});
+  odd.node("Reshape", {"x", "rows"}, {"y"}, "merge");
+  odd.output("y");
+  KILN_EXPECT_THROW_MSG(odd.import(), kiln::UserError, "node 'merge' (Reshape)",
+                        "8*batch*seq elements are not a multiple of 3");
 }
 
 // GPT-2's position ids: Range(0, seq) over the symbolic seq cannot stay symbolic yet; fixed
@@ -209,20 +228,73 @@ Model position_ids_model() {
   return m;
 }
 
+TEST(OnnxImport, RangeOverASymbolicDimCountsItsSizeAtRunTime) {
+  const Model m = position_ids_model();
+  const kiln::OnnxModel model = m.import();  // the positions 0 .. seq - 1 for any seq
+  EXPECT_EQ(model.graph.in_layouts()[0].shape, (kiln::Shape{"batch", "seq"}));
+  kiln::CompiledCallable call(model.graph, model.weights);
+  EXPECT_EQ(call.run({kiln::Tensor::from_data(
+                std::vector<std::int64_t>{10, 20, 30, 40, 50, 60, 70, 80}, {2, 4})})[0]
+                .to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{10, 21, 32, 43, 50, 61, 72, 83}));
+  EXPECT_EQ(call.run({kiln::Tensor::from_data(std::vector<std::int64_t>{5, 5, 5}, {1, 3})})[0]
+                .to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{5, 6, 7}));
+  EXPECT_EQ(kiln::reference_run(model.graph.graph(),
+                                {kiln::Tensor::from_data(std::vector<std::int64_t>{1, 1}, {1, 2})},
+                                model.weights)[0]
+                .to_vector<std::int64_t>(),
+            (std::vector<std::int64_t>{1, 2}));
+}
+
 TEST(OnnxImport, SymbolicDimsFixedWhileImportingFoldShapeArithmetic) {
   const Model m = position_ids_model();
-  KILN_EXPECT_THROW_MSG(m.import(), kiln::UserError, "node 'arange' (Range)",
-                        "symbolic dims batch, seq", "--dim batch=N", "OnnxImportOptions::dims");
   kiln::OnnxImportOptions options;
   options.dims = {{"seq", 4}};
   const kiln::OnnxModel model = m.import(options);
-  EXPECT_EQ(model.graph.in_layouts()[0].shape, (kiln::Shape{"batch", 4}));  // batch stays
+  EXPECT_EQ(model.graph.in_layouts()[0].shape, (kiln::Shape{"batch", 4}));    // batch stays
+  EXPECT_EQ(model.graph.graph().entry().num_ops(), 2u) << model.graph.str();  // positions folded
   const kiln::Tensor ids = kiln::Tensor::from_data(std::vector<std::int64_t>{10, 20, 30, 40,  //
                                                                              50, 60, 70, 80},
                                                    {2, 4});
   kiln::CompiledCallable call(model.graph, model.weights);
   EXPECT_EQ(call.run({ids})[0].to_vector<std::int64_t>(),
             (std::vector<std::int64_t>{10, 21, 32, 43, 50, 61, 72, 83}));
+}
+
+// BERT's position ids: a buffer of 8 positions sliced [:, :seq] (a symbolic end on a
+// static axis), and GPT-2's [batch, seq + 1] sliced back to seq both ways: gathers of
+// the positions, whatever seq is; past the buffer, the gather's error, not a clamp.
+TEST(OnnxImport, SlicesWithSymbolicBoundsGatherTheirRange) {
+  Model m;
+  m.input("ids", {std::string("batch"), std::string("seq")}, onnx::TensorProto::INT64);
+  m.ints("buffer", {0, 10, 20, 30, 40, 50, 60, 70});
+  m.graph().mutable_initializer(0)->clear_dims();
+  m.graph().mutable_initializer(0)->add_dims(1);
+  m.graph().mutable_initializer(0)->add_dims(8);
+  m.node("Shape", {"ids"}, {"shape"});
+  m.ints("one", {1});
+  m.ints("zero", {0});
+  m.node("Gather", {"shape", "one"}, {"seq"});  // [seq]
+  m.node("Slice", {"buffer", "zero", "seq", "one"}, {"positions"}, "bert");
+  m.node("Add", {"ids", "positions"}, {"y"});
+  m.node("Concat", {"ids", "y"}, {"both"}).add_attribute()->set_name("axis");
+  m.graph().mutable_node(4)->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  m.graph().mutable_node(4)->mutable_attribute(0)->set_i(1);  // [batch, 2*seq]
+  m.ints("minus_one", {-1});
+  m.node("Slice", {"both", "seq", "minus_one", "one"}, {"tail"}, "tail");  // [seq, 2*seq - 1)
+  m.output("y");
+  m.output("tail");
+  const kiln::OnnxModel model = m.import();
+  EXPECT_EQ(model.graph.out_layouts()[1].shape, (kiln::Shape{"batch", "seq - 1"}));
+  kiln::CompiledCallable call(model.graph, model.weights);
+  const std::vector<kiln::Tensor> got =
+      call.run({kiln::Tensor::from_data(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}, {2, 3})});
+  EXPECT_EQ(got[0].to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 12, 23, 4, 15, 26}));
+  EXPECT_EQ(got[1].to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 12, 4, 15}));
+  KILN_EXPECT_THROW_MSG(
+      call.run({kiln::Tensor::zeros(kiln::TensorLayout(kiln::DType::i64, {1, 9}))}),
+      kiln::DeviceError, "index 8 is outside [0, 8)");
 }
 
 TEST(OnnxImport, FixedDimsMustNameASymbolicDimAndBeASize) {
