@@ -37,6 +37,20 @@ constexpr const char* kDimText =
     "or an expression over names and sizes with '*', ' + ' and ' - ' (e.g. \"batch*seq\", "
     "\"seq + 1\")";
 
+/// The most terms, and the highest degree, of a dim's expression: exported models need a
+/// few (batch*seq + seq); a hostile chain of products must not grow one without bound.
+constexpr std::size_t kMaxTerms = 64, kMaxDegree = 16;
+
+/// \throws UserError when \p p is larger than kiln keeps.
+void check_size(const Polynomial& p, std::string_view what) {
+  bool deep = false;
+  for (const auto& [m, c] : p) deep = deep || m.size() > kMaxDegree;
+  if (p.size() > kMaxTerms || deep)
+    throw UserError(detail::cat(what, ": a dimension expression of more than ", kMaxTerms,
+                                " terms or of degree above ", kMaxDegree,
+                                " is more than kiln keeps"));
+}
+
 /// Adds c * m to \p p (dropping a zero result). \throws UserError on overflow.
 void add_term(Polynomial& p, const std::vector<std::string>& m, std::int64_t c,
               std::string_view what) {
@@ -91,6 +105,7 @@ Polynomial parse_polynomial(std::string_view text) {
     }
     std::sort(names.begin(), names.end());
     add_term(p, names, coefficient, detail::cat("dimension '", text, "'"));
+    check_size(p, detail::cat("dimension '", text.substr(0, 64), "'"));
     if (i == text.size()) return p;
     // " + " or " - ", spaced.
     if (text.substr(i, 3) == " + ") {
@@ -181,6 +196,7 @@ std::int64_t Dim::size() const {
 Dim operator+(const Dim& a, const Dim& b) {
   Polynomial p = polynomial_of(a);
   for (const auto& [m, c] : polynomial_of(b)) add_term(p, m, c, detail::cat(a, " + ", b));
+  check_size(p, detail::cat(a, " + ", b));
   return dim_of(p);
 }
 
@@ -188,6 +204,7 @@ Dim operator-(const Dim& a, const Dim& b) {
   Polynomial p = polynomial_of(a);
   for (const auto& [m, c] : polynomial_of(b))
     add_term(p, m, checked_mul(c, -1, detail::cat(a, " - ", b)), detail::cat(a, " - ", b));
+  check_size(p, detail::cat(a, " - ", b));
   if (p.size() == 1 && p.begin()->first.empty() && p.begin()->second < 0)
     throw UserError(detail::cat("dimension ", a, " - ", b, " is ", p.begin()->second,
                                 "; dimensions must be >= 0"));
@@ -203,6 +220,7 @@ Dim operator*(const Dim& a, const Dim& b) {
       m.insert(m.end(), mb.begin(), mb.end());
       std::sort(m.begin(), m.end());
       add_term(p, m, checked_mul(ca, cb, what), what);
+      check_size(p, what);
     }
   return dim_of(p);
 }
@@ -213,6 +231,7 @@ std::optional<Dim> divide_exactly(const Dim& a, const Dim& b) {
   const auto& [mb, cb] = *pb.begin();
   Polynomial q;
   for (const auto& [m, c] : polynomial_of(a)) {
+    if (cb == -1 && c == std::numeric_limits<std::int64_t>::min()) return std::nullopt;
     if (c % cb != 0) return std::nullopt;
     std::vector<std::string> rest = m;
     for (const std::string& name : mb) {  // remove each of b's names once

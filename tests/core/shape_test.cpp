@@ -101,6 +101,20 @@ TEST(Dim, ArithmeticDivisionDifferencesAndValues) {
   KILN_EXPECT_THROW_MSG(evaluate_dim(Dim("seq - 2*batch"), sizes), UserError, "is -1");
   KILN_EXPECT_THROW_MSG(Dim(2) - Dim(3), UserError, "is -1");
   KILN_EXPECT_THROW_MSG(Dim(std::int64_t{1} << 62) * 4, UserError, "overflows");
+  // A hostile chain of products cannot grow an expression without bound: (a + b)^7 has 8
+  // terms, (a + b + ... + h)^3 has 120.
+  Dim power = Dim("a + b");
+  for (int i = 0; i < 6; ++i) power = power * Dim("a + b");
+  EXPECT_EQ(dim_names(power), (std::vector<std::string>{"a", "b"}));
+  const Dim eight("a + b + c + d + e + f + g + h");
+  KILN_EXPECT_THROW_MSG(eight * eight * eight, UserError, "more than 64 terms");
+  const auto power_of_a = [](int n) {
+    Dim d("a");
+    for (int i = 1; i < n; ++i) d = d * Dim("a");
+    return d;
+  };
+  EXPECT_EQ(dim_names(power_of_a(16)), std::vector<std::string>{"a"});
+  KILN_EXPECT_THROW_MSG(power_of_a(17), UserError, "degree above 16");
 }
 
 TEST(Shape, OutOfRangeAxisAndOverflow) {
