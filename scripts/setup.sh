@@ -23,12 +23,14 @@ packages=(
 # (.venv-test/; ctest finds it there). Only when missing: a set-up that is there is quick.
 setup_test_venv() {
   local venv=.venv-test
-  # onnx: the ONNX backend node tests' data (ctest label onnx).
-  if ! "$venv/bin/python" -c "import numpy, onnx" >/dev/null 2>&1; then
-    echo "kiln setup: creating $venv (NumPy and onnx from PyPI)" >&2
+  # onnx: the ONNX backend node tests' data (ctest label onnx). nanobind, ml_dtypes and
+  # pytest: the Python package (python/; built in the Release build, ctest label python).
+  if ! "$venv/bin/python" -c "import numpy, onnx, nanobind, ml_dtypes, pytest" \
+      >/dev/null 2>&1; then
+    echo "kiln setup: creating $venv (NumPy, onnx, nanobind, ml_dtypes, pytest from PyPI)" >&2
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     "$venv/bin/python" -m pip install -q --disable-pip-version-check "numpy>=1.26,<3" \
-      "onnx==1.17.0"
+      "onnx==1.17.0" "nanobind>=2.4,<3" "ml_dtypes>=0.4" "pytest>=8"
   fi
 }
 

@@ -6,6 +6,7 @@
 #include <any>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <typeindex>
 #include <typeinfo>
@@ -18,8 +19,24 @@
 
 namespace kiln::detail {
 
+/// A concrete tensor's elements: in `dense.bytes`, or, for a borrowed tensor
+/// (`Tensor::borrow`), in memory someone else owns (`view`, kept alive by `owner`; then
+/// `dense.bytes` is empty). `elements()` is where they are either way.
 struct TensorData {
   ir::DenseData dense;
+  std::span<const std::byte> view{};
+  std::shared_ptr<const void> owner{};
+
+  std::span<const std::byte> elements() const noexcept {
+    if (owner) return view;
+    return {reinterpret_cast<const std::byte*>(dense.bytes.data()), dense.bytes.size()};
+  }
+  /// The elements as IR dense data (a copy for a borrowed tensor).
+  ir::DenseData to_dense() const {
+    if (!owner) return dense;
+    return {dense.dtype, dense.shape,
+            std::string(reinterpret_cast<const char*>(view.data()), view.size())};
+  }
 };
 
 struct SessionState;

@@ -28,7 +28,8 @@ TensorLayout layout(DType dtype, Shape shape, const Tensor& like) {
 Tensor Linear::operator()(const Tensor& x, Loc where) const {
   const detail::UserCallSite site(where);
   OptionalScope scope(name);
-  Tensor y = matmul(x, weight("weight", layout(dtype, {in, out}, x)));
+  Tensor y = torch_layout ? matmul(x, transpose(weight("weight", layout(dtype, {out, in}, x))))
+                          : matmul(x, weight("weight", layout(dtype, {in, out}, x)));
   if (bias) y = y + weight("bias", layout(dtype, {out}, x));
   return y;
 }

@@ -34,7 +34,7 @@ ir::Value value_of(Frame& frame, const Tensor& t, std::string_view op, const Sou
     if (it != frame.constants.end()) return ir::Value{it->second.second};
     const ir::Value v =
         frame.graph()
-            .add_op_typed(ir::lookup_op("kiln.constant"), {}, {{"value", t.data()->dense}},
+            .add_op_typed(ir::lookup_op("kiln.constant"), {}, {{"value", t.data()->to_dense()}},
                           {to_ir(t.layout())}, location_of(where))
             .result(0);
     frame.constants.emplace(t.data().get(), std::make_pair(t.data(), v.id));
@@ -248,6 +248,12 @@ Tensor operator<(LTensor a, double b) {
 }
 Tensor operator>(LTensor a, double b) {
   return binary_scalar("kiln.gt", a.value, b, false, a.where);
+}
+Tensor scalar_like(const Tensor& tensor, double value, std::string_view op, Loc where) {
+  if (tensor.empty())
+    throw UserError(detail::cat(op, " at ", detail::where_string(where),
+                                ": the tensor beside the scalar is empty (default-constructed)"));
+  return detail::scalar_for(tensor, value, detail::cat("kiln.", op), where);
 }
 Tensor equal(const Tensor& a, const Tensor& b, Loc where) { return binary("kiln.eq", a, b, where); }
 Tensor not_equal(const Tensor& a, const Tensor& b, Loc where) {

@@ -115,6 +115,33 @@ Tensor Tensor::from_bytes(DType dtype, Shape shape, Device device, const void* b
   return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device), std::move(data));
 }
 
+Tensor Tensor::borrow(DType dtype, Shape shape, Device device, const void* bytes, std::size_t size,
+                      std::shared_ptr<const void> owner) {
+  if (!shape.is_static())
+    throw UserError(detail::cat("Tensor::borrow: shape ", shape,
+                                " has symbolic dims; data needs a static shape"));
+  const auto need = static_cast<std::size_t>(shape.num_bytes(size_of(dtype)));
+  if (size != need)
+    throw UserError(detail::cat("Tensor::borrow: ", size, " bytes for ", name(dtype), shape,
+                                ", which holds ", need));
+  if (!owner)
+    throw UserError(
+        "Tensor::borrow: no owner: pass what keeps the memory alive (a "
+        "shared_ptr whose deleter releases it), or use Tensor::from_bytes to copy");
+  if (size != 0 && bytes == nullptr)
+    throw UserError(detail::cat("Tensor::borrow: a null pointer for ", size, " bytes"));
+  if (reinterpret_cast<std::uintptr_t>(bytes) % size_of(dtype) != 0)
+    throw UserError(detail::cat("Tensor::borrow: the ", name(dtype), " elements at ", bytes,
+                                " are not aligned to their size (", size_of(dtype),
+                                " bytes); copy them with Tensor::from_bytes"));
+  auto data = std::make_shared<detail::TensorData>();
+  data->dense.dtype = dtype;
+  data->dense.shape = shape;
+  data->view = {static_cast<const std::byte*>(bytes), size};
+  data->owner = std::move(owner);
+  return Tensor::constant_data(TensorLayout(dtype, std::move(shape), device), std::move(data));
+}
+
 Tensor Tensor::full(const TensorLayout& layout, double value) {
   return dense("Tensor::full", layout.dtype, layout.shape, layout.device,
                [&](std::size_t) { return value; });
@@ -135,8 +162,7 @@ Tensor Tensor::random(const TensorLayout& layout, std::uint64_t seed, double low
 
 std::span<const std::byte> Tensor::bytes() const noexcept {
   if (!data_) return {};
-  const std::string& b = data_->dense.bytes;
-  return {reinterpret_cast<const std::byte*>(b.data()), b.size()};
+  return data_->elements();
 }
 
 std::size_t Tensor::num_elements() const {
@@ -158,7 +184,7 @@ void Tensor::check_element(DType requested) const {
 std::vector<double> Tensor::to_doubles() const {
   if (!is_constant()) check_element(dtype());
   std::vector<double> out(num_elements());
-  const char* p = data_->dense.bytes.data();
+  const auto* p = reinterpret_cast<const char*>(data_->elements().data());
   const std::size_t w = size_of(dtype());
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_as_double(dtype(), p + i * w);
   return out;

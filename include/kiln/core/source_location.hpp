@@ -28,6 +28,12 @@ class SourceLocation {
     return SourceLocation(where.file_name(), where.line(), where.column());
   }
 #endif
+  /// A location given by hand (another language's call site: kiln's Python package
+  /// passes the Python file and line). \p file must outlive every use of the location.
+  static constexpr SourceLocation at(const char* file, std::uint32_t line,
+                                     std::uint32_t column = 0) noexcept {
+    return SourceLocation(file, line, column);
+  }
   constexpr const char* file_name() const noexcept { return file_; }
   constexpr std::uint32_t line() const noexcept { return line_; }
   constexpr std::uint32_t column() const noexcept { return column_; }

@@ -23,13 +23,16 @@
 
 namespace kiln::nn {
 
-/// y = x @ weight + bias; weight [in, out], bias [out].
+/// y = x @ weight + bias; weight [in, out], bias [out]. With `torch_layout`, weight is
+/// [out, in] as PyTorch's `nn.Linear` stores it (y = x @ weight^T + bias), so a PyTorch
+/// checkpoint binds without transposing it.
 struct Linear {
   std::int64_t in = 0;
   std::int64_t out = 0;
   bool bias = true;
   std::string name{};
   DType dtype = DType::f32;
+  bool torch_layout = false;
   Tensor operator()(const Tensor& x, Loc where = Loc::current()) const;
 };
 

@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,6 +106,15 @@ class Tensor {
   /// A tensor of \p layout holding a copy of \p bytes (little-endian elements).
   static Tensor from_bytes(DType dtype, Shape shape, Device device, const void* bytes,
                            std::size_t size);
+  /// A tensor over \p size bytes at \p bytes that someone else owns, without a copy (how
+  /// kiln's Python package takes NumPy arrays and DLPack tensors): \p owner is held as
+  /// long as the tensor or a copy of it lives, and its deleter releases the memory. The
+  /// memory must stay unchanged while kiln reads it (a call reading it as an input, or a
+  /// compiled callable given it as a weight, which reads it in place on every call).
+  /// \throws UserError for a symbolic shape, a size that does not match it, no owner, or
+  /// elements not aligned to their size.
+  static Tensor borrow(DType dtype, Shape shape, Device device, const void* bytes, std::size_t size,
+                       std::shared_ptr<const void> owner);
   static Tensor zeros(const TensorLayout& layout);
   static Tensor full(const TensorLayout& layout, double value);
   /// Uniform in [low, high), reproducible for a \p seed.
@@ -180,6 +190,15 @@ Tensor operator>(LTensor a, const Tensor& b);
 Tensor operator>=(LTensor a, const Tensor& b);
 Tensor operator<(LTensor a, double b);
 Tensor operator>(LTensor a, double b);
+/// \p value as the rank-0 operand the scalar operators above (`x * 2`) combine with \p
+/// tensor: of \p tensor's dtype when that holds it exactly (an integral value beside an
+/// integer tensor; any value beside a float tensor), f32 for a fractional value beside an
+/// integer tensor, i64 or f32 beside bool; on \p tensor's device. For the other binary
+/// ops with a scalar (`maximum(x, scalar_like(x, 0))`), and for bindings to languages
+/// whose numbers are not C++'s. \throws UserError naming \p op and \p where when an
+/// integral value does not fit an integer dtype, or is 2^53 or more.
+Tensor scalar_like(const Tensor& tensor, double value, std::string_view op = "scalar",
+                   Loc where = Loc::current());
 /// Element-wise equality (a tensor of bool; not C++ object equality).
 Tensor equal(const Tensor& a, const Tensor& b, Loc where = Loc::current());
 Tensor not_equal(const Tensor& a, const Tensor& b, Loc where = Loc::current());

@@ -1,0 +1,192 @@
+// NumPy arrays and DLPack tensors in and out of kiln without copies (docs/python.md,
+// "Arrays").
+
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bindings.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::python {
+namespace {
+
+using nb::dlpack::dtype_code;
+using AnyArray = nb::ndarray<nb::ro>;
+
+nb::object& bfloat16_type() {
+  static nb::object* type = nullptr;  // leaked on purpose: lives as long as the module
+  if (type == nullptr) type = new nb::object(nb::module_::import_("ml_dtypes").attr("bfloat16"));
+  return *type;
+}
+
+bool is_numpy_array(nb::handle object) {
+  const nb::handle type = object.type();
+  return nb::cast<std::string>(type.attr("__module__")) == "numpy" &&
+         nb::cast<std::string>(type.attr("__name__")) == "ndarray";
+}
+
+/// True for an `ml_dtypes.bfloat16` NumPy array (which NumPy's DLPack and buffer export
+/// cannot describe: kiln views it as uint16 and reads the bits as bf16).
+bool is_bfloat16_array(nb::handle object) {
+  if (!is_numpy_array(object)) return false;
+  const nb::object dtype = object.attr("dtype");
+  if (nb::cast<std::string>(dtype.attr("name")) != "bfloat16") return false;
+  return dtype.equal(nb::module_::import_("numpy").attr("dtype")(bfloat16_type()));
+}
+
+DType dtype_from_dlpack(nb::dlpack::dtype t, bool bf16_bits, const std::string& what) {
+  if (t.lanes == 1) {
+    const auto code = static_cast<dtype_code>(t.code);
+    if (code == dtype_code::Float && t.bits == 32) return DType::f32;
+    if (code == dtype_code::Float && t.bits == 64) return DType::f64;
+    if (code == dtype_code::Float && t.bits == 16) return DType::f16;
+    if (code == dtype_code::Bfloat && t.bits == 16) return DType::bf16;
+    if (code == dtype_code::UInt && t.bits == 16 && bf16_bits) return DType::bf16;
+    if (code == dtype_code::Int && t.bits == 8) return DType::i8;
+    if (code == dtype_code::Int && t.bits == 32) return DType::i32;
+    if (code == dtype_code::Int && t.bits == 64) return DType::i64;
+    if (code == dtype_code::UInt && t.bits == 8) return DType::u8;
+    if (code == dtype_code::Bool && t.bits == 8) return DType::bool_;
+  }
+  static const char* kCodes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  const std::string code = t.code < 7 ? kCodes[t.code] : "code " + std::to_string(t.code);
+  throw UserError(what + ": kiln has no dtype for " + code + std::to_string(t.bits) +
+                  (t.lanes != 1 ? " x" + std::to_string(t.lanes) : "") +
+                  " elements; kiln takes float32, float64, float16, bfloat16 (ml_dtypes), "
+                  "int8, int32, int64, uint8 and bool: cast the array to one of those");
+}
+
+nb::dlpack::dtype dlpack_of(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return nb::dtype<float>();
+    case DType::f64:
+      return nb::dtype<double>();
+    case DType::f16:
+      return {static_cast<std::uint8_t>(dtype_code::Float), 16, 1};
+    case DType::bf16:
+      return {static_cast<std::uint8_t>(dtype_code::Bfloat), 16, 1};
+    case DType::i8:
+      return nb::dtype<std::int8_t>();
+    case DType::u8:
+      return nb::dtype<std::uint8_t>();
+    case DType::i32:
+      return nb::dtype<std::int32_t>();
+    case DType::i64:
+      return nb::dtype<std::int64_t>();
+    case DType::bool_:
+      return nb::dtype<bool>();
+  }
+  return nb::dtype<float>();
+}
+
+bool c_contiguous(const AnyArray& a) {
+  std::int64_t expected = 1;
+  for (std::size_t d = a.ndim(); d-- > 0;) {
+    if (a.shape(d) != 1 && a.stride(d) != expected) return false;
+    expected *= static_cast<std::int64_t>(a.shape(d));
+  }
+  return true;
+}
+
+/// The GIL-taking deleter of what a borrowed tensor holds.
+template <class T>
+std::shared_ptr<const void> hold(T value) {
+  return std::shared_ptr<const void>(new T(std::move(value)), [](const void* p) {
+    nb::gil_scoped_acquire gil;
+    delete static_cast<const T*>(p);
+  });
+}
+
+/// A wrapper that gives nb::ndarray the owner it keeps: the tensor (shared data).
+nb::capsule tensor_owner(const Tensor& tensor) {
+  return nb::capsule(new Tensor(tensor), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+}
+
+template <class Framework>
+nb::object export_array(const Tensor& tensor, bool bf16_as_bits) {
+  if (!tensor.is_constant())
+    throw UserError("kiln.Tensor: this tensor is " +
+                    std::string(tensor.empty()            ? "empty"
+                                : tensor.is_placeholder() ? "a placeholder"
+                                                          : "traced") +
+                    " and holds no data to export");
+  if (!tensor.device().is_cpu())
+    throw UserError("kiln.Tensor: the tensor is on " + text_of(tensor.device()) +
+                    "; only CPU tensors export as arrays");
+  std::vector<std::size_t> shape;
+  for (const Dim& d : tensor.shape().dims()) shape.push_back(static_cast<std::size_t>(d.size()));
+  nb::dlpack::dtype dtype = dlpack_of(tensor.dtype());
+  if (tensor.dtype() == DType::bf16 && bf16_as_bits) dtype = nb::dtype<std::uint16_t>();
+  void* data = const_cast<std::byte*>(tensor.bytes().data());
+  nb::ndarray<Framework> array(data, shape.size(), shape.data(), tensor_owner(tensor), nullptr,
+                               dtype, nb::device::cpu::value);
+  return nb::cast(std::move(array), nb::rv_policy::reference);
+}
+
+}  // namespace
+
+bool is_array_like(nb::handle object) {
+  return nb::hasattr(object, "__dlpack__") || nb::hasattr(object, "__array_interface__") ||
+         nb::hasattr(object, "__array__");
+}
+
+Tensor tensor_from_object(nb::handle object, const std::string& what) {
+  if (nb::isinstance<Tensor>(object)) {
+    const Tensor& t = nb::cast<const Tensor&>(object);
+    if (!t.is_constant())
+      throw UserError(what + ": a kiln.Tensor that is " +
+                      (t.empty()            ? "empty"
+                       : t.is_placeholder() ? "a placeholder"
+                                            : "traced") +
+                      " holds no data; pass an array (NumPy, or anything with __dlpack__)");
+    return t;
+  }
+  nb::object source = nb::borrow(object);
+  const bool bf16_bits = is_bfloat16_array(object);
+  if (bf16_bits) source = source.attr("view")(nb::module_::import_("numpy").attr("uint16"));
+  AnyArray array;
+  if (!nb::try_cast(source, array, /*convert=*/false) &&
+      !nb::try_cast(source, array, /*convert=*/true))
+    throw UserError(what + ": a " + nb::cast<std::string>(nb::type_name(object.type())) +
+                    " is not an array kiln can read: pass a NumPy array, a kiln.Tensor, or "
+                    "an object with __dlpack__ (a PyTorch or JAX CPU tensor)");
+  if (array.device_type() != nb::device::cpu::value)
+    throw UserError(what + ": the array is on a device other than the CPU (DLPack device type " +
+                    std::to_string(array.device_type()) +
+                    "); kiln's Python calls take CPU arrays: copy it to the CPU first");
+  const DType dtype = dtype_from_dlpack(array.dtype(), bf16_bits, what);
+  std::vector<Dim> dims;
+  for (std::size_t d = 0; d < array.ndim(); ++d)
+    dims.emplace_back(static_cast<std::int64_t>(array.shape(d)));
+  Shape shape(std::move(dims));
+  const std::size_t bytes = array.nbytes();
+  const auto aligned = reinterpret_cast<std::uintptr_t>(array.data()) % size_of(dtype) == 0;
+  if (c_contiguous(array) && aligned)
+    return Tensor::borrow(dtype, std::move(shape), Device::cpu(), array.data(), bytes, hold(array));
+  // A strided or misaligned view: NumPy makes the contiguous copy kiln reads.
+  nb::object copy = nb::module_::import_("numpy").attr("ascontiguousarray")(source);
+  AnyArray contiguous;
+  if (!nb::try_cast(copy, contiguous, false) || !c_contiguous(contiguous))
+    throw UserError(what + ": the array is not C-contiguous and NumPy could not copy it");
+  return Tensor::from_bytes(dtype, std::move(shape), Device::cpu(), contiguous.data(), bytes);
+}
+
+nb::object tensor_to_numpy(const Tensor& tensor) {
+  nb::object array = export_array<nb::numpy>(tensor, /*bf16_as_bits=*/true);
+  if (tensor.dtype() == DType::bf16) return array.attr("view")(bfloat16_type());
+  return array;
+}
+
+void register_arrays(nb::module_& m) {
+  m.def("_as_tensor", [](nb::handle object) { return tensor_from_object(object, "kiln.asarray"); });
+  m.def("_dlpack_of", [](const Tensor& tensor, nb::kwargs kwargs) {
+    return export_array<nb::array_api>(tensor, false).attr("__dlpack__")(**kwargs);
+  });
+  m.def("_numpy_of", &tensor_to_numpy);
+}
+
+}  // namespace kiln::python

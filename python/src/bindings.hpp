@@ -1,0 +1,92 @@
+#pragma once
+// Internal to kiln's Python extension (kiln._kiln): what its source files share. Each file
+// binds one part of the C++ API; module.cpp calls their register functions in order.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/core/device.hpp"
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/shape.hpp"
+#include "kiln/core/source_location.hpp"
+#include "kiln/stage/tensor.hpp"
+#include "kiln/stage/tree.hpp"
+
+namespace kiln::python {
+
+namespace nb = nanobind;
+
+/// What `os << value` prints.
+template <class T>
+std::string text_of(const T& value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
+
+// ---- location.cpp ----------------------------------------------------------------------
+
+/// The Python call site of the running binding: the innermost Python frame outside kiln's
+/// own package (so ops made inside kiln's Python helpers are located at the user's line).
+/// The file name is interned: the location stays valid for the life of the process.
+SourceLocation caller_location();
+/// Sets the folder whose frames `caller_location` skips (kiln's package).
+void set_package_dir(const std::string& dir);
+void register_location(nb::module_& m);
+
+// ---- arrays.cpp: NumPy / DLPack <-> kiln::Tensor ---------------------------------------
+
+/// \p object (a kiln.Tensor, a NumPy array, or anything with `__dlpack__` or the buffer
+/// protocol) as a concrete CPU tensor: borrowed without a copy when it is C-contiguous,
+/// aligned and on the CPU; copied otherwise (a strided view). \p what names it in errors.
+Tensor tensor_from_object(nb::handle object, const std::string& what);
+/// A concrete tensor as a NumPy array over the same memory (no copy); bf16 as an
+/// `ml_dtypes.bfloat16` array.
+nb::object tensor_to_numpy(const Tensor& tensor);
+/// True for what `tensor_from_object` takes as an array (not a kiln.Tensor).
+bool is_array_like(nb::handle object);
+void register_arrays(nb::module_& m);
+
+// ---- tree.cpp: pytrees -----------------------------------------------------------------
+
+/// The structure of a Python value (kiln.TreeDef): the C++ `TreeDef` (what staging and
+/// calls compare, print and name leaves by) and what rebuilding the Python value needs
+/// (NamedTuple and dataclass types, static values as the objects they were).
+struct PyNode {
+  TreeDef::Kind kind = TreeDef::Kind::tuple;
+  nb::object type;  ///< records: the class; static values: the value itself
+  bool dataclass = false;
+  std::vector<std::string> keys;  ///< dicts (sorted) and records (fields in order)
+  std::vector<PyNode> children;
+};
+struct PyTree {
+  PyNode root;
+  TreeDef def;
+};
+/// Flattens \p value: its tensor leaves (kiln.Tensor, TensorLayout, arrays) appended to
+/// \p leaves as the objects they are. \throws UserError naming the path of a value kiln
+/// cannot compare exactly (see docs/python.md, "Trees").
+PyTree flatten(nb::handle value, std::vector<nb::object>& leaves);
+/// \p tree with its leaves replaced by \p leaves, in order.
+nb::object unflatten(const PyTree& tree, const std::vector<nb::object>& leaves);
+void register_tree(nb::module_& m);
+
+// ---- tensor_ops.cpp: DType, Device, TensorLayout, Tensor and the staging ops ------------
+Shape shape_from_python(nb::handle shape);
+nb::tuple shape_to_python(const Shape& shape);
+void register_tensor(nb::module_& m);
+void register_ops(nb::module_& m);
+
+// ---- staging.cpp: stage, StagedGraph, subgraphs, weights, nn, sharding ----------------
+void register_staging(nb::module_& m);
+
+// ---- compiled.cpp: CompiledCallable, weights files, ONNX -------------------------------
+void register_compiled(nb::module_& m);
+
+}  // namespace kiln::python
