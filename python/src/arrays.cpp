@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "bindings.hpp"
@@ -22,19 +23,87 @@ nb::object& bfloat16_type() {
   return *type;
 }
 
-bool is_numpy_array(nb::handle object) {
-  const nb::handle type = object.type();
-  return nb::cast<std::string>(type.attr("__module__")) == "numpy" &&
-         nb::cast<std::string>(type.attr("__name__")) == "ndarray";
+PyTypeObject* numpy_ndarray_type() {
+  static PyTypeObject* type = nullptr;  // a reference kept for the life of the process
+  if (type == nullptr)
+    type = reinterpret_cast<PyTypeObject*>(
+        nb::object(nb::module_::import_("numpy").attr("ndarray")).release().ptr());
+  return type;
 }
 
 /// True for an `ml_dtypes.bfloat16` NumPy array (which NumPy's DLPack and buffer export
 /// cannot describe: kiln views it as uint16 and reads the bits as bf16).
 bool is_bfloat16_array(nb::handle object) {
-  if (!is_numpy_array(object)) return false;
-  const nb::object dtype = object.attr("dtype");
-  if (nb::cast<std::string>(dtype.attr("name")) != "bfloat16") return false;
-  return dtype.equal(nb::module_::import_("numpy").attr("dtype")(bfloat16_type()));
+  const nb::object type = object.attr("dtype").attr("type");
+  if (nb::cast<std::string>(type.attr("__name__")) != "bfloat16") return false;
+  return type.is(bfloat16_type());  // ml_dtypes is imported only for such an array
+}
+
+/// The dtype of a buffer's format ('f', '<i8', ...), if kiln has one.
+std::optional<DType> dtype_of_format(const char* format, Py_ssize_t itemsize) {
+  if (format == nullptr) return std::nullopt;
+  if (*format == '<' || *format == '=' || *format == '@') ++format;
+  if (format[0] == 0 || format[1] != 0) return std::nullopt;
+  switch (format[0]) {
+    case 'f':
+      return itemsize == 4 ? std::optional(DType::f32) : std::nullopt;
+    case 'd':
+      return itemsize == 8 ? std::optional(DType::f64) : std::nullopt;
+    case 'e':
+      return itemsize == 2 ? std::optional(DType::f16) : std::nullopt;
+    case 'b':
+      return DType::i8;
+    case 'B':
+      return DType::u8;
+    case '?':
+      return itemsize == 1 ? std::optional(DType::bool_) : std::nullopt;
+    case 'i':
+    case 'l':
+    case 'q':
+      if (itemsize == 4) return DType::i32;
+      if (itemsize == 8) return DType::i64;
+      return std::nullopt;
+    case 'H':
+      return std::nullopt;  // uint16: bf16 bits only when asked (see below)
+    default:
+      return std::nullopt;
+  }
+}
+
+/// A NumPy array through the buffer protocol (the fast path: no DLPack capsule, no
+/// Python call), borrowed when C-contiguous and aligned. Empty when the buffer cannot be
+/// read this way (the caller then takes the general path).
+std::optional<Tensor> borrow_buffer(nb::handle object, bool bf16_bits) {
+  auto view = std::make_unique<Py_buffer>();
+  if (PyObject_GetBuffer(object.ptr(), view.get(), PyBUF_RECORDS_RO) != 0) {
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  std::optional<DType> dtype = dtype_of_format(view->format, view->itemsize);
+  if (bf16_bits && view->itemsize == 2) dtype = DType::bf16;
+  bool contiguous = true;
+  std::vector<Dim> dims;
+  Py_ssize_t expected = view->itemsize;
+  for (int d = view->ndim; d-- > 0;) {
+    if (view->shape[d] != 1 && view->strides[d] != expected) contiguous = false;
+    expected *= view->shape[d];
+  }
+  const bool aligned = dtype && reinterpret_cast<std::uintptr_t>(view->buf) % size_of(*dtype) == 0;
+  if (!dtype || !contiguous || !aligned) {
+    PyBuffer_Release(view.get());
+    return std::nullopt;
+  }
+  for (int d = 0; d < view->ndim; ++d) dims.emplace_back(static_cast<std::int64_t>(view->shape[d]));
+  const void* data = view->buf;
+  const auto bytes = static_cast<std::size_t>(view->len);
+  std::shared_ptr<const void> owner(view.release(), [](const void* p) {
+    nb::gil_scoped_acquire gil;
+    auto* buffer = static_cast<Py_buffer*>(const_cast<void*>(p));
+    PyBuffer_Release(buffer);
+    delete buffer;
+  });
+  return Tensor::borrow(*dtype, Shape(std::move(dims)), Device::cpu(), data, bytes,
+                        std::move(owner));
 }
 
 DType dtype_from_dlpack(nb::dlpack::dtype t, bool bf16_bits, const std::string& what) {
@@ -129,9 +198,27 @@ nb::object export_array(const Tensor& tensor, bool bf16_as_bits) {
 
 }  // namespace
 
+bool is_numpy_array(nb::handle object) {
+  return PyObject_TypeCheck(object.ptr(), numpy_ndarray_type()) != 0;
+}
+
 bool is_array_like(nb::handle object) {
-  return nb::hasattr(object, "__dlpack__") || nb::hasattr(object, "__array_interface__") ||
-         nb::hasattr(object, "__array__");
+  if (is_numpy_array(object)) return true;
+  const nb::handle type = object.type();
+  return type_has(type, "__dlpack__") || type_has(type, "__array_interface__") ||
+         type_has(type, "__array__");
+}
+
+bool type_has(nb::handle type, const char* name) {
+  // Through the MRO's dicts: no AttributeError raised and cleared (which costs a
+  // microsecond) for the common answer, no.
+  PyObject* mro = reinterpret_cast<PyTypeObject*>(type.ptr())->tp_mro;
+  if (mro == nullptr) return false;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(mro); ++i) {
+    PyObject* dict = reinterpret_cast<PyTypeObject*>(PyTuple_GET_ITEM(mro, i))->tp_dict;
+    if (dict != nullptr && PyDict_GetItemString(dict, name) != nullptr) return true;
+  }
+  return false;
 }
 
 Tensor tensor_from_object(nb::handle object, const std::string& what) {
@@ -146,12 +233,19 @@ Tensor tensor_from_object(nb::handle object, const std::string& what) {
     return t;
   }
   nb::object source = nb::borrow(object);
-  const bool bf16_bits = is_bfloat16_array(object);
-  if (bf16_bits) source = source.attr("view")(nb::module_::import_("numpy").attr("uint16"));
+  bool bf16_bits = false;
+  if (is_numpy_array(object)) {
+    if (std::optional<Tensor> t = borrow_buffer(object, false)) return *std::move(t);
+    bf16_bits = is_bfloat16_array(object);
+    if (bf16_bits) {
+      source = source.attr("view")(nb::module_::import_("numpy").attr("uint16"));
+      if (std::optional<Tensor> t = borrow_buffer(source, true)) return *std::move(t);
+    }
+  }
   AnyArray array;
   if (!nb::try_cast(source, array, /*convert=*/false) &&
       !nb::try_cast(source, array, /*convert=*/true))
-    throw UserError(what + ": a " + nb::cast<std::string>(nb::type_name(object.type())) +
+    throw UserError(what + ": a " + qualified_name(object.type()) +
                     " is not an array kiln can read: pass a NumPy array, a kiln.Tensor, or "
                     "an object with __dlpack__ (a PyTorch or JAX CPU tensor)");
   if (array.device_type() != nb::device::cpu::value)

@@ -51,6 +51,12 @@ Tensor tensor_from_object(nb::handle object, const std::string& what);
 nb::object tensor_to_numpy(const Tensor& tensor);
 /// True for what `tensor_from_object` takes as an array (not a kiln.Tensor).
 bool is_array_like(nb::handle object);
+/// True for a NumPy array (or a subclass's).
+bool is_numpy_array(nb::handle object);
+/// `module.QualName` of a type (`numpy.ndarray`; builtins without the module).
+std::string qualified_name(nb::handle type);
+/// True when \p type or a base defines \p name (no exception raised on the way).
+bool type_has(nb::handle type, const char* name);
 void register_arrays(nb::module_& m);
 
 // ---- tree.cpp: pytrees -----------------------------------------------------------------
@@ -60,7 +66,8 @@ void register_arrays(nb::module_& m);
 /// (NamedTuple and dataclass types, static values as the objects they were).
 struct PyNode {
   TreeDef::Kind kind = TreeDef::Kind::tuple;
-  nb::object type;  ///< records: the class; static values: the value itself
+  nb::object type;   ///< records: the class; static values: the value itself
+  std::string text;  ///< static values: the exact text compared
   bool dataclass = false;
   std::vector<std::string> keys;  ///< dicts (sorted) and records (fields in order)
   std::vector<PyNode> children;
@@ -73,6 +80,10 @@ struct PyTree {
 /// \p leaves as the objects they are. \throws UserError naming the path of a value kiln
 /// cannot compare exactly (see docs/python.md, "Trees").
 PyTree flatten(nb::handle value, std::vector<nb::object>& leaves);
+/// True when \p value has exactly \p tree's structure and static values (what `flatten`
+/// would give equals tree.def), its leaves then appended to \p leaves: the allocation-free
+/// check of a call's arguments. False says nothing of why: flatten and compare for that.
+bool match_tree(const PyTree& tree, nb::handle value, std::vector<nb::object>& leaves);
 /// \p tree with its leaves replaced by \p leaves, in order.
 nb::object unflatten(const PyTree& tree, const std::vector<nb::object>& leaves);
 void register_tree(nb::module_& m);

@@ -50,7 +50,7 @@ std::vector<Tensor> output_tensors(const std::vector<nb::object>& leaves, const 
     if (!nb::isinstance<Tensor>(leaves[i]))
       throw UserError(std::string(who) + ": the result at " +
                       (paths[i].empty() ? "the top" : paths[i]) + " is a " +
-                      nb::cast<std::string>(nb::type_name(leaves[i].type())) +
+                      qualified_name(leaves[i].type()) +
                       "; return kiln.Tensor values computed from the inputs (an array would be "
                       "a constant: wrap it with kiln.asarray and use it in an op)");
     out.push_back(nb::cast<Tensor>(leaves[i]));

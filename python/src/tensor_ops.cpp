@@ -205,7 +205,7 @@ Shape shape_from_python(nb::handle shape) {
       throw UserError(
           "kiln: a shape's dims are ints (static) or str (symbolic, 'batch' or "
           "'batch*seq'); got a " +
-          nb::cast<std::string>(nb::type_name(d.type())));
+          qualified_name(d.type()));
   }
   return Shape(std::move(dims));
 }

@@ -14,15 +14,19 @@ std::string child_path(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
+}  // namespace
+
 std::string qualified_name(nb::handle type) {
   const std::string module = nb::cast<std::string>(nb::getattr(type, "__module__", nb::str("")));
   const std::string name = nb::cast<std::string>(type.attr("__qualname__"));
   return module.empty() || module == "builtins" ? name : module + "." + name;
 }
 
+namespace {
+
 bool is_leaf(nb::handle value) {
-  return nb::isinstance<Tensor>(value) || nb::isinstance<TensorLayout>(value) ||
-         is_array_like(value);
+  return is_numpy_array(value) || nb::isinstance<Tensor>(value) ||
+         nb::isinstance<TensorLayout>(value) || is_array_like(value);
 }
 
 /// The exact text of a static value, or "" when kiln cannot compare it exactly.
@@ -57,7 +61,7 @@ PyNode flatten_at(nb::handle value, std::vector<nb::object>& leaves, const std::
   }
   if (PyTuple_Check(value.ptr())) {
     const nb::tuple tuple = nb::borrow<nb::tuple>(value);
-    const bool named = nb::hasattr(value.type(), "_fields");
+    const bool named = !PyTuple_CheckExact(value.ptr()) && type_has(value.type(), "_fields");
     node.kind = named ? TreeDef::Kind::record : TreeDef::Kind::tuple;
     if (named) {
       node.type = nb::borrow(value.type());
@@ -92,7 +96,7 @@ PyNode flatten_at(nb::handle value, std::vector<nb::object>& leaves, const std::
       node.children.push_back(flatten_at(dict[k.c_str()], leaves, child_path(path, k), children));
     return finish("dict");
   }
-  if (!PyType_Check(value.ptr()) && nb::hasattr(value.type(), "__dataclass_fields__")) {
+  if (!PyType_Check(value.ptr()) && type_has(value.type(), "__dataclass_fields__")) {
     node.kind = TreeDef::Kind::record;
     node.dataclass = true;
     node.type = nb::borrow(value.type());
@@ -114,8 +118,55 @@ PyNode flatten_at(nb::handle value, std::vector<nb::object>& leaves, const std::
         "exactly (int, float, bool, str, bytes, an Enum member): make it one of those");
   node.kind = TreeDef::Kind::static_value;
   node.type = nb::borrow(value);
+  node.text = text;
   defs_out.push_back(TreeDef::static_value(qualified_name(value.type()), text));
   return node;
+}
+
+bool match(const PyNode& node, nb::handle value, std::vector<nb::object>& leaves) {
+  switch (node.kind) {
+    case TreeDef::Kind::tensor:
+      if (!is_leaf(value)) return false;
+      leaves.push_back(nb::borrow(value));
+      return true;
+    case TreeDef::Kind::static_value:
+      return value.type().is(node.type.type()) && static_text(value) == node.text;
+    case TreeDef::Kind::optional:
+      if (node.children.empty()) return value.is_none();
+      return !value.is_none() && match(node.children[0], value, leaves);
+    case TreeDef::Kind::tuple:
+    case TreeDef::Kind::list: {
+      const bool tuple = node.kind == TreeDef::Kind::tuple;
+      if (tuple ? !PyTuple_CheckExact(value.ptr()) : !PyList_CheckExact(value.ptr())) return false;
+      const Py_ssize_t n = tuple ? PyTuple_GET_SIZE(value.ptr()) : PyList_GET_SIZE(value.ptr());
+      if (n != static_cast<Py_ssize_t>(node.children.size())) return false;
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* item = tuple ? PyTuple_GET_ITEM(value.ptr(), i) : PyList_GET_ITEM(value.ptr(), i);
+        if (!match(node.children[static_cast<std::size_t>(i)], item, leaves)) return false;
+      }
+      return true;
+    }
+    case TreeDef::Kind::dict: {
+      if (!PyDict_CheckExact(value.ptr()) ||
+          PyDict_Size(value.ptr()) != static_cast<Py_ssize_t>(node.keys.size()))
+        return false;
+      for (std::size_t i = 0; i < node.keys.size(); ++i) {
+        PyObject* item = PyDict_GetItemString(value.ptr(), node.keys[i].c_str());
+        if (item == nullptr || !match(node.children[i], item, leaves)) return false;
+      }
+      return true;
+    }
+    case TreeDef::Kind::record: {
+      if (!value.type().is(node.type)) return false;
+      for (std::size_t i = 0; i < node.keys.size(); ++i) {
+        const nb::object item =
+            node.dataclass ? value.attr(node.keys[i].c_str()) : nb::borrow(value[nb::int_(i)]);
+        if (!match(node.children[i], item, leaves)) return false;
+      }
+      return true;
+    }
+  }
+  return false;
 }
 
 nb::object build(const PyNode& node, const std::vector<nb::object>& leaves, std::size_t& next) {
@@ -160,6 +211,13 @@ PyTree flatten(nb::handle value, std::vector<nb::object>& leaves) {
   tree.root = flatten_at(value, leaves, "", defs);
   tree.def = std::move(defs.back());
   return tree;
+}
+
+bool match_tree(const PyTree& tree, nb::handle value, std::vector<nb::object>& leaves) {
+  const std::size_t start = leaves.size();
+  if (match(tree.root, value, leaves)) return true;
+  leaves.resize(start);
+  return false;
 }
 
 nb::object unflatten(const PyTree& tree, const std::vector<nb::object>& leaves) {
