@@ -65,6 +65,34 @@ std::vector<nb::object> as_objects(const std::vector<Tensor>& tensors) {
   return out;
 }
 
+/// Garbage-collector support for the types that hold a Python callable (a decorated
+/// function's module holds the wrapper, which holds the function, whose globals hold the
+/// module: a cycle only the collector can free).
+template <class T>
+int traverse_fn(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  Py_VISIT(nb::inst_ptr<T>(self)->fn.ptr());
+  return 0;
+}
+template <class T>
+int clear_fn(PyObject* self) {
+  nb::inst_ptr<T>(self)->fn.reset();
+  return 0;
+}
+template <class T>
+PyType_Slot* gc_slots() {
+  static PyType_Slot slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&traverse_fn<T>)},
+                                {Py_tp_clear, reinterpret_cast<void*>(&clear_fn<T>)},
+                                {0, nullptr}};
+  return slots;
+}
+
+nb::object checked_fn(const nb::object& fn) {
+  if (!fn.is_valid()) throw UserError("kiln: the function of this stager or subgraph was cleared");
+  return fn;
+}
+
 struct Stager {
   nb::object fn;
   StageOptions options;
@@ -78,7 +106,7 @@ PyStaged stage_call(const Stager& stager, nb::args args) {
   detail::Session session(stager.options);
   const std::vector<Tensor> traced = session.add_inputs(in_leaves, in.def);
   const nb::object traced_args = unflatten(in, as_objects(traced));
-  const nb::object result = stager.fn(*traced_args);
+  const nb::object result = checked_fn(stager.fn)(*traced_args);
   std::vector<nb::object> out_objects;
   PyTree out = flatten(result, out_objects);
   const std::vector<Tensor> out_leaves = output_tensors(out_objects, out.def, "kiln.stage");
@@ -96,9 +124,9 @@ struct PySubgraph {
 nb::object subgraph_call(const PySubgraph& s, nb::args args) {
   const Loc where = caller_location();
   if (!detail::subgraphs_enabled()) {
-    if (s.options.prefix.empty()) return s.fn(*args);
+    if (s.options.prefix.empty()) return checked_fn(s.fn)(*args);
     name_scope scope(s.options.prefix);
-    return s.fn(*args);
+    return checked_fn(s.fn)(*args);
   }
   std::vector<nb::object> leaf_objects;
   PyTree in = flatten(args, leaf_objects);
@@ -108,7 +136,7 @@ nb::object subgraph_call(const PySubgraph& s, nb::args args) {
                                  ? nb::cast<Tensor>(leaf_objects[i])
                                  : tensor_from_object(leaf_objects[i], "subgraph argument"));
   const auto trace = [&](const std::vector<Tensor>& body_inputs, std::any& prototype) {
-    const nb::object result = s.fn(*unflatten(in, as_objects(body_inputs)));
+    const nb::object result = checked_fn(s.fn)(*unflatten(in, as_objects(body_inputs)));
     std::vector<nb::object> out_objects;
     auto out = std::make_shared<PyTree>(flatten(result, out_objects));
     std::vector<Tensor> out_leaves = output_tensors(out_objects, out->def, "kiln.as_subgraph");
@@ -445,7 +473,8 @@ void register_staging(nb::module_& m) {
         return "StagedGraph(" + s.in_tree->def.str() + " -> " + s.out_tree->def.str() + ")";
       });
 
-  nb::class_<Stager>(m, "Stager", "What kiln.stage(fn) returns: call it with the inputs' layouts.")
+  nb::class_<Stager>(m, "Stager", "What kiln.stage(fn) returns: call it with the inputs' layouts.",
+                     nb::type_slots(gc_slots<Stager>()))
       .def("__call__", &stage_call);
   m.def(
       "stage",
@@ -466,7 +495,8 @@ void register_staging(nb::module_& m) {
 
   nb::class_<PySubgraph>(m, "Subgraph",
                          "A callable traced once per distinct key into a "
-                         "shared subgraph body, called at every call site.")
+                         "shared subgraph body, called at every call site.",
+                         nb::type_slots(gc_slots<PySubgraph>()))
       .def(
           "__init__",
           [](PySubgraph* self, nb::object fn, std::string name, std::string prefix) {
