@@ -73,7 +73,7 @@ std::optional<DType> dtype_of_format(const char* format, Py_ssize_t itemsize) {
 /// A NumPy array through the buffer protocol (the fast path: no DLPack capsule, no
 /// Python call), borrowed when C-contiguous and aligned. Empty when the buffer cannot be
 /// read this way (the caller then takes the general path).
-std::optional<Tensor> borrow_buffer(nb::handle object, bool bf16_bits) {
+std::optional<Tensor> borrow_buffer(nb::handle object, bool bf16_bits, Device device) {
   auto view = std::make_unique<Py_buffer>();
   if (PyObject_GetBuffer(object.ptr(), view.get(), PyBUF_RECORDS_RO) != 0) {
     PyErr_Clear();
@@ -102,8 +102,7 @@ std::optional<Tensor> borrow_buffer(nb::handle object, bool bf16_bits) {
     PyBuffer_Release(buffer);
     delete buffer;
   });
-  return Tensor::borrow(*dtype, Shape(std::move(dims)), Device::cpu(), data, bytes,
-                        std::move(owner));
+  return Tensor::borrow(*dtype, Shape(std::move(dims)), device, data, bytes, std::move(owner));
 }
 
 DType dtype_from_dlpack(nb::dlpack::dtype t, bool bf16_bits, const std::string& what) {
@@ -221,7 +220,7 @@ bool type_has(nb::handle type, const char* name) {
   return false;
 }
 
-Tensor tensor_from_object(nb::handle object, const std::string& what) {
+Tensor tensor_from_object(nb::handle object, const std::string& what, Device device) {
   if (nb::isinstance<Tensor>(object)) {
     const Tensor& t = nb::cast<const Tensor&>(object);
     if (!t.is_constant())
@@ -235,11 +234,11 @@ Tensor tensor_from_object(nb::handle object, const std::string& what) {
   nb::object source = nb::borrow(object);
   bool bf16_bits = false;
   if (is_numpy_array(object)) {
-    if (std::optional<Tensor> t = borrow_buffer(object, false)) return *std::move(t);
+    if (std::optional<Tensor> t = borrow_buffer(object, false, device)) return *std::move(t);
     bf16_bits = is_bfloat16_array(object);
     if (bf16_bits) {
       source = source.attr("view")(nb::module_::import_("numpy").attr("uint16"));
-      if (std::optional<Tensor> t = borrow_buffer(source, true)) return *std::move(t);
+      if (std::optional<Tensor> t = borrow_buffer(source, true, device)) return *std::move(t);
     }
   }
   AnyArray array;
@@ -266,7 +265,7 @@ Tensor tensor_from_object(nb::handle object, const std::string& what) {
   AnyArray contiguous;
   if (!nb::try_cast(copy, contiguous, false) || !c_contiguous(contiguous))
     throw UserError(what + ": the array is not C-contiguous and NumPy could not copy it");
-  return Tensor::from_bytes(dtype, std::move(shape), Device::cpu(), contiguous.data(), bytes);
+  return Tensor::from_bytes(dtype, std::move(shape), device, contiguous.data(), bytes);
 }
 
 nb::object tensor_to_numpy(const Tensor& tensor) {

@@ -5,6 +5,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include <sstream>
@@ -45,7 +46,10 @@ void register_location(nb::module_& m);
 /// \p object (a kiln.Tensor, a NumPy array, or anything with `__dlpack__` or the buffer
 /// protocol) as a concrete CPU tensor: borrowed without a copy when it is C-contiguous,
 /// aligned and on the CPU; copied otherwise (a strided view). \p what names it in errors.
-Tensor tensor_from_object(nb::handle object, const std::string& what);
+/// \p device: the CPU device the tensor is on (virtual CPU devices share the host's
+/// memory); a kiln.Tensor keeps its own.
+Tensor tensor_from_object(nb::handle object, const std::string& what,
+                          Device device = Device::cpu());
 /// A concrete tensor as a NumPy array over the same memory (no copy); bf16 as an
 /// `ml_dtypes.bfloat16` array.
 nb::object tensor_to_numpy(const Tensor& tensor);
@@ -87,6 +91,40 @@ bool match_tree(const PyTree& tree, nb::handle value, std::vector<nb::object>& l
 /// \p tree with its leaves replaced by \p leaves, in order.
 nb::object unflatten(const PyTree& tree, const std::vector<nb::object>& leaves);
 void register_tree(nb::module_& m);
+
+/// Garbage-collector support for what holds trees (their NamedTuple and dataclass types and
+/// static values may lead back to the holder, through a module's globals).
+int visit_tree(const PyNode& node, visitproc visit, void* arg);
+void clear_tree(PyNode& node);
+inline int visit_trees(const PyTree& t, visitproc visit, void* arg) {
+  return visit_tree(t.root, visit, arg);
+}
+template <class T>
+int visit_trees(const T& holder, visitproc visit, void* arg) {
+  if (const int r = visit_tree(holder.in_tree.root, visit, arg); r != 0) return r;
+  return visit_tree(holder.out_tree.root, visit, arg);
+}
+inline void clear_trees(PyTree& t) { clear_tree(t.root); }
+template <class T>
+void clear_trees(T& holder) {
+  clear_tree(holder.in_tree.root);
+  clear_tree(holder.out_tree.root);
+}
+/// The type slots of a class whose instances hold trees (`visit_trees`, `clear_trees`).
+template <class T>
+PyType_Slot* tree_gc_slots() {
+  static PyType_Slot slots[] = {
+      {Py_tp_traverse, reinterpret_cast<void*>(+[](PyObject* self, visitproc visit, void* arg) {
+         Py_VISIT(Py_TYPE(self));
+         return nb::inst_ready(self) ? visit_trees(*nb::inst_ptr<T>(self), visit, arg) : 0;
+       })},
+      {Py_tp_clear, reinterpret_cast<void*>(+[](PyObject* self) {
+         clear_trees(*nb::inst_ptr<T>(self));
+         return 0;
+       })},
+      {0, nullptr}};
+  return slots;
+}
 
 // ---- tensor_ops.cpp: DType, Device, TensorLayout, Tensor and the staging ops ------------
 Shape shape_from_python(nb::handle shape);

@@ -27,8 +27,8 @@ std::atomic<int> g_last_call_held_gil{-1};  // see _last_call_held_gil
 
 struct PyCompiled {
   std::unique_ptr<CompiledCallable> compiled;
-  std::shared_ptr<const PyTree> in_tree;
-  std::shared_ptr<const PyTree> out_tree;
+  PyTree in_tree;
+  PyTree out_tree;
 };
 
 /// A C++ tree of tensors and containers (an imported model's) as a Python tree.
@@ -41,9 +41,7 @@ PyNode node_of(const TreeDef& def) {
   for (const TreeDef& child : def.children()) node.children.push_back(node_of(child));
   return node;
 }
-std::shared_ptr<const PyTree> tree_of(const TreeDef& def) {
-  return std::make_shared<PyTree>(PyTree{node_of(def), def});
-}
+PyTree tree_of(const TreeDef& def) { return PyTree{node_of(def), def}; }
 
 std::map<std::string, Tensor> weights_from(nb::handle weights) {
   std::map<std::string, Tensor> out;
@@ -83,21 +81,25 @@ CompileOptions options_from(std::optional<Device> device, int threads,
 /// The call's arguments as the compiled graph's inputs, checked against the staged tree.
 std::vector<Tensor> call_inputs(const PyCompiled& c, nb::handle args) {
   std::vector<nb::object> leaves;
-  leaves.reserve(c.in_tree->def.num_leaves());
-  if (!match_tree(*c.in_tree, args, leaves)) {
+  leaves.reserve(c.in_tree.def.num_leaves());
+  if (!match_tree(c.in_tree, args, leaves)) {
     const PyTree tree = flatten(args, leaves);
-    if (!(tree.def == c.in_tree->def))
+    if (!(tree.def == c.in_tree.def))
       throw UserError("kiln.CompiledCallable: the arguments differ from the staged ones " +
-                      c.in_tree->def.difference(tree.def) + " (staged " + c.in_tree->def.str() +
+                      c.in_tree.def.difference(tree.def) + " (staged " + c.in_tree.def.str() +
                       ", called with " + tree.def.str() + ")");
   }
   std::vector<Tensor> inputs;
   inputs.reserve(leaves.size());
+  const std::vector<TensorLayout>& layouts = c.compiled->staged().in_layouts();
   for (std::size_t i = 0; i < leaves.size(); ++i) {
+    // An array for a virtual CPU device (a shard) is on that device: they share host memory.
+    const Device device =
+        i < layouts.size() && layouts[i].device.is_cpu() ? layouts[i].device : Device::cpu();
     try {
-      inputs.push_back(tensor_from_object(leaves[i], "argument"));
+      inputs.push_back(tensor_from_object(leaves[i], "argument", device));
     } catch (const UserError& e) {
-      throw UserError("kiln.CompiledCallable: argument " + c.in_tree->def.leaf_paths()[i] +
+      throw UserError("kiln.CompiledCallable: argument " + c.in_tree.def.leaf_paths()[i] +
                       std::string(e.what()).substr(8));
     }
   }
@@ -115,13 +117,13 @@ nb::object call(PyCompiled& c, nb::args args) {
   std::vector<nb::object> arrays;
   arrays.reserve(outputs.size());
   for (const Tensor& t : outputs) arrays.push_back(tensor_to_numpy(t));
-  return unflatten(*c.out_tree, arrays);
+  return unflatten(c.out_tree, arrays);
 }
 
 }  // namespace
 
 void register_compiled(nb::module_& m) {
-  nb::class_<PyCompiled>(m, "CompiledCallable",
+  nb::class_<PyCompiled>(m, "CompiledCallable", nb::type_slots(tree_gc_slots<PyCompiled>()),
                          "A StagedGraph compiled for a device with its weights bound, called "
                          "like the staged function (arrays in, NumPy arrays out).")
       .def(
@@ -159,8 +161,8 @@ void register_compiled(nb::module_& m) {
            "Calls with the staged function's arguments: arrays (or "
            "kiln.Tensor) at the tensor leaves, the staged static values "
            "elsewhere. Returns NumPy arrays in the staged output's tree.")
-      .def_prop_ro("in_tree", [](const PyCompiled& c) { return *c.in_tree; })
-      .def_prop_ro("out_tree", [](const PyCompiled& c) { return *c.out_tree; })
+      .def_prop_ro("in_tree", [](const PyCompiled& c) { return c.in_tree; })
+      .def_prop_ro("out_tree", [](const PyCompiled& c) { return c.out_tree; })
       .def(
           "optimized", [](const PyCompiled& c) { return c.compiled->optimized().str(); },
           "The MLIR of the module after the passes.")
@@ -225,11 +227,21 @@ void register_compiled(nb::module_& m) {
       "Internal (benchmark): ns per C++ checked call of the callable with these arguments.");
 
   nb::class_<OnnxModel>(m, "OnnxModel", "An ONNX model imported as a staged graph and weights.")
-      .def_prop_ro("graph",
-                   [](const OnnxModel& model) {
-                     return PyStaged{model.graph, tree_of(model.graph.in_tree()),
-                                     tree_of(model.graph.out_tree())};
-                   })
+      .def_prop_ro(
+          "graph",
+          [](const OnnxModel& model) {
+            // Called as ONNX Runtime's sessions are: the inputs positionally, in the order
+            // of input_names; the outputs a list in the order of output_names.
+            const auto flat = [](TreeDef::Kind kind, std::size_t n) {
+              return TreeDef::node(kind, kind == TreeDef::Kind::tuple ? "tuple" : "list", {},
+                                   std::vector<TreeDef>(n, TreeDef::tensor()));
+            };
+            return PyStaged{model.graph,
+                            tree_of(flat(TreeDef::Kind::tuple, model.input_names.size())),
+                            tree_of(flat(TreeDef::Kind::list, model.output_names.size()))};
+          },
+          "The staged graph: call its CompiledCallable with the inputs positionally (in the "
+          "order of input_names); it returns a list of the outputs (output_names).")
       .def_ro("weights", &OnnxModel::weights)
       .def_ro("input_names", &OnnxModel::input_names)
       .def_ro("output_names", &OnnxModel::output_names)

@@ -12,8 +12,8 @@ namespace kiln::python {
 /// result (what calls flatten against and rebuild outputs with).
 struct PyStaged {
   StagedGraph staged;
-  std::shared_ptr<const PyTree> in_tree;
-  std::shared_ptr<const PyTree> out_tree;
+  PyTree in_tree;
+  PyTree out_tree;
 };
 
 }  // namespace kiln::python

@@ -34,6 +34,8 @@ std::vector<Tensor> input_tensors(const std::vector<nb::object>& leaves, const T
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     if (nb::isinstance<TensorLayout>(leaves[i]))
       out.emplace_back(nb::cast<TensorLayout>(leaves[i]));
+    else if (nb::isinstance<Tensor>(leaves[i]))
+      out.push_back(nb::cast<Tensor>(leaves[i]));  // a placeholder (or data: a constant input)
     else
       out.push_back(tensor_from_object(leaves[i], "argument " + paths[i]));
   }
@@ -111,8 +113,7 @@ PyStaged stage_call(const Stager& stager, nb::args args) {
   PyTree out = flatten(result, out_objects);
   const std::vector<Tensor> out_leaves = output_tensors(out_objects, out.def, "kiln.stage");
   StagedGraph staged = session.finish(in.def, in_leaves, out.def, out_leaves);
-  return PyStaged{std::move(staged), std::make_shared<PyTree>(std::move(in)),
-                  std::make_shared<PyTree>(std::move(out))};
+  return PyStaged{std::move(staged), std::move(in), std::move(out)};
 }
 
 struct PySubgraph {
@@ -451,14 +452,15 @@ void register_staging(nb::module_& m) {
            })
       .def("__str__", &ir::Module::str);
 
-  nb::class_<PyStaged>(m, "StagedGraph", "A traced graph ready to print or compile.")
+  nb::class_<PyStaged>(m, "StagedGraph", nb::type_slots(tree_gc_slots<PyStaged>()),
+                       "A traced graph ready to print or compile.")
       .def_prop_ro(
           "graph", [](const PyStaged& s) { return &s.staged.graph(); },
           nb::rv_policy::reference_internal)
       .def_prop_ro("in_layouts", [](const PyStaged& s) { return s.staged.in_layouts(); })
       .def_prop_ro("out_layouts", [](const PyStaged& s) { return s.staged.out_layouts(); })
-      .def_prop_ro("in_tree", [](const PyStaged& s) { return *s.in_tree; })
-      .def_prop_ro("out_tree", [](const PyStaged& s) { return *s.out_tree; })
+      .def_prop_ro("in_tree", [](const PyStaged& s) { return s.in_tree; })
+      .def_prop_ro("out_tree", [](const PyStaged& s) { return s.out_tree; })
       .def_prop_ro("signal_device_ids",
                    [](const PyStaged& s) {
                      nb::list ids;
@@ -470,7 +472,7 @@ void register_staging(nb::module_& m) {
           "Always None: kiln's compiled callables own their signal buffers.")
       .def("__str__", [](const PyStaged& s) { return s.staged.str(); })
       .def("__repr__", [](const PyStaged& s) {
-        return "StagedGraph(" + s.in_tree->def.str() + " -> " + s.out_tree->def.str() + ")";
+        return "StagedGraph(" + s.in_tree.def.str() + " -> " + s.out_tree.def.str() + ")";
       });
 
   nb::class_<Stager>(m, "Stager", "What kiln.stage(fn) returns: call it with the inputs' layouts.",

@@ -213,6 +213,18 @@ PyTree flatten(nb::handle value, std::vector<nb::object>& leaves) {
   return tree;
 }
 
+int visit_tree(const PyNode& node, visitproc visit, void* arg) {
+  Py_VISIT(node.type.ptr());
+  for (const PyNode& child : node.children)
+    if (const int r = visit_tree(child, visit, arg); r != 0) return r;
+  return 0;
+}
+
+void clear_tree(PyNode& node) {
+  node.type.reset();
+  for (PyNode& child : node.children) clear_tree(child);
+}
+
 bool match_tree(const PyTree& tree, nb::handle value, std::vector<nb::object>& leaves) {
   const std::size_t start = leaves.size();
   if (match(tree.root, value, leaves)) return true;
@@ -230,7 +242,7 @@ nb::object unflatten(const PyTree& tree, const std::vector<nb::object>& leaves) 
 }
 
 void register_tree(nb::module_& m) {
-  nb::class_<PyTree>(m, "TreeDef",
+  nb::class_<PyTree>(m, "TreeDef", nb::type_slots(tree_gc_slots<PyTree>()),
                      "The structure of a Python value: containers, keys and static values, "
                      "with tensors as leaves (the seed's treedef).")
       .def_prop_ro(

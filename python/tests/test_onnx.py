@@ -1,0 +1,64 @@
+"""kiln.import_onnx: a model written with onnx.helper, imported, compiled and compared with
+NumPy; its inputs listed; a broken file refused with its name."""
+
+import numpy
+import pytest
+
+import kiln
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+rng = numpy.random.default_rng(5)
+
+
+def write_model(path):
+    w = rng.standard_normal((4, 3)).astype(numpy.float32)
+    b = rng.standard_normal(3).astype(numpy.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["z"]),
+        helper.make_node("Relu", ["z"], ["y"]),
+        helper.make_node("ReduceSum", ["y"], ["s"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
+    return w, b
+
+
+def test_import_compile_and_call(tmp_path):
+    path = str(tmp_path / "tiny.onnx")
+    w, b = write_model(path)
+    inputs = kiln.onnx_inputs(path)
+    assert [name for name, _ in inputs] == ["x"]
+    assert inputs[0][1].shape == ("batch", 4)
+    model = kiln.import_onnx(path)
+    assert model.input_names == ["x"] and model.output_names == ["y", "s"] and model.opset == 17
+    assert set(model.weights) == {"w", "b"}
+    compiled = kiln.CompiledCallable(model.graph, model.weights)
+    for batch in (1, 3):
+        x = rng.standard_normal((batch, 4)).astype(numpy.float32)
+        y, s = compiled(x)
+        expected = numpy.maximum(x @ w + b, 0)
+        numpy.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+        numpy.testing.assert_allclose(s, expected.sum(), rtol=1e-5)
+    fixed = kiln.import_onnx(path, dims={"batch": 2})
+    assert fixed.graph.in_layouts[0].shape == (2, 4)
+    assert "MatMul" in kiln.onnx_supported_ops()
+
+
+def test_broken_files_are_refused_with_their_name(tmp_path):
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(b"\x08\x07garbage")
+    with pytest.raises(kiln.UserError, match="broken.onnx"):
+        kiln.import_onnx(str(path))
+    with pytest.raises(kiln.UserError, match="missing.onnx"):
+        kiln.import_onnx(str(tmp_path / "missing.onnx"))
