@@ -23,9 +23,17 @@ struct NpyType {
   std::size_t size;
   DType dtype;
 };
-constexpr NpyType kTypes[] = {{'f', 4, DType::f32}, {'f', 2, DType::f16},  {'f', 8, DType::f64},
-                              {'i', 1, DType::i8},  {'u', 1, DType::u8},   {'i', 4, DType::i32},
-                              {'i', 8, DType::i64}, {'b', 1, DType::bool_}};
+constexpr NpyType kTypes[] = {{'f', 4, DType::f32},
+                              {'f', 2, DType::f16},
+                              {'f', 8, DType::f64},
+                              {'i', 1, DType::i8},
+                              {'u', 1, DType::u8},
+                              {'i', 4, DType::i32},
+                              {'i', 8, DType::i64},
+                              {'b', 1, DType::bool_},
+                              // A 2-byte opaque element: what NumPy writes for ml_dtypes'
+                              // bfloat16 arrays (ml_dtypes' other types are 1 byte).
+                              {'V', 2, DType::bf16}};
 
 /// A cursor over the header dict with errors that name the file and the byte offset.
 class HeaderReader {
@@ -120,7 +128,8 @@ std::uint32_t read_le(std::string_view bytes, std::size_t at, std::size_t size) 
 [[noreturn]] void unsupported(const HeaderReader& where, const std::string& descr,
                               const char* why) {
   where.fail(cat("element type '", descr, "' ", why,
-                 "; kiln reads f4 (f32), f2 (f16), f8 (f64), i1, u1, i4, i8 and b1 (bool)"));
+                 "; kiln reads f4 (f32), f2 (f16), f8 (f64), i1, u1, i4, i8, b1 (bool) and V2 "
+                 "(bf16: ml_dtypes.bfloat16 arrays)"));
 }
 
 /// The dtype of a NumPy type string such as `<f4`, and whether it is big-endian.
@@ -137,7 +146,7 @@ std::pair<DType, bool> parse_descr(const std::string& descr, const HeaderReader&
   }
   for (const NpyType& t : kTypes)
     if (t.kind == descr[1] && t.size == size) {
-      if (order == '|' && size > 1) reject("is multi-byte but says no byte order");
+      if (order == '|' && size > 1 && t.kind != 'V') reject("is multi-byte but says no byte order");
       return {t.dtype, order == '>' && size > 1};
     }
   unsupported(where, descr, "has no kiln dtype");

@@ -76,6 +76,21 @@ TEST(Npy, ReadsVersionsTwoAndThreeBigEndianAndFortranOrder) {
   EXPECT_THAT(f.to_vector<float>(), ElementsAre(1, 3, 5, 2, 4, 6));
 }
 
+TEST(Npy, ReadsMlDtypesBfloat16ArraysAsBf16) {
+  // numpy.save of an ml_dtypes.bfloat16 array writes '<V2': bf16 bits (1.5, -2, 0.1015625).
+  const std::string data("\xc0\x3f\x00\xc0\xd0\x3d", 6);
+  for (const char* descr : {"<V2", "|V2"}) {
+    const Tensor t = parse_npy(npy(
+        std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (3,), }", data));
+    EXPECT_EQ(t.dtype(), DType::bf16) << descr;
+    EXPECT_THAT(t.to_doubles(), ElementsAre(1.5, -2, 0.1015625)) << descr;
+  }
+  KILN_EXPECT_THROW_MSG(parse_npy(npy("{'descr': '<V4', 'fortran_order': False, 'shape': (1,), }",
+                                      std::string(4, '\0'))),
+                        UserError, "'<V4' has no kiln dtype",
+                        "V2 (bf16: ml_dtypes.bfloat16 arrays)");
+}
+
 TEST(Npy, RejectsMalformedFilesNamingTheProblem) {
   const std::string four = bytes_of({1, 2, 3, 4});
   const std::string ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }";
