@@ -215,3 +215,16 @@ def test_subgraphs_and_stagers_in_cycles_are_collected():
     ref = make()
     gc.collect()
     assert ref() is None
+
+
+def test_weights_borrowed_from_slices_and_strided_views_compute_right():
+    big = rng.standard_normal(1 + 8 * 4).astype(numpy.float32)
+    w_slice = big[1:].reshape(8, 4)  # contiguous, 4-byte aligned only: borrowed as it is
+    assert kiln.asarray(w_slice).data_ptr == w_slice.ctypes.data
+    w_strided = rng.standard_normal((8, 8)).astype(numpy.float32)[:, ::2]  # copied
+    staged = kiln.stage(lambda x: (x @ kiln.weight("a", f32(8, 4)), x @ kiln.weight("b", f32(8, 4))))(f32(5, 8))
+    x = rng.standard_normal((5, 8)).astype(numpy.float32)
+    for prepack in (True, False):
+        a, b = kiln.CompiledCallable(staged, {"a": w_slice, "b": w_strided}, prepack_weights=prepack)(x)
+        numpy.testing.assert_allclose(a, x @ w_slice, rtol=1e-5, atol=1e-5)
+        numpy.testing.assert_allclose(b, x @ w_strided, rtol=1e-5, atol=1e-5)
