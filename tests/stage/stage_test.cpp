@@ -560,3 +560,74 @@ TEST(StageConstants, DistinctShortLivedScalarsStayDistinct) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// ---- what language bindings build on (the Python package) -------------------------------
+
+TEST(StageBindings, BorrowedTensorsViewTheOwnersMemoryAndKeepItAlive) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4, 5, 6});
+  const float* data = owner->data();
+  std::weak_ptr<std::vector<float>> watch = owner;
+  Tensor t = Tensor::borrow(DType::f32, {2, 3}, Device::cpu(), data, 6 * sizeof(float), owner);
+  owner.reset();
+  EXPECT_FALSE(watch.expired());  // the tensor holds its owner
+  EXPECT_EQ(static_cast<const void*>(t.bytes().data()), static_cast<const void*>(data));
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  {  // as a constant of a staged graph (copied into the module) and as a compiled input
+    const StagedGraph staged = stage([&](Tensor x) { return x + t; })(f32({2, 3}));
+    CompiledCallable compiled(staged, std::map<std::string, Tensor>{});
+    EXPECT_EQ(compiled(t)[0].to_vector<float>(), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  }
+  t = Tensor();
+  EXPECT_TRUE(watch.expired());  // the last holder released it
+}
+
+TEST(StageBindings, BorrowRefusesWhatItCannotView) {
+  auto owner = std::make_shared<std::array<std::int64_t, 4>>();
+  const auto* bytes = reinterpret_cast<const std::byte*>(owner->data());
+  KILN_EXPECT_THROW_MSG(Tensor::borrow(DType::i64, {3}, Device::cpu(), bytes, 32, owner), UserError,
+                        "32 bytes for i64[3], which holds 24");
+  KILN_EXPECT_THROW_MSG(Tensor::borrow(DType::i64, {"n"}, Device::cpu(), bytes, 32, owner),
+                        UserError, "symbolic dims");
+  KILN_EXPECT_THROW_MSG(Tensor::borrow(DType::i64, {4}, Device::cpu(), bytes, 32, nullptr),
+                        UserError, "no owner");
+  KILN_EXPECT_THROW_MSG(Tensor::borrow(DType::i32, {2}, Device::cpu(), bytes + 2, 8, owner),
+                        UserError, "not aligned to their size (4 bytes)");
+}
+
+TEST(StageBindings, ScalarLikeFollowsTheScalarOperatorsRules) {
+  stage([](Tensor f, Tensor i, Tensor b) {
+    EXPECT_EQ(scalar_like(f, 2.5).dtype(), DType::f16);
+    EXPECT_EQ(scalar_like(i, 3).dtype(), DType::i8);
+    EXPECT_EQ(scalar_like(i, 0.5).dtype(), DType::f32);
+    EXPECT_EQ(scalar_like(b, 1).dtype(), DType::i64);
+    EXPECT_EQ(scalar_like(b, 0.5).dtype(), DType::f32);
+    EXPECT_EQ(scalar_like(i, -7).to_doubles(), std::vector<double>{-7});
+    KILN_EXPECT_THROW_MSG(scalar_like(i, 300, "maximum"), UserError, "maximum at",
+                          "300 does not fit the i8 tensor");
+    return f;
+  })(TensorLayout(DType::f16, {2}), TensorLayout(DType::i8, {2}), TensorLayout(DType::bool_, {2}));
+  KILN_EXPECT_THROW_MSG(scalar_like(Tensor(), 1), UserError, "is empty");
+}
+
+TEST(StageBindings, LocationsGivenByHandAreThoseOfTheOps) {
+  const std::string text =
+      stage([](Tensor x) { return relu(x, SourceLocation::at("model.py", 12, 5)); })(f32({2}))
+          .str();
+  EXPECT_THAT(text, HasSubstr("loc(\"model.py\":12:5)"));
+}
+
+TEST(StageBindings, LinearReadsPyTorchsWeightLayout) {
+  const nn::Linear torch_fc{.in = 3, .out = 2, .bias = false, .name = "fc", .torch_layout = true};
+  const StagedGraph staged = stage(torch_fc)(f32({1, 3}));
+  EXPECT_THAT(staged.str(), HasSubstr("tensor<2x3xf32>"));  // weight [out, in]
+  const Tensor w = Tensor::from_data(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  CompiledCallable compiled(staged, {{"fc.weight", w}});
+  const Tensor x = Tensor::from_data(std::vector<float>{1, 1, 1}, {1, 3});
+  EXPECT_EQ(compiled(x)[0].to_vector<float>(), (std::vector<float>{6, 15}));  // x @ w^T
+}
+
+}  // namespace
+}  // namespace kiln
