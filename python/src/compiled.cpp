@@ -173,21 +173,24 @@ void register_compiled(nb::module_& m) {
       .def(
           "stats",
           [](const PyCompiled& c) {
-            const CompiledCallable::Stats s = c.compiled->stats();
+            using Stats = CompiledCallable::Stats;
+            static constexpr std::pair<const char*, std::size_t Stats::*> kCounts[] = {
+                {"bodies_compiled", &Stats::bodies_compiled},
+                {"plans", &Stats::plans},
+                {"graph_builds", &Stats::graph_builds},
+                {"replays", &Stats::replays},
+                {"peak_arena_bytes", &Stats::peak_arena_bytes},
+                {"launches", &Stats::launches},
+                {"epilogues", &Stats::epilogues},
+                {"views", &Stats::views},
+                {"packed_matmuls", &Stats::packed_matmuls},
+                {"skinny_matmuls", &Stats::skinny_matmuls},
+                {"epilogues_in_gemm", &Stats::epilogues_in_gemm},
+                {"bf16_matmuls", &Stats::bf16_matmuls},
+                {"bf16_handoffs", &Stats::bf16_handoffs}};
+            const Stats s = c.compiled->stats();
             nb::dict d;
-            d["bodies_compiled"] = s.bodies_compiled;
-            d["plans"] = s.plans;
-            d["graph_builds"] = s.graph_builds;
-            d["replays"] = s.replays;
-            d["peak_arena_bytes"] = s.peak_arena_bytes;
-            d["launches"] = s.launches;
-            d["epilogues"] = s.epilogues;
-            d["views"] = s.views;
-            d["packed_matmuls"] = s.packed_matmuls;
-            d["skinny_matmuls"] = s.skinny_matmuls;
-            d["epilogues_in_gemm"] = s.epilogues_in_gemm;
-            d["bf16_matmuls"] = s.bf16_matmuls;
-            d["bf16_handoffs"] = s.bf16_handoffs;
+            for (const auto& [key, field] : kCounts) d[key] = s.*field;
             d["isa"] = std::string(name(s.isa));
             return d;
           },
