@@ -228,3 +228,18 @@ def test_weights_borrowed_from_slices_and_strided_views_compute_right():
         a, b = kiln.CompiledCallable(staged, {"a": w_slice, "b": w_strided}, prepack_weights=prepack)(x)
         numpy.testing.assert_allclose(a, x @ w_slice, rtol=1e-5, atol=1e-5)
         numpy.testing.assert_allclose(b, x @ w_strided, rtol=1e-5, atol=1e-5)
+
+
+def test_python_exceptions_inside_staging_pass_through_and_leave_kiln_usable():
+    def broken(x):
+        y = x * 2
+        raise KeyError("from the user's code")
+
+    sub = kiln.as_subgraph(broken)
+    for fn in (broken, lambda x: sub(x)):
+        with pytest.raises(KeyError, match="from the user's code"):
+            kiln.stage(fn)(f32(2))
+    staged = kiln.stage(lambda x: x + 1)(f32(2))  # no frame or session is left behind
+    numpy.testing.assert_array_equal(kiln.CompiledCallable(staged)(numpy.zeros(2, numpy.float32)), [1, 1])
+    with pytest.raises(kiln.UserError, match="no function is being staged"):
+        kiln.relu(kiln.Tensor(f32(2)))
