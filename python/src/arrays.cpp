@@ -274,12 +274,8 @@ nb::object tensor_to_numpy(const Tensor& tensor) {
   return array;
 }
 
-void register_arrays(nb::module_& m) {
-  m.def("_as_tensor", [](nb::handle object) { return tensor_from_object(object, "kiln.asarray"); });
-  m.def("_dlpack_of", [](const Tensor& tensor, nb::kwargs kwargs) {
-    return export_array<nb::array_api>(tensor, false).attr("__dlpack__")(**kwargs);
-  });
-  m.def("_numpy_of", &tensor_to_numpy);
+nb::object tensor_dlpack(const Tensor& tensor, nb::kwargs kwargs) {
+  return export_array<nb::array_api>(tensor, false).attr("__dlpack__")(**kwargs);
 }
 
 }  // namespace kiln::python

@@ -61,7 +61,8 @@ bool is_numpy_array(nb::handle object);
 std::string qualified_name(nb::handle type);
 /// True when \p type or a base defines \p name (no exception raised on the way).
 bool type_has(nb::handle type, const char* name);
-void register_arrays(nb::module_& m);
+/// A concrete tensor's DLPack capsule (`__dlpack__`; bf16 as DLPack's bfloat16).
+nb::object tensor_dlpack(const Tensor& tensor, nb::kwargs kwargs);
 
 // ---- tree.cpp: pytrees -----------------------------------------------------------------
 

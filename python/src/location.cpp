@@ -73,13 +73,6 @@ SourceLocation caller_location() {
 void register_location(nb::module_& m) {
   m.def("_set_package_dir", &set_package_dir,
         "Internal: the folder of kiln's Python files, whose frames are not user call sites.");
-  m.def(
-      "_caller_location",
-      [] {
-        const SourceLocation at = caller_location();
-        return nb::make_tuple(std::string(at.file_name()), at.line(), at.column());
-      },
-      "Internal: the (file, line, column) an op staged here would be located at.");
 }
 
 }  // namespace kiln::python

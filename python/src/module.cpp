@@ -55,7 +55,6 @@ NB_MODULE(_kiln, m) {
   register_errors(m);
   register_location(m);
   register_tensor(m);
-  register_arrays(m);
   register_tree(m);
   register_ops(m);
   register_staging(m);

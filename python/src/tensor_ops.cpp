@@ -294,10 +294,7 @@ void register_tensor(nb::module_& m) {
             return a;
           },
           nb::arg("dtype") = nb::none(), nb::arg("copy") = nb::none())
-      .def("__dlpack__",
-           [](const Tensor& t, nb::kwargs kwargs) {
-             return nb::module_::import_("kiln._kiln").attr("_dlpack_of")(t, **kwargs);
-           })
+      .def("__dlpack__", &tensor_dlpack)
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })
       .def("__repr__", [](const Tensor& t) { return text_of(t); })
       .def("__bool__",

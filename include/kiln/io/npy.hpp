@@ -7,9 +7,9 @@
 ///
 /// Element types map to kiln dtypes: `f4` f32, `f2` f16, `f8` f64, `i1` i8, `u1` u8,
 /// `i4` i32, `i8` i64, `b1` bool, and `V2` bf16: a 2-byte opaque element is what NumPy
-/// writes for an `ml_dtypes.bfloat16` array (ml_dtypes' other types are 1 byte). Big-endian files (`>f4`) are byte-swapped and
-/// Fortran-order files transposed on reading, so the tensor is always little-endian and
-/// row-major. NumPy has no bfloat16: bf16 tensors are written as f32 (exactly).
+/// writes for an `ml_dtypes.bfloat16` array (ml_dtypes' other types are 1 byte). Big-endian files
+/// (`>f4`) are byte-swapped and Fortran-order files transposed on reading, so the tensor is always
+/// little-endian and row-major. NumPy has no bfloat16: bf16 tensors are written as f32 (exactly).
 ///
 /// \code
 ///   kiln::save_npy("ids.npy", kiln::Tensor::from_data(std::vector<std::int64_t>{1, 2}, {2}));
