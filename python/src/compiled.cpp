@@ -183,6 +183,7 @@ void register_compiled(nb::module_& m) {
                 {"launches", &Stats::launches},
                 {"epilogues", &Stats::epilogues},
                 {"views", &Stats::views},
+                {"hoisted", &Stats::hoisted},
                 {"packed_matmuls", &Stats::packed_matmuls},
                 {"skinny_matmuls", &Stats::skinny_matmuls},
                 {"epilogues_in_gemm", &Stats::epilogues_in_gemm},

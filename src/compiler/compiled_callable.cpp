@@ -378,6 +378,7 @@ struct CompiledCallable::Impl {
     std::unique_ptr<Plan> plan = compiler::instantiate_plan(setup, inputs);
     if (lowering->rewrites_launches()) {
       compiler::fold_views(*plan);
+      compiler::hoist_invariant(*plan);
       if (fuse_epilogues) compiler::absorb_epilogues(*plan);
     }
     const std::vector<std::size_t> sizes = compiler::place_values(*plan, devices.size());
@@ -409,9 +410,10 @@ struct CompiledCallable::Impl {
       std::size_t bytes = 0;
       for (const compiler::Arena& a : plan->arenas) bytes += a.bytes;
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, bytes);
-      stats.launches = plan->launches.size() - plan->epilogues - plan->views;
+      stats.launches = plan->launches.size() - plan->epilogues - plan->views - plan->hoisted;
       stats.epilogues = plan->epilogues;
       stats.views = plan->views;
+      stats.hoisted = plan->hoisted;
       stats.packed_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::packed(l); }));

@@ -27,6 +27,13 @@ class HandPlan {
     if (input) plan.inputs.push_back(plan.storage.size() - 1);
     return plan.storage.size() - 1;
   }
+  /// A weight or constant: fixed bytes, not in the arena.
+  std::size_t fixed(std::size_t bytes, std::size_t device = 0) {
+    const std::size_t s = value(bytes, device);
+    plan.storage[s].arena_offset = -1;
+    plan.storage[s].fixed = reinterpret_cast<std::byte*>(&plan);  // any address: never read
+    return s;
+  }
   /// A launch on \p device reading \p in and writing \p out (new values).
   std::size_t launch(const std::vector<std::size_t>& in, const std::vector<std::size_t>& out,
                      std::size_t device = 0, bool is_view = false) {
@@ -43,6 +50,7 @@ class HandPlan {
     for (std::size_t s : out) plan.storage[s].producer = static_cast<std::int64_t>(i);
     plan.is_view.push_back(is_view);
     plan.absorbed.push_back(is_view);
+    plan.invariant.push_back(false);
     return i;
   }
   Plan plan;
@@ -57,6 +65,7 @@ std::size_t placed_bytes(std::size_t bytes) {
 /// that every place lies inside its arena. A value is live from its producer's launch (the
 /// start, for an input) through its last reader's (the end, for an output; its own
 /// launch, for a value nobody reads); both ends inclusive, computed here from the lists.
+/// An invariant launch's output is live for the whole call (it is written once, before).
 void expect_no_overlap(const Plan& plan, const std::vector<std::size_t>& sizes) {
   const std::size_t n = plan.launches.size();
   std::vector<bool> is_output(plan.storage.size(), false);
@@ -68,10 +77,13 @@ void expect_no_overlap(const Plan& plan, const std::vector<std::size_t>& sizes) 
   for (std::size_t s = 0; s < plan.storage.size(); ++s) {
     const Storage& st = plan.storage[s];
     if (st.arena_offset < 0) continue;  // fixed or a view
-    const std::size_t first = st.producer < 0 ? 0 : static_cast<std::size_t>(st.producer);
+    const bool invariant =
+        st.producer >= 0 && plan.invariant[static_cast<std::size_t>(st.producer)];
+    const std::size_t first =
+        st.producer < 0 || invariant ? 0 : static_cast<std::size_t>(st.producer);
     std::size_t last = first;
     for (std::size_t r : st.readers) last = std::max(last, r);
-    if (is_output[s]) last = n;
+    if (is_output[s] || invariant) last = n;
     live.push_back({s, first, last});
     ASSERT_LE(static_cast<std::size_t>(st.arena_offset) + placed_bytes(st.bytes), sizes[st.device])
         << "value " << s << " lies past the end of arena " << st.device;
@@ -185,17 +197,26 @@ TEST(MemoryPlan, RandomProgramsNeverPlaceTwoLiveValuesOverEachOther) {
     std::vector<std::size_t> values;
     for (int i = 0; i < 1 + static_cast<int>(rng() % 3); ++i)
       values.push_back(h.value(rng() % 5000, rng() % devices, true));
+    // Weights, and launches that read only them and each other's outputs: invariant (as
+    // hoist_invariant marks them), wherever they fall among the others.
+    std::vector<std::size_t> steady;
+    for (int i = 0; i < 1 + static_cast<int>(rng() % 2); ++i)
+      steady.push_back(h.fixed(rng() % 5000, rng() % devices));
     const int launches = 1 + static_cast<int>(rng() % 40);
     for (int l = 0; l < launches; ++l) {
+      const bool invariant = rng() % 4 == 0;
+      const std::vector<std::size_t>& from = invariant ? steady : values;
       std::vector<std::size_t> in;
       for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k)
-        in.push_back(values[rng() % values.size()]);
+        in.push_back(rng() % 3 == 0 ? steady[rng() % steady.size()] : from[rng() % from.size()]);
       const std::size_t device = rng() % devices;
       std::vector<std::size_t> out;
       for (int k = 0; k < 1 + static_cast<int>(rng() % 2); ++k)
         out.push_back(h.value(rng() % 3 == 0 ? 0 : rng() % 10000, device));
-      h.launch(in, out, device);
+      const std::size_t i = h.launch(in, out, device);
+      h.plan.invariant[i] = invariant;
       values.insert(values.end(), out.begin(), out.end());
+      if (invariant) steady.insert(steady.end(), out.begin(), out.end());
     }
     h.plan.outputs = {values.back()};
     if (rng() % 2 == 0) h.plan.outputs.push_back(values[rng() % values.size()]);

@@ -99,7 +99,8 @@ std::optional<DType> accepts(const ir::OpDef& def, bool binary, DType d) {
 TEST(OpDefinitions, EveryElementwiseOpHasEachFormOnEveryDtypeItAccepts) {
   // The forms an op needs follow from what its IR rule accepts: every floating-point op
   // the per-element interpreter's function and the CUDA C; one with an f32 result the f32
-  // array form (else its bodies run per element, several times slower); one the IR
+  // array form (else its bodies run per element, several times slower), as does one with a
+  // bool result on f32 (a comparison, as a mask); one the IR
   // accepts on integers the exact integer function and its CUDA C.
   std::size_t defs = 0;
   for (const compiler::ElementwiseDef& d : compiler::elementwise_defs()) {
@@ -119,6 +120,9 @@ TEST(OpDefinitions, EveryElementwiseOpHasEachFormOnEveryDtypeItAccepts) {
         EXPECT_NE(f->cuda, nullptr);
         if (*on_f32 == DType::f32) {
           EXPECT_TRUE(f->has_array_op(d.kind)) << "no f32 array form";
+        }
+        if (*on_f32 == DType::bool_) {  // a comparison: its mask form (1 or 0) in the tiles
+          EXPECT_TRUE(f->has_array_op(d.kind)) << "no mask form";
         }
       } else {  // integers only: the IR refuses floats, so nothing computes on them
         EXPECT_FALSE(f->has_float_function(d.kind));

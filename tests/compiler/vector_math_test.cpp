@@ -4,9 +4,11 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compiler/cpu/bf16_emulation.hpp"
@@ -173,7 +175,7 @@ TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
   const std::vector<float> x = samples(-30, 30);
   std::vector<float> want(x.size()), got(x.size());
   const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
-  for (int f = 0; f <= static_cast<int>(Unary::copy); ++f) {
+  for (int f = 0; f <= static_cast<int>(Unary::to_mask); ++f) {
     base::unary(static_cast<Unary>(f), x.data(), want.data(), x.size());
     for (const auto& [available, run] :
          {std::pair{avx2, &avx2::unary}, std::pair{avx512, &avx512::unary}}) {
@@ -294,6 +296,85 @@ TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
   EXPECT_EQ(y, (std::vector<float>{10, 10, 10, 10}));
   binary(Binary::pow, a.data(), 1, a.data(), 1, y.data(), 4);
   EXPECT_EQ(y, (std::vector<float>{1, 4, 27, 256}));
+}
+
+TEST(VectorMath, PowOfOneExponentOneTwoOrThreeIsLibmsPowInDoubleRounded) {
+  // The products that replace pow for these exponents give its values, signs of zero,
+  // infinities and NaN included; other exponents still run pow.
+  std::vector<float> x = samples(-1e4f, 1e4f);
+  for (float v : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min(),
+                  -std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+                  -std::numeric_limits<float>::max(), 1e-20f, -3e12f})
+    x.push_back(v);
+  std::vector<float> y(x.size());
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (const float e : {1.0f, 2.0f, 3.0f, 2.5f, -1.0f}) {
+    for (const auto& [available, run] :
+         {std::pair{true, &base::binary}, std::pair{avx2, &avx2::binary},
+          std::pair{avx512, &avx512::binary}}) {
+      if (!available) continue;
+      run(Binary::pow, x.data(), 1, &e, 0, y.data(), x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        const auto want = static_cast<float>(std::pow(static_cast<double>(x[i]), double{e}));
+        ASSERT_TRUE(std::bit_cast<std::uint32_t>(y[i]) == std::bit_cast<std::uint32_t>(want) ||
+                    (std::isnan(y[i]) && std::isnan(want)))
+            << x[i] << " ^ " << e << ": " << y[i] << " vs " << want;
+      }
+    }
+  }
+}
+
+TEST(VectorMath, ComparisonsGiveMasksAndSelectsReadThemOnEveryInstructionSet) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {1, 2, 3, nan, -0.0f, 5, nan, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  const std::vector<float> b = {1, 3, 2, 1, 0.0f, nan, nan, 7, 9, 8, 10, 12, 11, 13, 15, 14, 16};
+  const std::size_t n = a.size();
+  const struct {
+    Binary f;
+    bool (*want)(float, float);
+  } cases[] = {{Binary::eq, [](float p, float q) { return p == q; }},
+               {Binary::ne, [](float p, float q) { return p != q; }},
+               {Binary::lt, [](float p, float q) { return p < q; }},
+               {Binary::le, [](float p, float q) { return p <= q; }},
+               {Binary::gt, [](float p, float q) { return p > q; }},
+               {Binary::ge, [](float p, float q) { return p >= q; }}};
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (const auto& [available, binary_fn, select_fn, unary_fn] :
+       {std::tuple{true, &base::binary, &base::select, &base::unary},
+        std::tuple{avx2, &avx2::binary, &avx2::select, &avx2::unary},
+        std::tuple{avx512, &avx512::binary, &avx512::select, &avx512::unary}}) {
+    if (!available) continue;
+    std::vector<float> mask(n), y(n);
+    for (const auto& c : cases) {
+      binary_fn(c.f, a.data(), 1, b.data(), 1, mask.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(mask[i], c.want(a[i], b[i]) ? 1.0f : 0.0f)
+            << "comparison " << static_cast<int>(c.f) << " of " << a[i] << " and " << b[i];
+      // Selects by that mask, with each operand whole or broadcast, and the mask broadcast.
+      const float nine = 9;
+      select_fn(mask.data(), 1, a.data(), 1, b.data(), 1, y.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]),
+                  std::bit_cast<std::uint32_t>(c.want(a[i], b[i]) ? a[i] : b[i]));
+      select_fn(mask.data(), 1, &nine, 0, b.data(), 1, y.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]),
+                  std::bit_cast<std::uint32_t>(c.want(a[i], b[i]) ? nine : b[i]));
+      select_fn(mask.data(), 1, a.data(), 1, &nine, 0, y.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(y[i]),
+                  std::bit_cast<std::uint32_t>(c.want(a[i], b[i]) ? a[i] : nine));
+    }
+    const float yes = 1, no = 0;
+    select_fn(&yes, 0, a.data(), 1, b.data(), 1, y.data(), n);
+    EXPECT_EQ(std::memcmp(y.data(), a.data(), n * sizeof(float)), 0);
+    select_fn(&no, 0, a.data(), 1, b.data(), 1, y.data(), n);
+    EXPECT_EQ(std::memcmp(y.data(), b.data(), n * sizeof(float)), 0);
+    // A cast to bool: 1 for anything but zeros (NaN included).
+    unary_fn(Unary::to_mask, a.data(), y.data(), n);
+    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(y[i], a[i] != 0.0f ? 1.0f : 0.0f) << a[i];
+  }
 }
 
 TEST(VectorMath, MatmulPanelsSumInOrderOnEveryInstructionSet) {

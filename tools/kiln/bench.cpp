@@ -1,9 +1,11 @@
 // kiln bench: compile once, warm up, time many calls; compare with the reference.
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
@@ -44,6 +46,65 @@ void serve_calls(const std::function<void()>& call, std::vector<double>& calls) 
   }
 }
 
+/// The ops of a kernel slice's label ("kiln.matmul + kiln.add layers.0 (m.py:3)" ->
+/// "kiln.matmul + kiln.add"): its leading op names and the `+` between them, so that every
+/// layer's slices of the same kernel add up together.
+std::string kernel_kind(const std::string& label) {
+  std::vector<std::string> words;
+  for (std::size_t at = 0; at < label.size();) {
+    const std::size_t end = std::min(label.find(' ', at), label.size());
+    words.push_back(label.substr(at, end - at));
+    at = end + 1;
+  }
+  if (words.empty()) return label;
+  std::string kind = words[0];
+  for (std::size_t i = 1; i + 1 < words.size() && words[i] == "+"; i += 2)
+    kind += " + " + words[i + 1];
+  return kind;
+}
+
+/// Prints where the profiled calls' kernel time went: per kind of kernel, the time per
+/// call (summed over worker threads), its share, and how many slices a call has.
+void print_profile_summary(const Profiler& profiler) {
+  const std::vector<ProfileEvent> events = profiler.events();
+  const std::uint64_t calls = std::max<std::uint64_t>(profiler.replays(), 1);
+  struct Row {
+    double ns = 0;
+    std::uint64_t slices = 0;
+  };
+  std::map<std::string, Row> rows;
+  double total = 0;
+  for (const ProfileEvent& e : events) {
+    Row& row = rows[kernel_kind(std::string(e.name.data()))];
+    const double ns = static_cast<double>(e.end_ns - e.begin_ns);
+    row.ns += ns;
+    row.slices += 1;
+    total += ns;
+  }
+  std::vector<std::pair<std::string, Row>> sorted(rows.begin(), rows.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::printf("kernel time per call, summed over threads: %s\n",
+              format_ms(total / 1e6 / static_cast<double>(calls)).c_str());
+  constexpr std::size_t kRows = 20;
+  double rest = 0;
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const auto& [kind, row] = sorted[i];
+    if (i >= kRows) {
+      rest += row.ns;
+      continue;
+    }
+    std::printf("  %10s %5.1f %%  %6.1f a call  %s\n",
+                format_ms(row.ns / 1e6 / static_cast<double>(calls)).c_str(),
+                100.0 * row.ns / std::max(total, 1.0),
+                static_cast<double>(row.slices) / static_cast<double>(calls), kind.c_str());
+  }
+  if (sorted.size() > kRows)
+    std::printf("  %10s %5.1f %%  (%zu other kinds)\n",
+                format_ms(rest / 1e6 / static_cast<double>(calls)).c_str(),
+                100.0 * rest / std::max(total, 1.0), sorted.size() - kRows);
+}
+
 }  // namespace
 
 int bench_command(const BenchOptions& options) {
@@ -62,6 +123,7 @@ int bench_command(const BenchOptions& options) {
   std::vector<bool> generated;
   const std::vector<Tensor> inputs =
       bind_inputs(module, model_options, /*generate=*/true, &generated);
+  const std::size_t from_model = loaded.weights.size();  // an ONNX file's initializers
   const std::map<std::string, Tensor> weights =
       load_weights(module, options.model, /*fill_missing=*/options.model.weights.empty(),
                    std::move(loaded.weights));
@@ -85,8 +147,9 @@ int bench_command(const BenchOptions& options) {
                 ir::to_string(ir::TensorType{inputs[i].dtype(), inputs[i].shape(), {}}).c_str(),
                 generated[i] ? " (random)" : "");
   }
-  if (options.model.weights.empty() && !weights.empty())
-    std::printf("  weights: none given, %zu zero-filled\n", weights.size());
+  if (from_model > 0) std::printf("  weights: %zu from the model file\n", from_model);
+  if (options.model.weights.empty() && weights.size() > from_model)
+    std::printf("  weights: none given, %zu zero-filled\n", weights.size() - from_model);
 
   std::optional<CompiledCallable> compiled;
   const double compile_ms = time_ms([&] {
@@ -141,6 +204,7 @@ int bench_command(const BenchOptions& options) {
     std::printf("wrote %s: %zu kernel slices over %llu calls%s\n", options.profile.c_str(),
                 profiler->events().size(), static_cast<unsigned long long>(profiler->replays()),
                 profiler->dropped() ? " (the first ones; later slices did not fit)" : "");
+    print_profile_summary(*profiler);
   }
   if (!options.json.empty()) {
     nlohmann::json j = {{"model", options.model.model}, {"device", options.model.device},

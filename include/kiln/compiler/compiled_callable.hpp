@@ -147,6 +147,9 @@ class CompiledCallable {
     std::size_t launches = 0;          ///< kernel launches per call, newest plan
     std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
     std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)
+    std::size_t hoisted = 0;         ///< launches that read only weights and constants (a causal
+                                     ///< mask, a weight transposed): run once when the plan is
+                                     ///< made, not on each call, newest plan
     std::size_t packed_matmuls = 0;  ///< matmuls with prepacked weights, newest plan
     std::size_t skinny_matmuls = 0;  ///< f32 matmuls of at most 4 rows (a batch-1 Linear
                                      ///< layer), run as column panels, newest plan

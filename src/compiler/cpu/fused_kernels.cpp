@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <unordered_map>
 
 #include "compiler/cpu/batched_bf16_matmul.hpp"
@@ -30,21 +31,52 @@ using namespace kernel;  // the shared helpers
 using kiln::detail::cat;
 
 namespace {
-/// The f32 array form of \p s, if it has one.
+
+bool is_comparison(vmath::Binary f) {
+  using vmath::Binary;
+  return f == Binary::eq || f == Binary::ne || f == Binary::lt || f == Binary::le ||
+         f == Binary::gt || f == Binary::ge;
+}
+
+/// The tile program's form of \p s (see FusedProgram::tiles), if it has one: ops on f32
+/// giving f32, comparisons of f32 or bool values giving masks, selects by a mask, casts
+/// between f32 and bool.
 std::optional<VectorOp> vector_op(const Scalar& s) {
+  const auto value_dtype = [](DType d) { return d == DType::f32 || d == DType::bool_; };
   VectorOp v;
   v.result = s.result;
   v.a = s.a;
-  if (s.kind == ElementwiseKind::select || !s.form->has_array_op(s.kind)) return std::nullopt;
+  if (s.kind == ElementwiseKind::select) {
+    if (s.operand_dtype != DType::bool_ || !value_dtype(s.dtype)) return std::nullopt;
+    v.is_select = true;
+    v.b = s.b;
+    v.c = s.c;
+    return v;
+  }
+  if (s.kind == ElementwiseKind::cast) {
+    if (!value_dtype(s.operand_dtype) || !value_dtype(s.dtype)) return std::nullopt;
+    v.unary = s.dtype == DType::bool_ && s.operand_dtype == DType::f32 ? vmath::Unary::to_mask
+                                                                       : vmath::Unary::copy;
+    return v;
+  }
+  if (!s.form->has_array_op(s.kind)) return std::nullopt;
   v.is_binary = s.kind == ElementwiseKind::binary;
   if (v.is_binary) {
     v.binary = *s.form->vector_binary;
     v.b = s.b;
+    // Masks are compared (exactly: 0 and 1) and come from comparisons; nothing else takes
+    // or gives one.
+    const bool compares = is_comparison(v.binary);
+    if (compares ? !value_dtype(s.operand_dtype) || s.dtype != DType::bool_
+                 : s.operand_dtype != DType::f32 || s.dtype != DType::f32)
+      return std::nullopt;
   } else {
+    if (s.operand_dtype != DType::f32 || s.dtype != DType::f32) return std::nullopt;
     v.unary = *s.form->vector_unary;
   }
   return v;
 }
+
 }  // namespace
 
 std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
@@ -77,27 +109,41 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   if (body.results().size() != 1)
     throw UserError(cat("kiln.fused body @", body.name(), " must return one value"));
   p->result = body.results()[0].id;
-  p->f32 = true;
-  for (std::size_t v = 0; v < body.num_values(); ++v)
-    if (body.type(ir::Value{static_cast<std::uint32_t>(v)}).dtype != DType::f32) p->f32 = false;
-  for (std::size_t i = 0; i < p->ops.size() && p->f32; ++i) {
+  bool all_f32 = true;
+  p->tiles = body.type(body.results()[0]).dtype == DType::f32;
+  for (std::size_t v = 0; v < body.num_values(); ++v) {
+    const DType d = body.type(ir::Value{static_cast<std::uint32_t>(v)}).dtype;
+    all_f32 = all_f32 && d == DType::f32;
+    p->tiles = p->tiles && (d == DType::f32 || d == DType::bool_);
+  }
+  for (std::size_t i = 0; i < p->ops.size() && p->tiles; ++i) {
     const std::optional<VectorOp> v = vector_op(p->ops[i]);
     if (v) {
       p->vector_ops.push_back(*v);
     } else {
-      p->f32 = false;
+      p->tiles = false;
     }
   }
+  if (!p->tiles) p->vector_ops.clear();
+  p->f32 = p->tiles && all_f32;
   return p;
 }
 
 namespace {
 
-/// Reads the f32 elements [at, at + len) of \p in broadcast to \p out into \p dst, one
-/// run of the innermost dimension at a time.
+/// Reads the elements [at, at + len) of \p in (T: f32, or bool read as a 1 / 0 mask)
+/// broadcast to \p out into \p dst, one run of the innermost dimension at a time.
+template <class T>
 void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::int64_t len,
                 float* dst) {
-  const auto* src = reinterpret_cast<const float*>(in.data);
+  const auto* src = reinterpret_cast<const T*>(in.data);
+  const auto value = [](T x) -> float {
+    if constexpr (std::is_same_v<T, float>) {
+      return x;
+    } else {
+      return x != 0 ? 1.0f : 0.0f;
+    }
+  };
   const std::size_t rank = out.size();
   IndexScratch idx(rank);
   for (std::size_t d = rank, rest = static_cast<std::size_t>(at); d-- > 0;) {
@@ -110,9 +156,9 @@ void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::in
     for (std::size_t d = 0; d < rank; ++d) offset += idx[d] * strides[d];
     const std::int64_t run = std::min(len, inner - idx[rank - 1]);
     if (inner_stride == 0) {
-      std::fill(dst, dst + run, src[offset]);
+      std::fill(dst, dst + run, value(src[offset]));
     } else {
-      for (std::int64_t i = 0; i < run; ++i) dst[i] = src[offset + i * inner_stride];
+      for (std::int64_t i = 0; i < run; ++i) dst[i] = value(src[offset + i * inner_stride]);
     }
     dst += run;
     len -= run;
@@ -134,21 +180,32 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
                                 std::int64_t row_len, std::int64_t row_stride) {
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
-  // Set by prepare when an input is broadcast (read by the gathers below, for no other).
+  // Set by prepare when an input is broadcast or bool (read by the gathers below, for no
+  // other).
   const ReadStrides* read = l.prepared_as<ReadStrides>();
   // Bodies of up to kStackValues values run on stack buffers: no allocation, on any thread.
   constexpr std::size_t kStackValues = 32;
   Scratch<float, kStackValues * kTile> scratch(p.num_values * static_cast<std::size_t>(kTile));
   Scratch<const float*, kStackValues> value(p.num_values);
   Scratch<std::size_t, kStackValues> stride(p.num_values);
+  Scratch<float, kStackValues> masks(l.in.size());  // bool scalar inputs as 1 / 0
   std::fill(value.data(), value.data() + p.num_values, nullptr);
   std::fill(stride.data(), stride.data() + p.num_values, std::size_t{1});
   const auto slot = [&](std::uint32_t v) { return scratch.data() + v * kTile; };
-  for (std::size_t k = 0; k < l.in.size(); ++k)
-    if (!same_dims(l.in[k].shape, o.shape) && elements(l.in[k].shape) == 1) {  // a scalar: stride 0
-      value[p.args[k]] = reinterpret_cast<const float*>(l.in[k].data);
-      stride[p.args[k]] = 0;
+  for (std::size_t k = 0; k < l.in.size(); ++k) {
+    const View& in = l.in[k];
+    // One element, a scalar (stride 0), unless it is an f32 of the output's shape; a bool
+    // scalar read as a mask once.
+    if (elements(in.shape) != 1 || (in.dtype != DType::bool_ && same_dims(in.shape, o.shape)))
+      continue;
+    if (in.dtype == DType::bool_) {
+      masks[k] = *reinterpret_cast<const std::uint8_t*>(in.data) != 0 ? 1.0f : 0.0f;
+      value[p.args[k]] = &masks[k];
+    } else {
+      value[p.args[k]] = reinterpret_cast<const float*>(in.data);
     }
+    stride[p.args[k]] = 0;
+  }
   auto* out = reinterpret_cast<float*>(o.data);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t begin = first + r * row_stride, end = begin + row_len;
@@ -156,17 +213,25 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
       const std::int64_t len = std::min(kTile, end - at);
       for (std::size_t k = 0; k < l.in.size(); ++k) {
         const std::uint32_t v = p.args[k];
-        if (same_dims(l.in[k].shape, o.shape)) {
+        const bool mask = l.in[k].dtype == DType::bool_;
+        if (same_dims(l.in[k].shape, o.shape) && !mask) {
           value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (stride[v] != 0) {
-          gather_f32(l.in[k], read->strides[k], o.shape, at, len, slot(v));
+          if (mask) {
+            gather_f32<std::uint8_t>(l.in[k], read->strides[k], o.shape, at, len, slot(v));
+          } else {
+            gather_f32<float>(l.in[k], read->strides[k], o.shape, at, len, slot(v));
+          }
           value[v] = slot(v);
         }
       }
       for (const VectorOp& op : p.vector_ops) {
         float* dst = op.result == p.result ? out + at : slot(op.result);
         const auto count = static_cast<std::size_t>(len);
-        if (op.is_binary) {
+        if (op.is_select) {
+          vmath::select(value[op.a], stride[op.a], value[op.b], stride[op.b], value[op.c],
+                        stride[op.c], dst, count);
+        } else if (op.is_binary) {
           vmath::binary(op.binary, value[op.a], stride[op.a], value[op.b], stride[op.b], dst,
                         count);
         } else if (stride[op.a] == 0) {  // a scalar operand: compute once, broadcast
@@ -197,7 +262,7 @@ void run_fused_f32(const Launch& l) {
 bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
                     const FusedProgram& consumer) {
   const KernelDef* def = find_kernel_def(producer.def());
-  if (def == nullptr || !def->takes_epilogue || !consumer.f32) return false;
+  if (def == nullptr || !def->takes_epilogue || !consumer.tiles) return false;
   for (ir::Value v : producer.operands())
     if (graph.type(v).dtype != DType::f32) return false;
   return graph.type(producer.result(0)).dtype == DType::f32;
@@ -205,7 +270,7 @@ bool takes_epilogue(const ir::Graph& graph, const ir::OpView& producer,
 
 void run_fused(const Launch& l) {
   const FusedProgram& p = *l.fused;
-  if (p.f32 && l.out[0].dtype == DType::f32) {
+  if (p.tiles && l.out[0].dtype == DType::f32) {
     run_fused_f32(l);
     return;
   }

@@ -30,12 +30,14 @@ struct Scalar {
   DType dtype = DType::f32;
 };
 
-/// One op of a fused body in the f32 tile program.
+/// One op of a fused body in the f32 tile program: unary, binary, or (`is_select`) a
+/// select of b or c by the mask a.
 struct VectorOp {
   bool is_binary = false;
+  bool is_select = false;
   vmath::Unary unary = vmath::Unary::copy;
   vmath::Binary binary = vmath::Binary::add;
-  std::uint32_t a = 0, b = 0, result = 0;
+  std::uint32_t a = 0, b = 0, c = 0, result = 0;
 };
 
 struct FusedProgram {
@@ -43,8 +45,13 @@ struct FusedProgram {
   std::vector<std::uint32_t> args;
   std::vector<Scalar> ops;
   std::uint32_t result = 0;
-  // When every value of the body is f32 and every op has an f32 array form: the body as
-  // array ops over tiles (run_fused_f32), else the per-element interpreter.
+  // The body as array ops over f32 tiles (run_fused_f32_rows), when its result is f32,
+  // every value is f32 or bool, and every op has an array form: bools (compared values,
+  // bool inputs, casts to bool) are held as masks of 1.0f and 0.0f, which comparisons,
+  // selects (`kiln.where`) and casts read. Else the per-element interpreter runs it.
+  bool tiles = false;
+  // Tiles with no bool value: every value f32 (what the CUDA code generator's float
+  // kernels and the matmul's post-ops take).
   bool f32 = false;
   std::vector<VectorOp> vector_ops;
 };

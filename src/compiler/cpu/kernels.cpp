@@ -83,8 +83,9 @@ std::uint32_t kernel::blocks_for(const Launch& l, int threads) {
   const KernelDef* def = l.fused ? nullptr : find_kernel_def(l.view().def());
   const KernelGrid grid = def != nullptr ? def->grid : KernelGrid::single;
   if (l.fused) {
-    // A kiln.fused body, which calls its callee (a lone elementwise op runs as one block).
-    if (!l.fused->f32 || o.dtype != DType::f32 || l.view().find("callee") == nullptr) return 1;
+    // A kiln.fused body or a lone elementwise op: its tile program's tiles split (the
+    // per-element interpreter runs as one block).
+    if (!l.fused->tiles || o.dtype != DType::f32) return 1;
     items = (elements(o.shape) + kTile - 1) / kTile;
     per_block = kMinElements / kTile;
   } else if (grid == KernelGrid::matmul && all_f32()) {
@@ -117,10 +118,11 @@ std::uint32_t kernel::blocks_for(const Launch& l, int threads) {
 void prepare(Launch& launch, int threads) {
   launch.blocks = blocks_for(launch, threads);
   if (launch.fused) {
-    // Only inputs broadcast to the output's shape are read through strides: a body whose
-    // inputs all have that shape (a chain of tanh ops) needs none.
+    // Only inputs broadcast to the output's shape, or bool (read as masks), are read
+    // through strides: a body whose inputs are all f32 of that shape (a chain of tanh ops)
+    // needs none.
     const bool broadcasts = std::any_of(launch.in.begin(), launch.in.end(), [&](const View& in) {
-      return !same_dims(in.shape, launch.out[0].shape);
+      return !same_dims(in.shape, launch.out[0].shape) || in.dtype == DType::bool_;
     });
     if (broadcasts) {
       std::vector<Index> strides;

@@ -54,11 +54,12 @@ class CpuLowering final : public Lowering {
       if (contexts_[plan.io[i].device])
         prepare(plan.launches[i], contexts_[plan.io[i].device]->num_threads());
     if (precision_ == MatmulPrecision::bf16) hand_off_bf16(plan);
+    run_invariant(plan);
     plan.graphs.resize(contexts_.size());
     for (std::size_t d = 0; d < contexts_.size(); ++d) {
       if (!contexts_[d]) continue;  // another process's device
       const auto runs_here = [&](std::size_t i) {
-        return plan.io[i].device == d && !plan.absorbed[i];
+        return plan.io[i].device == d && !plan.absorbed[i] && !plan.invariant[i];
       };
       std::size_t nodes = 0;
       for (std::size_t i = 0; i < plan.launches.size(); ++i) nodes += runs_here(i) ? 1 : 0;
@@ -91,7 +92,7 @@ class CpuLowering final : public Lowering {
     } else {
       for (std::size_t i = 0; i < plan.launches.size(); ++i) {
         const std::size_t d = plan.io[i].device;
-        if (!plan.absorbed[i] && contexts_[d])
+        if (!plan.absorbed[i] && !plan.invariant[i] && contexts_[d])
           contexts_[d]->enqueue_function(*launch_fns_[d], LaunchConfig{plan.launches[i].blocks, 1},
                                          &plan.launches[i], plan.io[i].kernel);
       }
@@ -108,6 +109,21 @@ class CpuLowering final : public Lowering {
       }
     }
     if (failure) std::rethrow_exception(failure);
+  }
+
+  /// Runs the invariant launches (see hoist_invariant) once, in program order, into the
+  /// places the plan keeps for them.
+  void run_invariant(Plan& plan) {
+    std::vector<bool> used(contexts_.size(), false);
+    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+      const std::size_t d = plan.io[i].device;
+      if (!plan.invariant[i] || plan.absorbed[i] || !contexts_[d]) continue;
+      contexts_[d]->enqueue_function(*launch_fns_[d], LaunchConfig{plan.launches[i].blocks, 1},
+                                     &plan.launches[i], plan.io[i].kernel);
+      used[d] = true;
+    }
+    for (std::size_t d = 0; d < contexts_.size(); ++d)
+      if (used[d]) contexts_[d]->synchronize();
   }
 
   const std::byte* host_output(const Plan& plan, std::size_t i) const override {

@@ -12,6 +12,8 @@ struct Table {
   const char* name;
   void (*unary)(Unary, const float*, float*, std::size_t);
   void (*binary)(Binary, const float*, std::size_t, const float*, std::size_t, float*, std::size_t);
+  void (*select)(const float*, std::size_t, const float*, std::size_t, const float*, std::size_t,
+                 float*, std::size_t);
   double (*sum)(const float*, std::size_t);
   double (*sum_squares)(const float*, std::size_t, double);
   float (*max)(const float*, std::size_t);
@@ -27,11 +29,11 @@ struct Table {
   void (*round_bf16_f32)(const float*, float*, std::size_t, float);
 };
 
-#define KILN_TABLE(target)                                                                 \
-  Table {                                                                                  \
-#target, target::unary, target::binary, target::sum, target::sum_squares, target::max, \
-        target::softmax_row, target::normalize_row, target::matmul_panel,                  \
-        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32              \
+#define KILN_TABLE(target)                                                                    \
+  Table {                                                                                     \
+#target, target::unary, target::binary, target::select, target::sum, target::sum_squares, \
+        target::max, target::softmax_row, target::normalize_row, target::matmul_panel,        \
+        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32                 \
   }
 
 const Table& table() {
@@ -55,6 +57,11 @@ void unary(Unary f, const float* x, float* y, std::size_t n) { table().unary(f, 
 void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
             float* y, std::size_t n) {
   table().binary(f, a, a_stride, b, b_stride, y, n);
+}
+
+void select(const float* mask, std::size_t mask_stride, const float* a, std::size_t a_stride,
+            const float* b, std::size_t b_stride, float* y, std::size_t n) {
+  table().select(mask, mask_stride, a, a_stride, b, b_stride, y, n);
 }
 
 double sum(const float* x, std::size_t n) { return table().sum(x, n); }

@@ -36,17 +36,39 @@ enum class Unary : unsigned char {
   silu,
   gelu_erf,
   gelu_tanh,
-  copy
+  copy,
+  to_mask,  ///< 1 where x != 0 (NaN included), else 0: a cast to bool, as a mask
 };
-enum class Binary : unsigned char { add, sub, mul, div, max, min, pow, fmod };
+/// The comparisons (eq ... ge) give masks: 1 where true, 0 where false (NaN compares as
+/// in C: unequal to everything).
+enum class Binary : unsigned char {
+  add,
+  sub,
+  mul,
+  div,
+  max,
+  min,
+  pow,
+  fmod,
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge
+};
 
 /// "avx512", "avx2" or "base": the copy of the loops in use.
 const char* instruction_set();
 /// y[i] = f(x[i]) for i < n (y may equal x).
 void unary(Unary f, const float* x, float* y, std::size_t n);
-/// y[i] = f(a[i], b[i]); a stride of 0 broadcasts that operand's first element.
+/// y[i] = f(a[i], b[i]); a stride of 0 broadcasts that operand's first element. pow with
+/// a broadcast exponent of 1, 2 or 3 multiplies (the same values as libm's pow in double).
 void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
             float* y, std::size_t n);
+/// y[i] = mask[i] != 0 ? a[i] : b[i] (strides as in `binary`; y may be any of them).
+void select(const float* mask, std::size_t mask_stride, const float* a, std::size_t a_stride,
+            const float* b, std::size_t b_stride, float* y, std::size_t n);
 
 // Reductions over rows, in a fixed order (eight interleaved partial results), so that the
 // result does not depend on the instruction set.

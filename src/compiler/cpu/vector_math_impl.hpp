@@ -175,6 +175,8 @@ KILN_INLINE float apply(Unary f, float x) {
       return x * sigmoid_f(1.5957691216057308f * (x + 0.044715f * x * x * x));
     case Unary::copy:
       return x;
+    case Unary::to_mask:
+      return x != 0.0f ? 1.0f : 0.0f;
   }
   return x;
 }
@@ -195,6 +197,12 @@ KILN_INLINE float apply2(float a, float b) {
   if constexpr (F == Binary::max) return a < b || b != b ? b : a;
   if constexpr (F == Binary::min) return b < a || b != b ? b : a;
   if constexpr (F == Binary::fmod) return std::fmod(a, b);  // exact: no rounding
+  if constexpr (F == Binary::eq) return a == b ? 1.0f : 0.0f;
+  if constexpr (F == Binary::ne) return a != b ? 1.0f : 0.0f;
+  if constexpr (F == Binary::lt) return a < b ? 1.0f : 0.0f;
+  if constexpr (F == Binary::le) return a <= b ? 1.0f : 0.0f;
+  if constexpr (F == Binary::gt) return a > b ? 1.0f : 0.0f;
+  if constexpr (F == Binary::ge) return a >= b ? 1.0f : 0.0f;
   return static_cast<float>(std::pow(static_cast<double>(a), static_cast<double>(b)));
 }
 
@@ -213,6 +221,25 @@ KILN_INLINE void binary_loop(const float* a, std::size_t sa, const float* b, std
     const float v = apply2<F>(a[0], b[0]);
     for (std::size_t i = 0; i < n; ++i) y[i] = v;
   }
+}
+
+/// pow with one exponent for every element, when it is 1, 2 or 3: products, which give
+/// what pow in double rounded to f32 gives (x * x is exact in double; x * x * x rounds
+/// once there, as a correctly rounded pow does). \returns false for other exponents.
+KILN_INLINE bool small_integer_pow(const float* a, std::size_t sa, float e, float* y,
+                                   std::size_t n) {
+  if (sa != 1 || (e != 1.0f && e != 2.0f && e != 3.0f)) return false;
+  if (e == 1.0f) {
+    for (std::size_t i = 0; i < n; ++i) y[i] = a[i];
+  } else if (e == 2.0f) {
+    for (std::size_t i = 0; i < n; ++i) y[i] = a[i] * a[i];
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = a[i];
+      y[i] = static_cast<float>(x * x * x);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -244,6 +271,7 @@ void unary(Unary f, const float* x, float* y, std::size_t n) {
     KILN_CASE(gelu_erf)
     KILN_CASE(gelu_tanh)
     KILN_CASE(copy)
+    KILN_CASE(to_mask)
 #undef KILN_CASE
   }
 }
@@ -264,9 +292,42 @@ void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std:
     case Binary::min:
       return binary_loop<Binary::min>(a, a_stride, b, b_stride, y, n);
     case Binary::pow:
+      if (b_stride == 0 && small_integer_pow(a, a_stride, b[0], y, n)) return;
       return binary_loop<Binary::pow>(a, a_stride, b, b_stride, y, n);
     case Binary::fmod:
       return binary_loop<Binary::fmod>(a, a_stride, b, b_stride, y, n);
+    case Binary::eq:
+      return binary_loop<Binary::eq>(a, a_stride, b, b_stride, y, n);
+    case Binary::ne:
+      return binary_loop<Binary::ne>(a, a_stride, b, b_stride, y, n);
+    case Binary::lt:
+      return binary_loop<Binary::lt>(a, a_stride, b, b_stride, y, n);
+    case Binary::le:
+      return binary_loop<Binary::le>(a, a_stride, b, b_stride, y, n);
+    case Binary::gt:
+      return binary_loop<Binary::gt>(a, a_stride, b, b_stride, y, n);
+    case Binary::ge:
+      return binary_loop<Binary::ge>(a, a_stride, b, b_stride, y, n);
+  }
+}
+
+void select(const float* mask, std::size_t sm, const float* a, std::size_t sa, const float* b,
+            std::size_t sb, float* y, std::size_t n) {
+  if (sm == 0) {  // one mask value: all of one operand
+    const float* from = mask[0] != 0.0f ? a : b;
+    const std::size_t stride = mask[0] != 0.0f ? sa : sb;
+    for (std::size_t i = 0; i < n; ++i) y[i] = from[i * stride];
+  } else if (sa == 1 && sb == 1) {
+    for (std::size_t i = 0; i < n; ++i) y[i] = mask[i] != 0.0f ? a[i] : b[i];
+  } else if (sa == 1) {
+    const float bv = b[0];
+    for (std::size_t i = 0; i < n; ++i) y[i] = mask[i] != 0.0f ? a[i] : bv;
+  } else if (sb == 1) {
+    const float av = a[0];
+    for (std::size_t i = 0; i < n; ++i) y[i] = mask[i] != 0.0f ? av : b[i];
+  } else {
+    const float av = a[0], bv = b[0];
+    for (std::size_t i = 0; i < n; ++i) y[i] = mask[i] != 0.0f ? av : bv;
   }
 }
 

@@ -9,6 +9,8 @@
   void unary(Unary f, const float* x, float* y, std::size_t n);                                  \
   void binary(Binary f, const float* a, std::size_t a_stride, const float* b,                    \
               std::size_t b_stride, float* y, std::size_t n);                                    \
+  void select(const float* mask, std::size_t mask_stride, const float* a, std::size_t a_stride,  \
+              const float* b, std::size_t b_stride, float* y, std::size_t n);                    \
   double sum(const float* x, std::size_t n);                                                     \
   double sum_squares(const float* x, std::size_t n, double center);                              \
   float max(const float* x, std::size_t n);                                                      \

@@ -66,9 +66,10 @@ ElementwiseDef integer_binary(const char* name, I (*f)(I, I),
 
 /// A comparison: 1 or 0 in every dtype, the same expression on integers.
 ElementwiseDef compare(const char* name, double (*f)(double, double), I (*i)(I, I),
-                       std::string (*cuda)(const CudaTerms&)) {
+                       vmath::Binary mask, std::string (*cuda)(const CudaTerms&)) {
   return {&ir::lookup_op(name), ElementwiseKind::binary,
-          ElementwiseForm{.binary = f, .int_binary = i, .cuda = cuda, .cuda_int = cuda}};
+          ElementwiseForm{
+              .binary = f, .int_binary = i, .vector_binary = mask, .cuda = cuda, .cuda_int = cuda}};
 }
 
 std::vector<ElementwiseDef> make_definitions() {
@@ -183,27 +184,27 @@ std::vector<ElementwiseDef> make_definitions() {
   // ---- comparisons ---------------------------------------------------------------------------
   d.push_back(compare(
       "kiln.eq", [](double a, double b) -> double { return a == b; },
-      [](I a, I b) -> I { return a == b; },
+      [](I a, I b) -> I { return a == b; }, Binary::eq,
       [](const CudaTerms& t) { return cat("(", t.a, " == ", t.b, " ? 1 : 0)"); }));
   d.push_back(compare(
       "kiln.ne", [](double a, double b) -> double { return a != b; },
-      [](I a, I b) -> I { return a != b; },
+      [](I a, I b) -> I { return a != b; }, Binary::ne,
       [](const CudaTerms& t) { return cat("(", t.a, " != ", t.b, " ? 1 : 0)"); }));
   d.push_back(compare(
       "kiln.lt", [](double a, double b) -> double { return a < b; },
-      [](I a, I b) -> I { return a < b; },
+      [](I a, I b) -> I { return a < b; }, Binary::lt,
       [](const CudaTerms& t) { return cat("(", t.a, " < ", t.b, " ? 1 : 0)"); }));
   d.push_back(compare(
       "kiln.le", [](double a, double b) -> double { return a <= b; },
-      [](I a, I b) -> I { return a <= b; },
+      [](I a, I b) -> I { return a <= b; }, Binary::le,
       [](const CudaTerms& t) { return cat("(", t.a, " <= ", t.b, " ? 1 : 0)"); }));
   d.push_back(compare(
       "kiln.gt", [](double a, double b) -> double { return a > b; },
-      [](I a, I b) -> I { return a > b; },
+      [](I a, I b) -> I { return a > b; }, Binary::gt,
       [](const CudaTerms& t) { return cat("(", t.a, " > ", t.b, " ? 1 : 0)"); }));
   d.push_back(compare(
       "kiln.ge", [](double a, double b) -> double { return a >= b; },
-      [](I a, I b) -> I { return a >= b; },
+      [](I a, I b) -> I { return a >= b; }, Binary::ge,
       [](const CudaTerms& t) { return cat("(", t.a, " >= ", t.b, " ? 1 : 0)"); }));
   // ---- unary, on every numeric dtype ---------------------------------------------------------
   d.push_back(

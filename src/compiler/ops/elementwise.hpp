@@ -49,7 +49,8 @@ struct ElementwiseForm {
   /// when the op takes floating-point operands only (its IR rule refuses the others).
   std::int64_t (*int_unary)(std::int64_t) = nullptr;
   std::int64_t (*int_binary)(std::int64_t, std::int64_t) = nullptr;
-  /// The f32 tile program's array op (one of the two, by the kind).
+  /// The f32 tile program's array op (one of the two, by the kind); a comparison's gives a
+  /// mask (1.0f where true, 0.0f where false).
   std::optional<vmath::Unary> vector_unary{};
   std::optional<vmath::Binary> vector_binary{};
   /// CUDA C over floating-point operands (in double, or in float for all-f32 bodies).

@@ -16,7 +16,7 @@ void absorb_epilogues(Plan& plan) {
     const Launch& producer = plan.launches[i];
     const Launch& consumer = plan.launches[i + 1];
     if (plan.absorbed[i] || plan.out(i).size() != 1 || consumer.fused == nullptr ||
-        plan.io[i].device != plan.io[i + 1].device)
+        plan.io[i].device != plan.io[i + 1].device || plan.invariant[i] != plan.invariant[i + 1])
       continue;
     const std::size_t s = plan.out(i)[0];
     const Storage& result = plan.storage[s];

@@ -83,11 +83,27 @@ std::vector<std::size_t> place_values(Plan& plan, std::size_t devices) {
     Storage& st = plan.storage[s];
     st.arena_offset = static_cast<std::int64_t>(arenas[st.device].allocate(st.bytes));
   };
+  // Invariant launches' outputs first, kept for the plan's life: they are written once, when
+  // the plan is recorded, so no value of a call may share their bytes.
+  // (Plans made by hand, in tests, may leave `invariant` empty: none.)
+  const auto invariant = [&](std::size_t i) {
+    return i < plan.invariant.size() && plan.invariant[i];
+  };
+  for (std::size_t i = 0; i < n; ++i)
+    if (invariant(i) && !plan.is_view[i])
+      for (std::size_t s : plan.out(i)) {
+        place(s);
+        keep[s] = true;
+      }
   for (std::size_t s : plan.inputs) place(s);
   for (std::size_t s : plan.inputs)
     if (!keep[s] && !plan.storage[s].readers.empty()) free_after[last_use[s]].push_back(s);
   for (std::size_t i = 0; i < n; ++i) {
     if (plan.is_view[i]) {  // places nothing: its result is its input's bytes
+      for (std::size_t s : free_after[i]) release(s);
+      continue;
+    }
+    if (invariant(i)) {  // placed above
       for (std::size_t s : free_after[i]) release(s);
       continue;
     }

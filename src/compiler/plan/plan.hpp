@@ -10,6 +10,7 @@
 // one file:
 //   instantiate.cpp       programs -> launches and storage, calls expanded
 //   fold_views.cpp        reshapes and transposes that readers read in place: no launch
+//   hoist_invariant.cpp   launches that read only weights and constants: run once
 //   absorb_epilogues.cpp  elementwise launches run inside the matmul before them
 //   memory_plan.cpp       liveness and arena offsets, linear in the launches
 //   instantiate.cpp       (bind_launches) each launch's views over the placed memory
@@ -104,7 +105,10 @@ struct Plan {
   // because its result is a view of its input.
   std::vector<bool> absorbed;
   std::vector<bool> is_view;
-  std::size_t epilogues = 0, views = 0;
+  // Per launch: reads only weights, constants and other invariant launches' outputs, so it
+  // runs once when the plan is recorded, not on each call (see hoist_invariant).
+  std::vector<bool> invariant;
+  std::size_t epilogues = 0, views = 0, hoisted = 0;
   std::size_t bf16_handoffs = 0;                   // see hand_off_bf16
   std::vector<Arena> arenas;                       // per device: places can be reused only
                                                    // by the device's own later launches

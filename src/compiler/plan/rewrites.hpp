@@ -16,6 +16,14 @@ namespace kiln::compiler {
 /// Before memory is placed.
 void fold_views(Plan& plan);
 
+/// Marks the launches that read only weights, constants and what such launches write
+/// (`Plan::invariant`): a causal mask built from positions, a weight transposed or scaled.
+/// Their outputs are the same on every call, so memory placement keeps them apart for the
+/// plan's life and the lowering runs them once, when it records the plan, rather than on
+/// every call. Collectives are never marked. Counts them in `Plan::hoisted`. After
+/// fold_views, before absorb_epilogues (which joins no invariant launch to a varying one).
+void hoist_invariant(Plan& plan);
+
 /// Marks each elementwise launch that directly follows the matmul whose output it alone
 /// reads, with that output's shape, to run inside the matmul tile by tile (bias, scale,
 /// activation, residual add: the output is read back from cache instead of memory). The

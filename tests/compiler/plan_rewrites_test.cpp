@@ -1,0 +1,198 @@
+// What compiled calls run, checked end to end against the reference interpreter: fused
+// bodies with bool values run as the f32 tile program (masks), and launches that read only
+// weights and constants run once per plan (hoist_invariant).
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernels.hpp"
+#include "kiln/compiler/compiled_callable.hpp"
+#include "kiln/compiler/reference.hpp"
+#include "kiln/runtime/profiler.hpp"
+#include "kiln/stage/stage.hpp"
+
+namespace kiln {
+namespace {
+
+TensorLayout f32(Shape s) { return TensorLayout(DType::f32, std::move(s)); }
+TensorLayout boolean(Shape s) { return TensorLayout(DType::bool_, std::move(s)); }
+
+/// Same bits, or both NaN (the reference computes in double and rounds once, as the tile
+/// program's single ops do: selects, comparisons and one add or multiply are exact).
+void expect_same(const std::vector<Tensor>& got, const std::vector<Tensor>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].layout(), want[i].layout()) << what;
+    const std::vector<double> g = got[i].to_doubles(), w = want[i].to_doubles();
+    for (std::size_t k = 0; k < g.size(); ++k)
+      EXPECT_TRUE(std::bit_cast<std::uint64_t>(g[k]) == std::bit_cast<std::uint64_t>(w[k]) ||
+                  (std::isnan(g[k]) && std::isnan(w[k])))
+          << what << " output " << i << " element " << k << ": " << g[k] << " vs " << w[k];
+  }
+}
+
+/// The f32 input \p shape with NaN, infinities and signed zeros among random values.
+Tensor awkward_f32(const Shape& shape, std::uint64_t seed) {
+  std::vector<double> v = Tensor::random(f32(shape), seed, -3, 3).to_doubles();
+  const double specials[] = {
+      std::numeric_limits<double>::quiet_NaN(), INFINITY, -INFINITY, 0.0, -0.0, 1.0};
+  for (std::size_t i = 0; i < v.size(); i += 5) v[i] = specials[(i / 5) % 6];
+  return Tensor::constant(v, shape);
+}
+
+/// The fused bodies of \p compiled's optimized module, compiled as the CPU kernels do.
+std::vector<std::shared_ptr<const compiler::FusedProgram>> fused_programs(
+    const CompiledCallable& compiled) {
+  std::vector<std::shared_ptr<const compiler::FusedProgram>> out;
+  const ir::Module& m = compiled.optimized();
+  for (std::size_t g = 0; g < m.num_graphs(); ++g)
+    if (m.graph(g).name().rfind("fused", 0) == 0)
+      out.push_back(compiler::compile_fused(m.graph(g)));
+  return out;
+}
+
+TEST(FusedMasks, BodiesWithBoolValuesRunAsTheTileProgramAndMatchTheReference) {
+  // NaN guards (where(x != x, 0, x)), masks from comparisons of f32 and of bool values,
+  // bool inputs whole, broadcast and scalar, casts both ways: every body is f32 out.
+  const StagedGraph staged = stage([](Tensor x, Tensor y, Tensor m, Tensor row, Tensor flag) {
+    const Tensor zero = Tensor::scalar(0.0);
+    const Tensor clean = where(not_equal(x, x), zero, x);
+    const Tensor picked = where(x < y, clean, y * 2.0);
+    const Tensor gated = picked * cast(m, DType::f32) + where(row, x, y);
+    const Tensor both = where(equal(m, row), gated, cast(cast(y, DType::bool_), DType::f32));
+    return where(flag, both, -both);
+  })(f32({4, 37}), f32({4, 37}), boolean({4, 37}), boolean({37}), boolean({}));
+  CompiledCallable compiled(staged, {});
+  const std::vector<std::shared_ptr<const compiler::FusedProgram>> programs =
+      fused_programs(compiled);
+  ASSERT_FALSE(programs.empty());
+  for (const auto& p : programs) {
+    EXPECT_TRUE(p->tiles) << "a body with masks ran per element";
+    EXPECT_FALSE(p->f32);  // it has bool values: not for the all-f32 users (CUDA, post-ops)
+  }
+  for (const std::uint64_t seed : {1u, 2u}) {
+    const std::vector<Tensor> in = {awkward_f32({4, 37}, seed), awkward_f32({4, 37}, seed + 10),
+                                    Tensor::random(boolean({4, 37}), seed, 0, 2),
+                                    Tensor::random(boolean({37}), seed + 1, 0, 2),
+                                    Tensor::random(boolean({}), seed + 2, 0, 2)};
+    expect_same(compiled.run(in), reference_run(staged.graph(), in, {}),
+                "seed " + std::to_string(seed));
+  }
+}
+
+TEST(FusedMasks, ScalarBodiesAndBodiesLeftToTheInterpreterStillMatch) {
+  // Rank 0 everywhere (a bool scalar input is read once), and bodies the tile program does
+  // not take: an integer value inside, a bool result.
+  const StagedGraph scalars = stage([](Tensor c, Tensor a, Tensor b) {
+    return where(c, a, b) + where(a < b, a, b);
+  })(boolean({}), f32({}), f32({}));
+  CompiledCallable s(scalars, {});
+  for (const bool c : {false, true}) {
+    const std::vector<Tensor> in = {Tensor::scalar(c ? 1 : 0, DType::bool_), Tensor::scalar(2.5),
+                                    Tensor::scalar(-1.0)};
+    expect_same(s.run(in), reference_run(scalars.graph(), in, {}), c ? "true" : "false");
+  }
+  const StagedGraph mixed = stage([](Tensor x, Tensor i) {
+    return where(cast(i, DType::f32) < x, x, x * 3.0) < cast(i + i, DType::f32);
+  })(f32({3, 5}), TensorLayout(DType::i64, Shape{3, 5}));
+  CompiledCallable m(mixed, {});
+  for (const auto& p : fused_programs(m)) EXPECT_FALSE(p->tiles);
+  const std::vector<Tensor> in = {awkward_f32({3, 5}, 4),
+                                  Tensor::random(TensorLayout(DType::i64, Shape{3, 5}), 5, -4, 4)};
+  expect_same(m.run(in), reference_run(mixed.graph(), in, {}), "mixed");
+}
+
+/// A causal mask built from positions and weights, as exporters write attention: nothing
+/// in it depends on the inputs, so it runs once per plan; the scores depend on them.
+StagedGraph masked_scores() {
+  return stage([](Tensor x) {
+    const Tensor w = weight("w", f32({8, 8}));
+    const Tensor fill = weight("fill", f32({}));
+    const Tensor pos = arange(0, 8, 1, DType::f32);
+    const Tensor causal = reshape(pos, Shape{8, 1}) >= reshape(pos, Shape{1, 8});
+    const Tensor mask = where(causal, Tensor::scalar(0.0), fill);  // invariant
+    const Tensor wt = transpose(w) * 0.5;                          // invariant
+    const Tensor scores = matmul(x, wt) + mask;                    // per call
+    return softmax(scores, -1);
+  })(f32({"batch", 8, 8}));
+}
+
+std::map<std::string, Tensor> mask_weights() {
+  return {{"w", Tensor::random(f32({8, 8}), 3, -1, 1)}, {"fill", Tensor::scalar(-1e4)}};
+}
+
+TEST(HoistInvariant, LaunchesThatReadOnlyWeightsRunOncePerPlanAndCallsStayRight) {
+  const StagedGraph staged = masked_scores();
+  const std::map<std::string, Tensor> weights = mask_weights();
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{2});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  const std::vector<Tensor> first = {Tensor::random(f32({2, 8, 8}), 1, -2, 2)};
+  const std::vector<Tensor> want = reference_run(staged.graph(), first, weights);
+  for (int call = 0; call < 3; ++call) {
+    const std::vector<Tensor> got = compiled.run(first);
+    const std::vector<double> g = got[0].to_doubles(), w = want[0].to_doubles();
+    for (std::size_t k = 0; k < g.size(); ++k)
+      ASSERT_NEAR(g[k], w[k], 1e-6) << "call " << call << " element " << k;
+  }
+  const CompiledCallable::Stats stats = compiled.stats();
+  EXPECT_GE(stats.hoisted, 2u);  // the mask and the scaled transpose, at least
+  // The hoisted launches are not in the recorded graph: a call runs `launches` kernels.
+  auto profiler = std::make_shared<Profiler>();
+  ctx->set_profiler(profiler);
+  (void)compiled.run(first);
+  ctx->set_profiler(nullptr);
+  std::size_t slices = 0;
+  std::set<std::uint32_t> nodes;
+  for (const ProfileEvent& e : profiler->events()) {
+    nodes.insert(e.node);
+    ++slices;
+  }
+  EXPECT_EQ(nodes.size(), stats.launches);
+  EXPECT_GT(slices, 0u);
+  // Other batch sizes: plans of their own, each with its hoisted values, none clobbered by
+  // the other plans' calls or by their own temporaries.
+  for (const std::int64_t batch : {1, 5, 2, 1, 5}) {
+    const std::vector<Tensor> in = {
+        Tensor::random(f32({batch, 8, 8}), static_cast<std::uint64_t>(batch) + 7, -2, 2)};
+    const std::vector<Tensor> ref = reference_run(staged.graph(), in, weights);
+    const std::vector<double> g = compiled.run(in)[0].to_doubles(), w = ref[0].to_doubles();
+    for (std::size_t k = 0; k < g.size(); ++k)
+      ASSERT_NEAR(g[k], w[k], 1e-6) << "batch " << batch << " element " << k;
+  }
+  EXPECT_EQ(compiled.stats().plans, 3u);
+}
+
+TEST(HoistInvariant, AnOutputThatDependsOnlyOnWeightsIsReturnedOnEveryCall) {
+  // The whole result is invariant: computed once, copied out on each call, and a caller
+  // that writes into a returned tensor does not change the next call's.
+  const StagedGraph staged = stage([](Tensor x) {
+    const Tensor w = weight("w", f32({4}));
+    return std::make_tuple(exp(w) * 2.0, x + 1.0);
+  })(f32({4}));
+  const std::map<std::string, Tensor> weights = {{"w", Tensor::constant({0, 1, -1, 2}, Shape{4})}};
+  CompiledCallable compiled(staged, weights);
+  const Tensor x = Tensor::constant({1, 2, 3, 4}, Shape{4});
+  const std::vector<Tensor> want = reference_run(staged.graph(), {x}, weights);
+  std::vector<Tensor> got = compiled.run({x});
+  for (std::size_t k = 0; k < 4; ++k)
+    EXPECT_NEAR(got[0].to_doubles()[k], want[0].to_doubles()[k], 1e-6);
+  std::memset(const_cast<std::byte*>(got[0].bytes().data()), 0, got[0].bytes().size());
+  got = compiled.run({x});
+  for (std::size_t k = 0; k < 4; ++k)
+    EXPECT_NEAR(got[0].to_doubles()[k], want[0].to_doubles()[k], 1e-6);
+  EXPECT_GE(compiled.stats().hoisted, 1u);
+}
+
+}  // namespace
+}  // namespace kiln
