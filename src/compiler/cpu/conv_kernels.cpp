@@ -4,9 +4,11 @@
 // plan (prepare_conv): the work splits into tiles of batch entries and output channels
 // (whole groups for grouped convolutions), one primitive execution per tile on the worker
 // that runs its block, the bias inside the primitive and an elementwise epilogue (ReLU, a
-// residual add) on each tile right after it, while the tile is in cache. Fixed weights are
-// reordered once into the layout oneDNN's kernel prefers. Other dtypes, and any problem
-// oneDNN has no primitive for, run direct loops in double. Pools are loops over planes.
+// residual add) on each tile right after it, while the tile is in cache. With fixed
+// weights oneDNN picks every layout: the weights are reordered once into its blocked
+// layout, and each tile's activations into and out of its blocked layout on every call
+// (its direct kernels beat its im2col GEMM on kiln's plain layout by far). Other dtypes, and any
+// problem oneDNN has no primitive for, run direct loops in double. Pools are loops over planes.
 
 #include <omp.h>
 
@@ -125,6 +127,9 @@ using DnnlDims = dnnl::memory::dims;
 struct ConvTile {
   std::int64_t n0 = 0, n1 = 0, m0 = 0, m1 = 0;
   onednn::Step step;
+  // When the primitive reads and writes blocked layouts (its fast kernels do): the tile's
+  // input reordered into one, and its output reordered back, around `step`.
+  onednn::Step src_in, dst_out;
   dnnl::stream stream;
 };
 
@@ -219,6 +224,8 @@ std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
                        .m0 = units * c / by_channel * unit,
                        .m1 = units * (c + 1) / by_channel * unit,
                        .step = {},
+                       .src_in = {},
+                       .dst_out = {},
                        .stream = {}});
   return tiles;
 }
@@ -237,9 +244,15 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
              dst = activation_desc(rows, outs, g.m, g.out, g.spatial);
   const auto [weights, w_offset] = weights_desc(g, transposed, tile.m0, tile.m1);
   const bool fixed = l.pack_rhs;
-  const Desc asked =
-      fixed ? Desc(weights.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any)
-            : weights;
+  // With fixed weights every layout is oneDNN's choice: its direct kernels read blocked
+  // activations (nChw16c) and weights; on kiln's plain layouts it has only im2col + GEMM
+  // (2-3x slower for a 3x3 conv, ~100x for a depthwise one). The activations are then
+  // reordered in and out on each call, the weights once.
+  const auto any = [](const Desc& d) {
+    return Desc(d.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  };
+  const Desc asked = fixed ? any(weights) : weights, asked_src = fixed ? any(src) : src,
+             asked_dst = fixed ? any(dst) : dst;
   const bool has_bias = l.in.size() > 2;
   const Desc bias = has_bias ? Desc({outs}, dnnl::memory::data_type::f32, DnnlDims{1}) : Desc();
   const DnnlDims strides = tail(g.stride, g.spatial), dilates = tail(g.dilation, g.spatial, 1),
@@ -248,15 +261,16 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   // A deconvolution's descriptor takes the same arguments as a convolution's.
   const auto make = [&]<class P>(P*, dnnl::algorithm algorithm) {
     const typename P::desc d =
-        has_bias ? typename P::desc(dnnl::prop_kind::forward_inference, algorithm, src, asked, bias,
-                                    dst, strides, dilates, pad_l, pad_r)
-                 : typename P::desc(dnnl::prop_kind::forward_inference, algorithm, src, asked, dst,
-                                    strides, dilates, pad_l, pad_r);
+        has_bias ? typename P::desc(dnnl::prop_kind::forward_inference, algorithm, asked_src, asked,
+                                    bias, asked_dst, strides, dilates, pad_l, pad_r)
+                 : typename P::desc(dnnl::prop_kind::forward_inference, algorithm, asked_src, asked,
+                                    asked_dst, strides, dilates, pad_l, pad_r);
     const typename P::primitive_desc pd(d, attr, engine);
     tile.step.primitive = P(pd);
-    return std::tuple{std::string(pd.impl_info_str()), pd.weights_desc(), pd.scratchpad_desc()};
+    return std::tuple{std::string(pd.impl_info_str()), pd.weights_desc(), pd.scratchpad_desc(),
+                      pd.src_desc(), pd.dst_desc()};
   };
-  const auto [impl, chosen, scratchpad] =
+  const auto [impl, chosen, scratchpad, chosen_src, chosen_dst] =
       transposed ? make(static_cast<dnnl::deconvolution_forward*>(nullptr),
                         dnnl::algorithm::deconvolution_direct)
                  : make(static_cast<dnnl::convolution_forward*>(nullptr),
@@ -264,8 +278,14 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   const auto at = [](const View& v, std::int64_t offset) {
     return reinterpret_cast<float*>(v.data) + offset;
   };
-  tile.step.add(DNNL_ARG_SRC,
-                dnnl::memory(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane())));
+  const dnnl::memory user_src(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane()));
+  if (chosen_src != src) {
+    const dnnl::memory blocked(chosen_src, engine);
+    tile.src_in = onednn::reorder_step(user_src, blocked);
+    tile.step.add(DNNL_ARG_SRC, blocked);
+  } else {
+    tile.step.add(DNNL_ARG_SRC, user_src);
+  }
   dnnl::memory given(weights, engine, at(l.in[1], w_offset));
   if (chosen != weights) {  // fixed weights only (others are asked for as they are)
     dnnl::memory packed(chosen, engine);
@@ -277,8 +297,14 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   }
   tile.step.add(DNNL_ARG_WEIGHTS, given);
   if (has_bias) tile.step.add(DNNL_ARG_BIAS, dnnl::memory(bias, engine, at(l.in[2], tile.m0)));
-  tile.step.add(DNNL_ARG_DST,
-                dnnl::memory(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane())));
+  const dnnl::memory user_dst(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane()));
+  if (chosen_dst != dst) {
+    const dnnl::memory blocked(chosen_dst, engine);
+    tile.dst_out = onednn::reorder_step(blocked, user_dst);
+    tile.step.add(DNNL_ARG_DST, blocked);
+  } else {
+    tile.step.add(DNNL_ARG_DST, user_dst);
+  }
   tile.step.add_scratchpad(scratchpad, engine);
   tile.stream = dnnl::stream(engine);
   return impl.rfind("ref", 0) == 0;
@@ -326,7 +352,8 @@ void run_window_conv(const Launch& l, bool transposed) {
   const auto [first, last] = block_range(static_cast<std::int64_t>(p->tiles.size()));
   for (std::int64_t t = first; t < last; ++t) {
     const ConvTile& tile = p->tiles[static_cast<std::size_t>(t)];
-    if (!tile.step.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+    if (!tile.src_in.run(tile.stream) || !tile.step.run(tile.stream) ||
+        !tile.dst_out.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
       throw DeviceError(
           cat(l.view().describe(), ": oneDNN failed on tile ", t, " of ", p->tiles.size()));
     if (l.epilogue != nullptr) {
@@ -353,6 +380,24 @@ std::pair<std::int64_t, std::int64_t> tap_range(std::int64_t start, std::int64_t
   return first < last ? std::pair{first, last} : std::pair<std::int64_t, std::int64_t>{0, 0};
 }
 
+/// The taps of dim \p d of \p g for output position \p o: those inside the input,
+/// [lo, hi), and how many lie inside the padded input. An interior window (the common case)
+/// takes no division.
+struct Taps {
+  std::int64_t lo = 0, hi = 0, padded = 0;
+};
+inline Taps taps_of(const WindowGeometry& g, std::size_t d, std::int64_t o) {
+  const std::int64_t start = o * g.stride[d] - g.pad_begin[d];
+  if (start >= 0 && start + (g.kernel[d] - 1) * g.dilation[d] < g.in[d])
+    return {0, g.kernel[d], g.kernel[d]};
+  Taps t;
+  std::tie(t.lo, t.hi) = tap_range(start, g.dilation[d], g.kernel[d], 0, g.in[d]);
+  const auto [p0, p1] =
+      tap_range(start, g.dilation[d], g.kernel[d], -g.pad_begin[d], g.in[d] + g.pad_end[d]);
+  t.padded = p1 - p0;
+  return t;
+}
+
 /// Pools planes [first, last) of \p g: \p V is the value type loads give (float for f32,
 /// double for other floats, int64 for integers).
 template <class V, class Load, class Store>
@@ -361,41 +406,40 @@ void pool_planes(const Geometry& g, bool average, bool include_pad, std::int64_t
   for (std::int64_t plane = first; plane < last; ++plane) {
     const std::int64_t in_base = plane * g.in_plane(), out_base = plane * g.out_plane();
     std::int64_t written = 0;
-    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0)
-      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1)
+    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      const Taps t0 = taps_of(g, 0, o0);
+      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+        const Taps t1 = taps_of(g, 1, o1);
         for (std::int64_t o2 = 0; o2 < g.out[2]; ++o2) {
-          const Spatial o{o0, o1, o2};
+          const Taps t2 = taps_of(g, 2, o2);
           V best = std::numeric_limits<V>::has_infinity ? -std::numeric_limits<V>::infinity()
                                                         : std::numeric_limits<V>::lowest();
           V sum = 0;
-          std::int64_t taps = 0, padded = 1;
-          Spatial lo, hi;  // the taps inside x, per dim
-          for (std::size_t d = 0; d < kMaxSpatial; ++d) {
-            const std::int64_t start = o[d] * g.stride[d] - g.pad_begin[d];
-            std::tie(lo[d], hi[d]) = tap_range(start, g.dilation[d], g.kernel[d], 0, g.in[d]);
-            const auto [p0, p1] = tap_range(start, g.dilation[d], g.kernel[d], -g.pad_begin[d],
-                                            g.in[d] + g.pad_end[d]);
-            padded *= p1 - p0;
-          }
-          for (std::int64_t k0 = lo[0]; k0 < hi[0]; ++k0) {
+          for (std::int64_t k0 = t0.lo; k0 < t0.hi; ++k0) {
             const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-            for (std::int64_t k1 = lo[1]; k1 < hi[1]; ++k1) {
+            for (std::int64_t k1 = t1.lo; k1 < t1.hi; ++k1) {
               const std::int64_t i1 = o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-              for (std::int64_t k2 = lo[2]; k2 < hi[2]; ++k2) {
-                const std::int64_t i2 = o2 * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
-                const V v = load_at(in_base + (i0 * g.in[1] + i1) * g.in[2] + i2);
-                ++taps;
+              const std::int64_t row = in_base + (i0 * g.in[1] + i1) * g.in[2];
+              for (std::int64_t k2 = t2.lo; k2 < t2.hi; ++k2) {
+                const V v = load_at(row + o2 * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2]);
                 if (average) {
                   sum += v;
-                } else if (v > best || v != v) {  // a NaN wins, and stays
-                  best = v;
+                } else {
+                  // A NaN wins, and stays; a select, not a branch (ReLU'd inputs hold ties
+                  // a branch would mispredict).
+                  best = v > best || v != v ? v : best;
                 }
               }
             }
           }
-          store_at(out_base + written++,
-                   average ? sum / static_cast<V>(include_pad ? padded : taps) : best);
+          const std::int64_t taps = (t0.hi - t0.lo) * (t1.hi - t1.lo) * (t2.hi - t2.lo);
+          store_at(
+              out_base + written++,
+              average ? sum / static_cast<V>(include_pad ? t0.padded * t1.padded * t2.padded : taps)
+                      : best);
         }
+      }
+    }
   }
 }
 
