@@ -278,14 +278,21 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   const auto at = [](const View& v, std::int64_t offset) {
     return reinterpret_cast<float*>(v.data) + offset;
   };
-  const dnnl::memory user_src(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane()));
-  if (chosen_src != src) {
-    const dnnl::memory blocked(chosen_src, engine);
-    tile.src_in = onednn::reorder_step(user_src, blocked);
-    tile.step.add(DNNL_ARG_SRC, blocked);
-  } else {
-    tile.step.add(DNNL_ARG_SRC, user_src);
-  }
+  // An activation as the primitive reads it: kiln's bytes, or a buffer in the layout it
+  // chose with a reorder from (source) or into (destination) kiln's bytes.
+  const auto bind = [&](int arg, const dnnl::memory& user, const Desc& chosen_desc,
+                        onednn::Step& reorder) {
+    if (chosen_desc == user.get_desc()) {
+      tile.step.add(arg, user);
+      return;
+    }
+    const dnnl::memory blocked(chosen_desc, engine);
+    reorder = arg == DNNL_ARG_SRC ? onednn::reorder_step(user, blocked)
+                                  : onednn::reorder_step(blocked, user);
+    tile.step.add(arg, blocked);
+  };
+  bind(DNNL_ARG_SRC, dnnl::memory(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane())),
+       chosen_src, tile.src_in);
   dnnl::memory given(weights, engine, at(l.in[1], w_offset));
   if (chosen != weights) {  // fixed weights only (others are asked for as they are)
     dnnl::memory packed(chosen, engine);
@@ -297,14 +304,9 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   }
   tile.step.add(DNNL_ARG_WEIGHTS, given);
   if (has_bias) tile.step.add(DNNL_ARG_BIAS, dnnl::memory(bias, engine, at(l.in[2], tile.m0)));
-  const dnnl::memory user_dst(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane()));
-  if (chosen_dst != dst) {
-    const dnnl::memory blocked(chosen_dst, engine);
-    tile.dst_out = onednn::reorder_step(blocked, user_dst);
-    tile.step.add(DNNL_ARG_DST, blocked);
-  } else {
-    tile.step.add(DNNL_ARG_DST, user_dst);
-  }
+  bind(DNNL_ARG_DST,
+       dnnl::memory(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane())),
+       chosen_dst, tile.dst_out);
   tile.step.add_scratchpad(scratchpad, engine);
   tile.stream = dnnl::stream(engine);
   return impl.rfind("ref", 0) == 0;
