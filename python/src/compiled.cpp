@@ -185,6 +185,7 @@ void register_compiled(nb::module_& m) {
                 {"views", &Stats::views},
                 {"hoisted", &Stats::hoisted},
                 {"packed_matmuls", &Stats::packed_matmuls},
+                {"packed_weight_bytes", &Stats::packed_weight_bytes},
                 {"skinny_matmuls", &Stats::skinny_matmuls},
                 {"epilogues_in_gemm", &Stats::epilogues_in_gemm},
                 {"bf16_matmuls", &Stats::bf16_matmuls},

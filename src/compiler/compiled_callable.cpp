@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "compiler/cpu/onednn_support.hpp"
+#include "compiler/cpu/weight_packs.hpp"
 #include "compiler/lowering.hpp"
 #include "compiler/machine_memory.hpp"
 #include "compiler/ops/structural.hpp"
@@ -193,6 +194,8 @@ struct CompiledCallable::Impl {
   bool fuse_epilogues;
   bool prepack_weights;
   MatmulPrecision matmul_precision;
+  // The weights packed for oneDNN, shared by every plan (a new shape packs nothing twice).
+  compiler::WeightPacks packs;
   Stats stats;
   std::mutex mutex;
   // Public calls inside this Impl now: its destructor waits for them (a callable destroyed
@@ -389,7 +392,7 @@ struct CompiledCallable::Impl {
       if (!arena.memory)
         throw UserError(compiler::arena_too_big(*plan, bytes, compiler::memory_and_swap()));
     }
-    compiler::bind_launches(*plan, prepack_weights, matmul_precision);
+    compiler::bind_launches(*plan, prepack_weights, matmul_precision, &packs);
     compiler::link_epilogues(*plan);
     compiler::skip_empty_launches(*plan);
     return plan;
@@ -424,6 +427,7 @@ struct CompiledCallable::Impl {
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::epilogue_in_gemm(l); }));
       stats.bf16_handoffs = plan->bf16_handoffs;
+      stats.packed_weight_bytes = packs.bytes();
       stats.isa = cpu_isa();
       stats.bf16_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),

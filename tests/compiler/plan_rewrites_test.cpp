@@ -19,6 +19,7 @@
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/runtime/profiler.hpp"
+#include "kiln/stage/nn.hpp"
 #include "kiln/stage/stage.hpp"
 
 namespace kiln {
@@ -192,6 +193,80 @@ TEST(HoistInvariant, AnOutputThatDependsOnlyOnWeightsIsReturnedOnEveryCall) {
   for (std::size_t k = 0; k < 4; ++k)
     EXPECT_NEAR(got[0].to_doubles()[k], want[0].to_doubles()[k], 1e-6);
   EXPECT_GE(compiled.stats().hoisted, 1u);
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+/// Random weights for every weight \p staged reads.
+std::map<std::string, Tensor> random_weights(const StagedGraph& staged) {
+  std::map<std::string, Tensor> weights;
+  std::uint64_t seed = 11;
+  for (const auto& [name, type] : module_weights(staged.graph()))
+    weights.emplace(name, Tensor::random(TensorLayout(type.dtype, type.shape), seed++, -0.3, 0.3));
+  return weights;
+}
+
+void expect_close_to_reference(const StagedGraph& staged, CompiledCallable& compiled,
+                               const std::vector<Tensor>& in,
+                               const std::map<std::string, Tensor>& weights,
+                               const std::string& what) {
+  const std::vector<double> got = compiled.run(in)[0].to_doubles(),
+                            want = reference_run(staged.graph(), in, weights)[0].to_doubles();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t k = 0; k < got.size(); ++k)
+    ASSERT_NEAR(got[k], want[k], 2e-4 * (1 + std::fabs(want[k]))) << what << " element " << k;
+}
+
+TEST(WeightPacks, EveryPlanReadsTheWeightsPackedOnce) {
+  // A transformer block and a Linear head over symbolic batch and sequence: each new shape
+  // is a plan of its own, and all of them read one packed copy of each weight.
+  // (Big enough for every matmul's packing to pay in every plan: at least 2^20
+  // multiply-adds each, so at least 128 rows.)
+  const nn::TransformerBlock block{.dim = 128, .heads = 2, .hidden = 256};
+  const StagedGraph staged = stage([&](Tensor x) {
+    return nn::Linear{.in = 128, .out = 64, .name = "head"}(block(x));
+  })(f32({"batch", "seq", 128}));
+  const std::map<std::string, Tensor> weights = random_weights(staged);
+  std::size_t matmul_weight_bytes = 0;
+  for (const auto& [name, w] : weights)
+    if (w.rank() == 2) matmul_weight_bytes += w.bytes().size();
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{1});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  std::size_t first = 0;
+  for (const auto& [batch, seq] : {std::pair{2, 64}, {3, 64}, {4, 32}, {5, 60}}) {
+    const std::vector<Tensor> in = {Tensor::random(f32({batch, seq, 128}), 5, -1, 1)};
+    expect_close_to_reference(staged, compiled, in, weights,
+                              std::to_string(batch) + "x" + std::to_string(seq));
+    const CompiledCallable::Stats stats = compiled.stats();
+    EXPECT_GT(stats.packed_matmuls, 0u);
+    if (first == 0) first = stats.packed_weight_bytes;
+    EXPECT_EQ(stats.packed_weight_bytes, first) << "a new shape packed its weights again";
+  }
+  EXPECT_GE(first, matmul_weight_bytes);  // every Linear weight, packed once
+  EXPECT_LT(first, matmul_weight_bytes + matmul_weight_bytes / 4);  // each once (and padding)
+  EXPECT_EQ(compiled.stats().plans, 4u);
+}
+
+TEST(WeightPacks, ConvolutionWeightsToo) {
+  const StagedGraph staged = stage([](Tensor x) {
+    const Tensor w = weight("w", f32({8, 3, 3, 3})), b = weight("b", f32({8}));
+    return relu(conv(x, w, b, Window{.strides = {}, .pads = {1, 1, 1, 1}, .dilations = {}}));
+  })(f32({"batch", 3, 12, 12}));
+  const std::map<std::string, Tensor> weights = random_weights(staged);
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{1});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  std::size_t first = 0;
+  for (const std::int64_t batch : {1, 2, 5}) {
+    const std::vector<Tensor> in = {Tensor::random(f32({batch, 3, 12, 12}), 6, -1, 1)};
+    expect_close_to_reference(staged, compiled, in, weights, "batch " + std::to_string(batch));
+    if (first == 0) first = compiled.stats().packed_weight_bytes;
+    EXPECT_EQ(compiled.stats().packed_weight_bytes, first) << "batch " << batch;
+  }
+  EXPECT_GT(first, 0u);
 }
 
 }  // namespace

@@ -63,10 +63,12 @@ struct CompileOptions {
   /// Prepare once per plan, for each f32 matmul that reads a weight or constant (a Linear
   /// layer), the weight in the layout the GEMM reads (oneDNN's packed form, or column
   /// panels for matmuls of at most 4 rows), with its epilogue applied inside the GEMM
-  /// where it can (`Stats::packed_matmuls`, `skinny_matmuls`, `epilogues_in_gemm`). Costs
-  /// a copy of those weights per plan and the GEMMs' creation on a plan's first call;
-  /// false: the weights are read as they are on every call. Which matmuls qualify, and
-  /// why: docs/design.md (Kernels).
+  /// where it can (`Stats::packed_matmuls`, `skinny_matmuls`, `epilogues_in_gemm`); convs
+  /// with fixed weights likewise. Costs one packed copy of those weights per callable,
+  /// shared by every plan that reads them in the same layout (`Stats::packed_weight_bytes`;
+  /// the column panels of matmuls of at most 4 rows are still per plan), and the GEMMs'
+  /// creation on a plan's first call; false: the weights are read as they are on every
+  /// call. Which matmuls qualify, and why: docs/design.md (Kernels).
   bool prepack_weights = true;
   /// f32 (the default) or bf16 (see MatmulPrecision; `Stats::bf16_matmuls`).
   MatmulPrecision matmul_precision = MatmulPrecision::f32;
@@ -151,15 +153,18 @@ class CompiledCallable {
                                      ///< mask, a weight transposed): run once when the plan is
                                      ///< made, not on each call, newest plan
     std::size_t packed_matmuls = 0;  ///< matmuls with prepacked weights, newest plan
-    std::size_t skinny_matmuls = 0;  ///< f32 matmuls of at most 4 rows (a batch-1 Linear
-                                     ///< layer), run as column panels, newest plan
-    std::size_t epilogues_in_gemm = 0;  ///< of the epilogues, those run inside the GEMM
-                                        ///< (oneDNN post-ops, or a scale as sgemm's alpha)
-    std::size_t bf16_matmuls = 0;       ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
-    std::size_t bf16_handoffs = 0;      ///< outputs written as bf16 for the bf16 matmuls that
-                                        ///< are their only readers (an MLP's two layers; a
-                                        ///< norm and the Q, K, V layers after it); needs
-                                        ///< bf16 units (none when emulated)
+    std::size_t packed_weight_bytes = 0;  ///< weights packed for oneDNN (matmuls, convs), all
+                                          ///< plans together: each weight is packed once per
+                                          ///< layout and shared by every plan that reads it
+    std::size_t skinny_matmuls = 0;       ///< f32 matmuls of at most 4 rows (a batch-1 Linear
+                                          ///< layer), run as column panels, newest plan
+    std::size_t epilogues_in_gemm = 0;    ///< of the epilogues, those run inside the GEMM
+                                          ///< (oneDNN post-ops, or a scale as sgemm's alpha)
+    std::size_t bf16_matmuls = 0;   ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
+    std::size_t bf16_handoffs = 0;  ///< outputs written as bf16 for the bf16 matmuls that
+                                    ///< are their only readers (an MLP's two layers; a
+                                    ///< norm and the Q, K, V layers after it); needs
+                                    ///< bf16 units (none when emulated)
     /// The instruction-set level the CPU kernels were chosen for (`kiln::cpu_isa()`). Below
     /// `avx512_bf16` the bf16 matmuls are f32 GEMMs over operands rounded to bfloat16
     /// (the same products, at f32 speed), not bf16 units.

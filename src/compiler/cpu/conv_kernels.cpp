@@ -20,6 +20,7 @@
 
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/onednn_support.hpp"
+#include "compiler/cpu/weight_packs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/error.hpp"
 
@@ -295,10 +296,17 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
        chosen_src, tile.src_in);
   dnnl::memory given(weights, engine, at(l.in[1], w_offset));
   if (chosen != weights) {  // fixed weights only (others are asked for as they are)
-    dnnl::memory packed(chosen, engine);
-    dnnl::stream stream(engine);
-    dnnl::reorder(given, packed).execute(stream, given, packed);
-    stream.wait();
+    const auto pack = [&] {
+      dnnl::memory packed(chosen, engine);
+      dnnl::stream stream(engine);
+      dnnl::reorder(given, packed).execute(stream, given, packed);
+      stream.wait();
+      return packed;
+    };
+    const dnnl::memory packed =
+        l.packs != nullptr
+            ? l.packs->find_or_pack(given.get_data_handle(), weights, chosen, false, pack)
+            : pack();
     owned.push_back(packed);
     given = packed;
   }

@@ -55,6 +55,8 @@ struct PreparedLaunch {
   const Kind kind;
 };
 
+class WeightPacks;
+
 /// Everything a kernel needs for one launch.
 struct Launch {
   const ir::Graph* graph = nullptr;
@@ -73,6 +75,9 @@ struct Launch {
   // Set by the planner: in[1] stays the same for the plan's life (a weight or a constant),
   // so prepare may pack it once for oneDNN (matmuls: PackedMatmul; convs: reordered).
   bool pack_rhs = false;
+  // With pack_rhs: the callable's packed weights, which prepare reads a packing from (or
+  // adds it to) rather than packing in[1] for this plan alone. Null: packs its own.
+  WeightPacks* packs = nullptr;
   // matmul launches, set by the planner: the product may be computed in bfloat16
   // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.
   bool bf16 = false;

@@ -372,7 +372,7 @@ void kernel::prepare_matmul(Launch& launch, int threads) {
       try {
         layout->packed = std::make_shared<const PackedMatmul>(
             a, b, reinterpret_cast<float*>(launch.out[0].data), layout->m, layout->k, layout->n,
-            launch.blocks, launch.epilogue, launch.bf16, columns);
+            launch.blocks, launch.epilogue, launch.bf16, columns, launch.packs);
       } catch (const DeviceError&) {
         // No primitive for it on this CPU: the sgemm tiles compute it, in f32.
         launch.blocks = blocks_for(launch, threads);

@@ -13,6 +13,7 @@
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/onednn_support.hpp"
 #include "compiler/cpu/vector_math.hpp"
+#include "compiler/cpu/weight_packs.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
@@ -195,7 +196,8 @@ struct PackedMatmul::Impl {
     // (oneDNN's fast kernels write dense outputs only).
     std::vector<std::byte> staging;
   };
-  std::vector<Kind> kinds;  // a few: by chunk rows and band widths
+  WeightPacks* packs = nullptr;  // the callable's, shared by its plans (or none)
+  std::vector<Kind> kinds;       // a few: by chunk rows and band widths
   std::vector<PackedB> packed_b;
   std::vector<Tile> tiles;
   // What was built, for write_bf16 to build it again.
@@ -300,16 +302,22 @@ void PackedMatmul::Impl::build(MatrixRef a_in, MatrixRef b_in, void* dst_in, boo
           if (made != &packed_b) packed_b.push_back(p);
           return p.memory;
         }
-    dnnl::memory given(Desc({k, kind.cols}, DataType::f32, {b.row, b.col}), engine,
-                       const_cast<float*>(b.data + c0 * b.col));  // read only
-    dnnl::memory out(kind.weights, engine);
-    if (emulated) {  // rounded to bf16, then packed as f32
-      dnnl::memory rounded(Desc({k, kind.cols}, DataType::bf16, Tag::ab), engine);
-      dnnl::reorder(given, rounded).execute(stream, given, rounded);
-      given = rounded;
-    }
-    dnnl::reorder(given, out).execute(stream, given, out);
-    stream.wait();
+    const Desc source({k, kind.cols}, DataType::f32, {b.row, b.col});
+    const float* from = b.data + c0 * b.col;
+    const auto pack = [&] {
+      dnnl::memory given(source, engine, const_cast<float*>(from));  // read only
+      dnnl::memory out(kind.weights, engine);
+      if (emulated) {  // rounded to bf16, then packed as f32
+        dnnl::memory rounded(Desc({k, kind.cols}, DataType::bf16, Tag::ab), engine);
+        dnnl::reorder(given, rounded).execute(stream, given, rounded);
+        given = rounded;
+      }
+      dnnl::reorder(given, out).execute(stream, given, out);
+      stream.wait();
+      return out;
+    };
+    const dnnl::memory out =
+        packs != nullptr ? packs->find_or_pack(from, source, kind.weights, emulated, pack) : pack();
     packed_b.push_back(PackedB{c0, out});
     return out;
   };
@@ -424,12 +432,13 @@ bool PackedMatmul::worth_packing(std::int64_t m, std::int64_t k, std::int64_t n)
 
 PackedMatmul::PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k,
                            std::int64_t n, std::int64_t tiles, const Launch* epilogue, bool bf16,
-                           bool columns)
+                           bool columns, WeightPacks* packs)
     : impl_(std::make_unique<Impl>()),
       m_(m),
       tiles_(std::max<std::int64_t>(1, tiles)),
       bf16_(bf16) {
   const OneOpenMpThread one_thread;
+  impl_->packs = packs;
   const std::optional<std::vector<PostOp>> post =
       epilogue ? post_ops_of(*epilogue, c) : std::nullopt;
   if (post) {

@@ -29,6 +29,7 @@
 namespace kiln::compiler {
 
 struct Launch;
+class WeightPacks;
 
 /// One f32 operand matrix: element (i, j) at `data[i * row + j * col]`.
 struct MatrixRef {
@@ -45,10 +46,11 @@ class PackedMatmul {
   /// (`fuses_epilogue()`).
   /// \throws DeviceError when oneDNN has no primitive for it (the caller falls back).
   /// With \p bf16, A and B are multiplied as bfloat16 (see above). With \p columns the
-  /// tiles are column bands (whole groups of 16 columns) rather than row bands.
+  /// tiles are column bands (whole groups of 16 columns) rather than row bands. With
+  /// \p packs, B's packings come from (and go to) the callable's shared ones.
   PackedMatmul(MatrixRef a, MatrixRef b, float* c, std::int64_t m, std::int64_t k, std::int64_t n,
                std::int64_t tiles, const Launch* epilogue = nullptr, bool bf16 = false,
-               bool columns = false);
+               bool columns = false, WeightPacks* packs = nullptr);
   ~PackedMatmul();
   PackedMatmul(const PackedMatmul&) = delete;
   PackedMatmul& operator=(const PackedMatmul&) = delete;
