@@ -453,6 +453,66 @@ void pool_planes(const Geometry& g, bool average, bool include_pad, std::int64_t
   }
 }
 
+/// The f32 pools: pool_planes' results (the same taps in the same order per output), a
+/// run of up to kRun outputs of a row at a time, tap by tap, so that each tap is one
+/// vectorisable loop over the run (strided loads) rather than scalar work per output.
+void pool_planes_f32(const Geometry& g, bool average, bool include_pad, std::int64_t first,
+                     std::int64_t last, const float* in, float* out) {
+  constexpr std::int64_t kRun = 256;
+  float acc[kRun];
+  const std::int64_t s2 = g.stride[2], d2 = g.dilation[2], p2 = g.pad_begin[2];
+  for (std::int64_t plane = first; plane < last; ++plane) {
+    const float* x = in + plane * g.in_plane();
+    float* y = out + plane * g.out_plane();
+    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      const Taps t0 = taps_of(g, 0, o0);
+      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+        const Taps t1 = taps_of(g, 1, o1);
+        float* row_out = y + (o0 * g.out[1] + o1) * g.out[2];
+        for (std::int64_t c0 = 0; c0 < g.out[2]; c0 += kRun) {
+          const std::int64_t c1 = std::min(g.out[2], c0 + kRun), len = c1 - c0;
+          std::fill(acc, acc + len, average ? 0.0f : -std::numeric_limits<float>::infinity());
+          for (std::int64_t k0 = t0.lo; k0 < t0.hi; ++k0) {
+            const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+            for (std::int64_t k1 = t1.lo; k1 < t1.hi; ++k1) {
+              const std::int64_t i1 = o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+              const float* row = x + (i0 * g.in[1] + i1) * g.in[2];
+              for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+                // The outputs o of this run whose tap k2 lies inside the row:
+                // 0 <= o s2 - p2 + k2 d2 < in2.
+                const std::int64_t shift = k2 * d2 - p2;
+                const std::int64_t lo = std::max(c0, shift >= 0 ? 0 : (-shift + s2 - 1) / s2);
+                const std::int64_t top = g.in[2] - 1 - shift;
+                const std::int64_t hi = top < 0 ? lo : std::min(c1, top / s2 + 1);
+                const float* from = row + shift;
+                if (average) {
+                  for (std::int64_t o = lo; o < hi; ++o) acc[o - c0] += from[o * s2];
+                } else {
+                  for (std::int64_t o = lo; o < hi; ++o) {
+                    const float v = from[o * s2], best = acc[o - c0];
+                    acc[o - c0] = v > best || v != v ? v : best;  // a NaN wins, and stays
+                  }
+                }
+              }
+            }
+          }
+          for (std::int64_t o = c0; o < c1; ++o) {
+            float v = acc[o - c0];
+            if (average) {
+              const Taps t2 = taps_of(g, 2, o);
+              const std::int64_t count = include_pad
+                                             ? t0.padded * t1.padded * t2.padded
+                                             : (t0.hi - t0.lo) * (t1.hi - t1.lo) * (t2.hi - t2.lo);
+              v /= static_cast<float>(count);
+            }
+            row_out[o] = v;
+          }
+        }
+      }
+    }
+  }
+}
+
 void pool(const Launch& l, bool average) {
   const Geometry g = window_geometry(l, false);
   const ir::Attribute* include = l.view().find("count_include_pad");
@@ -460,11 +520,8 @@ void pool(const Launch& l, bool average) {
   const View &x = l.in[0], &o = l.out[0];
   const auto [first, last] = block_range(g.n * g.c);
   if (x.dtype == DType::f32) {
-    const auto* in = reinterpret_cast<const float*>(x.data);
-    auto* out = reinterpret_cast<float*>(o.data);
-    pool_planes<float>(
-        g, average, include_pad, first, last, [&](std::int64_t i) { return in[i]; },
-        [&](std::int64_t i, float v) { out[i] = v; });
+    pool_planes_f32(g, average, include_pad, first, last, reinterpret_cast<const float*>(x.data),
+                    reinterpret_cast<float*>(o.data));
   } else if (is_floating(x.dtype)) {
     pool_planes<double>(
         g, average, include_pad, first, last, [&](std::int64_t i) { return load(x, i); },
