@@ -4,7 +4,8 @@
 # and on a plain MLP, at batch 1 and 16, on every core and on one. Installs the peers from PyPI into
 # build/peers-venv (network needed; torch alone is ≈ 3 GB) and MAX into a venv of its own,
 # build/max-venv; then kernels against PyTorch's and compile time against JAX,
-# torch.compile and MAX; then the ONNX model zoo against ONNX Runtime and PyTorch eager.
+# torch.compile and MAX; then the ONNX model zoo against ONNX Runtime, OpenVINO, PyTorch
+# eager and torch.compile.
 # Writes build/peers/*.json and build/peers/zoo_t*.md. See bench/peers/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,12 +89,18 @@ taskset -c 0 "$venv/bin/python" bench/peers/compile_peers.py --threads 1 \
   --json build/peers/compile_t1.json
 echo
 # The ONNX model zoo (ResNet-18, MobileNetV3-Small, GPT-2, all-MiniLM-L6-v2, Llama; issue
-# 28) imported from .onnx files: kiln against ONNX Runtime and PyTorch eager, same
-# threads. Uses the zoo's own pinned virtual environment (.venv-zoo, scripts/onnx-zoo.sh).
+# 28) imported from .onnx files: kiln against ONNX Runtime, OpenVINO, PyTorch eager and
+# torch.compile, same threads, at batch 1 and at a serving batch (16 x 128 tokens, 8
+# images), in f32 and with bf16 matmuls. Uses the zoo's own pinned virtual environment
+# (.venv-zoo, scripts/onnx-zoo.sh).
 for threads in "$cores" 1; do
-  taskset -c "0-$((threads - 1))" scripts/onnx-zoo.sh --bench --threads "$threads" \
-    | tee "build/peers/zoo_t${threads}.md"
-  echo
+  for precision in f32 bf16; do
+    flag=()
+    [ "$precision" = bf16 ] && flag=(--bf16)
+    taskset -c "0-$((threads - 1))" scripts/onnx-zoo.sh --bench --threads "$threads" \
+      --rounds 3 --iterations 5 "${flag[@]}" | tee "build/peers/zoo_t${threads}_${precision}.md"
+    echo
+  done
 done
 echo "kiln against the fastest peer, and against the machine's ceiling (bench/peers/roofline.py):"
 python3 bench/peers/summary.py "${runs[@]}"

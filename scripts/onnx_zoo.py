@@ -18,11 +18,13 @@ Each is exported with dynamic batch (and sequence) dims, then for each input set
   (max |ort|), which must be at most 1e-4 for f32 (the issue's bound); a row above it
   fails the run (exit 1).
 
-With --bench it times the same models instead (no comparison of values): kiln
-(`kiln bench --serve`), ONNX Runtime and PyTorch eager (the model the file was exported
-from) at the same thread count, their calls interleaved in rounds so that the machine's
-drift hits all three alike; the table gives each one's median and kiln's speed ratios.
-scripts/bench-peers.sh runs it at every core and at one.
+With --bench it times the same models instead: kiln (`kiln bench --serve`), ONNX Runtime,
+OpenVINO (when installed), PyTorch eager and torch.compile (the model the file was
+exported from) at the same thread count, at batch 1 and at a serving batch, their calls
+interleaved in rounds so that the machine's drift hits all alike; the table gives each
+one's median, the fastest peer's time over kiln's, and each one's largest difference from
+ONNX Runtime's output (kiln's from a `kiln run` of the same inputs). scripts/bench-peers.sh
+runs it at every core and at one.
 
 Needs the zoo's virtual environment (torch, torchvision, transformers, onnxruntime,
 onnxscript): scripts/onnx-zoo.sh makes it. Nothing here is a test: it is run by hand and
@@ -199,9 +201,11 @@ def import_symbolic(kiln, path, work):
     return mlir, []
 
 
-def run_kiln(kiln, path, feeds, work, weights=None):
+def run_kiln(kiln, path, feeds, work, weights=None, bf16=False):
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(kiln), "run", str(path), "--output", str(work / "out"), "--threads", "1"]
+    if bf16:
+        cmd += ["--matmul-precision", "bf16"]
     if weights is not None:
         cmd += ["--weights", str(weights)]
     for name, value in feeds.items():
@@ -217,11 +221,27 @@ def run_kiln(kiln, path, feeds, work, weights=None):
 
 # ---- timing (--bench) ------------------------------------------------------------------
 
-BENCH_SHAPES = {"resnet18": (1,), "mobilenet_v3_small": (1,)}  # images; else 1 x 128 tokens
+# Batch 1 (1 x 128 tokens, one image) and the serving batch (16 x 128 tokens, 8 images).
+BENCH_SHAPES = {"resnet18": (1,), "mobilenet_v3_small": (1,)}  # else (1, 128)
+SERVING_SHAPES = {"resnet18": (8,), "mobilenet_v3_small": (8,)}  # else (16, 128)
+PEERS = ("ort", "openvino", "torch", "torch.compile")
+PEER_NAMES = {"ort": "ONNX Runtime", "openvino": "OpenVINO", "torch": "PyTorch eager",
+              "torch.compile": "torch.compile"}
 
 
-def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, iterations, work):
-    """Medians in milliseconds of kiln, ONNX Runtime and PyTorch eager on the same inputs."""
+def scaled_error(got, want):
+    """max |got - want| over the output's scale (max |want|)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+
+
+def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, iterations, work,
+                peers, bf16=False):
+    """Medians in milliseconds of kiln and each of \p peers on the same inputs, their calls
+    interleaved in rounds, and each one's largest difference from ONNX Runtime's output
+    (kiln's from one `kiln run` of the same inputs). With \p bf16 the matmuls (and
+    convolutions) multiply in bfloat16 where a system can: kiln --matmul-precision bf16,
+    OpenVINO's bf16 inference precision, torch.autocast; ONNX Runtime stays f32."""
     import onnxruntime as ort
     import torch
 
@@ -231,6 +251,8 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(kiln), "bench", str(path), "--threads", str(threads), "--serve",
            "--reference-iterations", "0", "--warmup", "3"]
+    if bf16:
+        cmd += ["--matmul-precision", "bf16"]
     for n, value in feeds.items():
         np.save(work / f"{n}.npy", value)
         cmd += ["--input", f"{n}={work / f'{n}.npy'}"]
@@ -240,10 +262,41 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
+    reference = sess.run(None, feeds)[0]
     torch.set_num_threads(threads)
     model.eval()
     args = [torch.from_numpy(feeds[n]) for n in in_names]
+    runs, outputs = {}, {}
+    runs["ort"] = lambda: sess.run(None, feeds)[0]
+    if "openvino" in peers:
+        import openvino as ov
+
+        core = ov.Core()
+        # f32, as every other system here computes: on a CPU with AVX512-BF16 or AMX,
+        # OpenVINO's default is bf16 (differences of ~5e-3 of the output's scale).
+        core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
+                                  "NUM_STREAMS": 1,
+                                  "INFERENCE_PRECISION_HINT": "bf16" if bf16 else "f32"})
+        request = core.compile_model(str(path), "CPU").create_infer_request()
+        runs["openvino"] = lambda: next(iter(request.infer(feeds).values()))
+    def autocast():
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+    if "torch" in peers:
+        def run_torch():
+            with torch.inference_mode(), autocast():
+                return model(*args).float().numpy()
+        runs["torch"] = run_torch
+    if "torch.compile" in peers:
+        compiled = torch.compile(model)
+
+        def run_compiled():
+            with torch.inference_mode(), autocast():
+                return compiled(*args).float().numpy()
+        t = time.perf_counter()
+        run_compiled()
+        log(f"{name}: torch.compile compiled in {time.perf_counter() - t:.1f} s")
+        runs["torch.compile"] = run_compiled
 
     def timed(f, n):
         out = []
@@ -253,46 +306,61 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
             out.append((time.perf_counter() - t) * 1e3)
         return out
 
-    def run_ort():
-        sess.run(None, feeds)
-
-    def run_torch():
-        with torch.inference_mode():
-            model(*args)
-
-    for f in (run_ort, run_torch):  # warm-up
-        timed(f, 3)
-    times = {"kiln": [], "ort": [], "torch": []}
+    for peer, f in runs.items():  # warm-up, and the outputs
+        outputs[peer] = np.array(f())
+        timed(f, 2)
+    errors = {peer: scaled_error(out, reference) for peer, out in outputs.items()}
+    kiln_out, problems = run_kiln(kiln, path, feeds, work / "check", bf16=bf16)
+    errors["kiln"] = scaled_error(kiln_out[0], reference) if kiln_out else float("nan")
+    if problems:
+        log(f"{name}: kiln run failed: {problems[-1]}")
+    times = {"kiln": [], **{peer: [] for peer in runs}}
     for r in range(rounds):
         times["kiln"] += kiln_timer(iterations)
-        times["ort"] += timed(run_ort, iterations)
-        times["torch"] += timed(run_torch, iterations)
-        log(f"{name}: round {r + 1}/{rounds}: kiln {median(times['kiln']):.2f} ms, "
-            f"ort {median(times['ort']):.2f} ms, torch {median(times['torch']):.2f} ms")
+        for peer, f in runs.items():
+            times[peer] += timed(f, iterations)
+        log(f"{name}: round {r + 1}/{rounds}: " +
+            ", ".join(f"{k} {median(v):.2f} ms" for k, v in times.items()))
     kiln_timer.close()
-    return {k: median(v) for k, v in times.items()}
+    return {k: median(v) for k, v in times.items()}, errors
 
 
 def main_bench(args):
     out = pathlib.Path(args.out)
     rng = np.random.default_rng(0)
-    print(f"| model | input | threads | kiln ms | ONNX Runtime ms | PyTorch eager ms "
-          f"| ORT / kiln | PyTorch / kiln |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    peers = [p for p in PEERS if p in args.peers]
+    if "openvino" in peers:
+        try:
+            import openvino  # noqa: F401
+        except ImportError:
+            log("onnx-zoo: openvino is not installed here: its column is left out")
+            peers.remove("openvino")
+    columns = " | ".join(f"{PEER_NAMES[p]} ms" for p in peers)
+    if args.bf16:
+        print("bf16: kiln --matmul-precision bf16, OpenVINO bf16, torch.autocast(bfloat16); "
+              "ONNX Runtime f32\n")
+    print(f"| model | input | threads | kiln ms | {columns} | fastest peer / kiln "
+          f"| largest difference from ONNX Runtime (kiln, then peers) |")
+    print("| --- " * (6 + len(peers)) + "|")
+    sizes = {"1": BENCH_SHAPES, "serving": SERVING_SHAPES}
     for name in args.models:
         path = out / f"{name}.onnx"
         model, margs, in_names, out_names, dyn, inputs = MODELS[name]()
         if not path.exists():
             log(f"{name}: exporting to {path}")
             export(model, margs, path, in_names, out_names, dyn)
-        shape = BENCH_SHAPES.get(name, (1, 128))
-        feeds = inputs(rng, *shape)
-        label = "x".join(str(s) for s in shape)
-        m = bench_model(name, path, model, in_names, feeds, args.kiln, args.threads, args.rounds,
-                        args.iterations, out / f"{name}_bench")
-        print(f"| {name} | {label} | {args.threads} | {m['kiln']:.2f} | {m['ort']:.2f} "
-              f"| {m['torch']:.2f} | {m['ort'] / m['kiln']:.2f} | {m['torch'] / m['kiln']:.2f} |",
-              flush=True)
+        for batch in args.batches:
+            shape = sizes[batch].get(name, (1, 128) if batch == "1" else (16, 128))
+            feeds = inputs(rng, *shape)
+            label = "x".join(str(s) for s in shape)
+            m, errors = bench_model(name, path, model, in_names, feeds, args.kiln, args.threads,
+                                    args.rounds, args.iterations, out / f"{name}_bench_{label}",
+                                    peers, bf16=args.bf16)
+            fastest = min(m[p] for p in peers)
+            cells = " | ".join(f"{m[p]:.2f}" for p in peers)
+            diffs = ", ".join(f"{errors[k]:.1e}" for k in ["kiln", *[p for p in peers if p != "ort"]])
+            print(f"| {name} | {label} | {args.threads} | {m['kiln']:.2f} | {cells} "
+                  f"| {fastest / m['kiln']:.2f} | {diffs} |", flush=True)
     return 0
 
 
@@ -307,6 +375,12 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="--bench: threads each")
     ap.add_argument("--rounds", type=int, default=5, help="--bench: interleaved rounds")
     ap.add_argument("--iterations", type=int, default=20, help="--bench: calls per round")
+    ap.add_argument("--batches", nargs="*", default=["1", "serving"], choices=["1", "serving"],
+                    help="--bench: batch 1, and/or the serving batch (16 x 128 tokens, 8 images)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="--bench: matmuls in bfloat16 where a system can (ONNX Runtime: f32)")
+    ap.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS),
+                    help="--bench: the systems timed beside kiln")
     args = ap.parse_args()
     if args.bench:
         return main_bench(args)
