@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -291,6 +292,64 @@ TEST(Conv, HostileGeometryIsRefusedNotOverflowed) {
 }
 
 // ---- resize ---------------------------------------------------------------------------------
+
+/// \p t with every element rounded to bfloat16 (round to nearest even), as f32.
+Tensor rounded_to_bf16(const Tensor& t) {
+  std::vector<float> v;
+  for (double x : t.to_doubles()) {
+    auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(x));
+    bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;  // finite values here
+    v.push_back(std::bit_cast<float>(bits));
+  }
+  return Tensor::from_data(std::span<const float>(v), t.shape());
+}
+
+TEST(Conv, Bf16ConvsRoundInputAndWeightsOnceAndSumInF32) {
+  // MatmulPrecision::bf16 makes a conv with fixed weights multiply bf16 operands (bf16
+  // units, or f32 kernels over rounded operands where the CPU has none: the same
+  // products): the reference on a bf16-rounded input and weights agrees up to summation
+  // order; the f32 result differs. Plain, strided and depthwise convs; 1 and 2 workers.
+  struct Case {
+    const char* name;
+    Ints x, w;
+    Window window;
+  };
+  for (const Case& c :
+       {Case{"3x3", {2, 16, 10, 10}, {32, 16, 3, 3}, {.pads = {1, 1, 1, 1}}},
+        Case{"strided", {1, 8, 15, 15}, {16, 8, 3, 3}, {.strides = {2, 2}}},
+        Case{"depthwise", {1, 32, 9, 9}, {32, 1, 5, 5}, {.pads = {2, 2, 2, 2}, .groups = 32}}}) {
+    const Shape xs = shape_of(c.x), ws = shape_of(c.w);
+    const StagedGraph staged = stage([&](Tensor x) {
+      const Tensor w = weight("w", TensorLayout(DType::f32, ws));
+      const Tensor b = weight("b", TensorLayout(DType::f32, Shape{c.w[0]}));
+      return relu(conv(x, w, b, c.window));
+    })(TensorLayout(DType::f32, xs));
+    const std::map<std::string, Tensor> weights = {
+        {"w", Tensor::random(TensorLayout(DType::f32, ws), 3, -0.5, 0.5)},
+        {"b", Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 4, -0.5, 0.5)}};
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, xs), 5, -2, 2);
+    std::map<std::string, Tensor> rounded = weights;
+    rounded["w"] = rounded_to_bf16(weights.at("w"));
+    const std::vector<double> want =
+        reference_run(staged.graph(), {rounded_to_bf16(x)}, rounded)[0].to_doubles();
+    const std::vector<double> exact = reference_run(staged.graph(), {x}, weights)[0].to_doubles();
+    for (const int threads : {1, 2}) {
+      CompileOptions options = on_threads(threads);
+      options.matmul_precision = MatmulPrecision::bf16;
+      CompiledCallable compiled(staged, weights, options);
+      const std::vector<double> got = compiled.run({x})[0].to_doubles();
+      const std::string what = std::string(c.name) + ", threads " + std::to_string(threads);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      double off_exact = 0;
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        ASSERT_NEAR(got[k], want[k], 1e-4 * (1 + std::fabs(want[k]))) << what << " at " << k;
+        off_exact = std::max(off_exact, std::fabs(got[k] - exact[k]));
+      }
+      EXPECT_GT(off_exact, 1e-4) << what << ": bf16 was not used";
+      EXPECT_EQ(compiled.stats().bf16_matmuls, 1u) << what;
+    }
+  }
+}
 
 TEST(Resize, NearestAndLinearWorkedByHand) {
   const Tensor x = f32({1, 2, 3, 4}, {1, 1, 2, 2});

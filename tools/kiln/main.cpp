@@ -114,8 +114,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
       ->capture_default_str();
   add_threads_option(cmd, o.threads);
   cmd.add_option("--matmul-precision", o.matmul_precision,
-                 "f32, or bf16: Linear layers multiply in bfloat16 (weights rounded once, sums "
-                 "in f32; on AMX / AVX512-BF16), as torch.autocast(bfloat16) does")
+                 "f32, or bf16: Linear layers and convolutions multiply in bfloat16 (weights "
+                 "rounded once, sums in f32; on AMX / AVX512-BF16), as torch.autocast(bfloat16) "
+                 "does")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   if (with_passes) {

@@ -36,7 +36,8 @@ enum class MatmulPrecision : unsigned char {
   /// Products of operands rounded to bfloat16, summed in f32, for matmuls that read a
   /// weight (the weight rounded once per plan, the activations on each call; layers of at
   /// most 4 rows keep f32 activations) and batched matmuls of activations (attention:
-  /// both operands each call); every other matmul stays f32. Results move by bfloat16's
+  /// both operands each call), and convolutions that read a weight (input and weights
+  /// rounded, outputs and sums f32); every other matmul stays f32. Results move by bfloat16's
   /// rounding (relative 2^-9 per operand), as with PyTorch's
   /// `torch.autocast("cpu", torch.bfloat16)`. The same products on every CPU: on one
   /// without bf16 units (`kiln::has_native_bf16()` false) f32 GEMMs over the rounded
@@ -160,11 +161,12 @@ class CompiledCallable {
                                           ///< layer), run as column panels, newest plan
     std::size_t epilogues_in_gemm = 0;    ///< of the epilogues, those run inside the GEMM
                                           ///< (oneDNN post-ops, or a scale as sgemm's alpha)
-    std::size_t bf16_matmuls = 0;   ///< matmuls computed in bfloat16 (`MatmulPrecision::bf16`)
-    std::size_t bf16_handoffs = 0;  ///< outputs written as bf16 for the bf16 matmuls that
-                                    ///< are their only readers (an MLP's two layers; a
-                                    ///< norm and the Q, K, V layers after it); needs
-                                    ///< bf16 units (none when emulated)
+    std::size_t bf16_matmuls = 0;         ///< matmuls and convs computed in bfloat16
+                                          ///< (`MatmulPrecision::bf16`)
+    std::size_t bf16_handoffs = 0;        ///< outputs written as bf16 for the bf16 matmuls that
+                                          ///< are their only readers (an MLP's two layers; a
+                                          ///< norm and the Q, K, V layers after it); needs
+                                          ///< bf16 units (none when emulated)
     /// The instruction-set level the CPU kernels were chosen for (`kiln::cpu_isa()`). Below
     /// `avx512_bf16` the bf16 matmuls are f32 GEMMs over operands rounded to bfloat16
     /// (the same products, at f32 speed), not bf16 units.

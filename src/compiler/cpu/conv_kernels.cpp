@@ -20,8 +20,10 @@
 
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/onednn_support.hpp"
+#include "compiler/cpu/vector_math.hpp"
 #include "compiler/cpu/weight_packs.hpp"
 #include "core/str.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
 
 namespace kiln::compiler::kernel {
@@ -131,6 +133,12 @@ struct ConvTile {
   // When the primitive reads and writes blocked layouts (its fast kernels do): the tile's
   // input reordered into one, and its output reordered back, around `step`.
   onednn::Step src_in, dst_out;
+  // Emulated bf16 (no bf16 units): first each of `rows` runs of `run` input elements,
+  // `stride` apart from `from`, rounded to bf16 into the dense f32 `to` (`src_in` reads).
+  const float* from = nullptr;
+  float* to = nullptr;
+  std::int64_t rows = 0, run = 0, stride = 0;
+  dnnl::memory rounded;  // owns `to`
   dnnl::stream stream;
 };
 
@@ -141,6 +149,7 @@ struct PreparedConv final : PreparedLaunch {
   std::vector<ConvTile> tiles;
   std::vector<dnnl::memory> weights;  // fixed weights reordered for oneDNN's kernel
   std::int64_t m = 0, out_plane = 0;
+  bool bf16 = false;  // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
 };
 
 /// The trailing \p spatial entries of \p s, each minus \p minus.
@@ -227,15 +236,32 @@ std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
                        .step = {},
                        .src_in = {},
                        .dst_out = {},
+                       .from = nullptr,
+                       .to = nullptr,
+                       .rows = 0,
+                       .run = 0,
+                       .stride = 0,
+                       .rounded = {},
                        .stream = {}});
   return tiles;
 }
 
+/// \p d's dims, dense row-major, in \p type.
+Desc dense(const Desc& d, dnnl::memory::data_type type) {
+  const DnnlDims dims = d.dims();
+  DnnlDims strides(dims.size(), 1);
+  for (std::size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
+  return Desc(dims, type, strides);
+}
+
 /// Builds \p tile's primitive and binds it to \p l's buffers; \p fixed weights are
-/// reordered once into the layout the primitive prefers (into \p owned). \returns whether
-/// oneDNN chose its reference implementation (tens of times slower than its others).
+/// reordered once into the layout the primitive prefers (into \p owned). With \p bf16
+/// (fixed weights only) the input and weights are multiplied as bfloat16, summed and
+/// written in f32: by bf16 units where the CPU has them, else as f32 over operands rounded
+/// to bf16 (the same products). \returns whether oneDNN chose its reference implementation
+/// (tens of times slower than its others).
 bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& tile,
-                std::vector<dnnl::memory>& owned) {
+                std::vector<dnnl::memory>& owned, bool bf16) {
   const dnnl::engine& engine = onednn::cpu_engine();
   const std::int64_t rows = tile.n1 - tile.n0, outs = tile.m1 - tile.m0;
   // A grouped tile reads its groups' input channels; an ungrouped one all of them.
@@ -249,11 +275,14 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   // activations (nChw16c) and weights; on kiln's plain layouts it has only im2col + GEMM
   // (2-3x slower for a 3x3 conv, ~100x for a depthwise one). The activations are then
   // reordered in and out on each call, the weights once.
-  const auto any = [](const Desc& d) {
-    return Desc(d.dims(), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+  const bool native = bf16 && has_native_bf16(), emulated = bf16 && !native;
+  const auto f32 = dnnl::memory::data_type::f32, bf16_type = dnnl::memory::data_type::bf16;
+  const auto any = [](const Desc& d, dnnl::memory::data_type type) {
+    return Desc(d.dims(), type, dnnl::memory::format_tag::any);
   };
-  const Desc asked = fixed ? any(weights) : weights, asked_src = fixed ? any(src) : src,
-             asked_dst = fixed ? any(dst) : dst;
+  const dnnl::memory::data_type operands = native ? bf16_type : f32;
+  const Desc asked = fixed ? any(weights, operands) : weights,
+             asked_src = fixed ? any(src, operands) : src, asked_dst = fixed ? any(dst, f32) : dst;
   const bool has_bias = l.in.size() > 2;
   const Desc bias = has_bias ? Desc({outs}, dnnl::memory::data_type::f32, DnnlDims{1}) : Desc();
   const DnnlDims strides = tail(g.stride, g.spatial), dilates = tail(g.dilation, g.spatial, 1),
@@ -283,6 +312,18 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   // chose with a reorder from (source) or into (destination) kiln's bytes.
   const auto bind = [&](int arg, const dnnl::memory& user, const Desc& chosen_desc,
                         onednn::Step& reorder) {
+    if (arg == DNNL_ARG_SRC && emulated) {  // rounded to bf16 (by kiln), then into its layout
+      tile.rounded = dnnl::memory(dense(user.get_desc(), f32), engine);
+      tile.to = static_cast<float*>(tile.rounded.get_data_handle());
+      tile.from = static_cast<const float*>(user.get_data_handle());
+      tile.rows = rows;
+      tile.run = ins * g.in_plane();
+      tile.stride = g.c * g.in_plane();
+      const dnnl::memory blocked(chosen_desc, engine);
+      reorder = onednn::reorder_step(tile.rounded, blocked);
+      tile.step.add(arg, blocked);
+      return;
+    }
     if (chosen_desc == user.get_desc()) {
       tile.step.add(arg, user);
       return;
@@ -297,15 +338,23 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   dnnl::memory given(weights, engine, at(l.in[1], w_offset));
   if (chosen != weights) {  // fixed weights only (others are asked for as they are)
     const auto pack = [&] {
-      dnnl::memory packed(chosen, engine);
+      dnnl::memory from = given, packed(chosen, engine);
       dnnl::stream stream(engine);
-      dnnl::reorder(given, packed).execute(stream, given, packed);
+      if (emulated) {  // rounded to bf16 first (native: the reorder into bf16 rounds)
+        dnnl::memory rounded(dense(weights, f32), engine);
+        dnnl::reorder(from, rounded).execute(stream, from, rounded);
+        stream.wait();
+        auto* values = static_cast<float*>(rounded.get_data_handle());
+        vmath::round_bf16_f32(values, values, rounded.get_desc().get_size() / sizeof(float), 1.0f);
+        from = rounded;
+      }
+      dnnl::reorder(from, packed).execute(stream, from, packed);
       stream.wait();
       return packed;
     };
     const dnnl::memory packed =
         l.packs != nullptr
-            ? l.packs->find_or_pack(given.get_data_handle(), weights, chosen, false, pack)
+            ? l.packs->find_or_pack(given.get_data_handle(), weights, chosen, bf16, pack)
             : pack();
     owned.push_back(packed);
     given = packed;
@@ -329,22 +378,32 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
       static_cast<std::uint32_t>(std::clamp<std::int64_t>(outputs / 1024, 1, std::max(threads, 1)));
   if (!f32 || outputs == 0 || elements(l.in[0].shape) == 0) return;  // direct loops
   // Tiles of several workers, unless oneDNN has only its reference kernel for their
-  // slices: then one tile (the whole problem is a plain layout).
+  // slices: then one tile (the whole problem is a plain layout). In bf16 (fixed weights,
+  // `MatmulPrecision::bf16`) unless oneDNN has only its reference kernel or none for that:
+  // then f32.
   std::unique_ptr<PreparedConv> prepared;
-  for (const int workers : {threads, 1}) {
-    prepared = std::make_unique<PreparedConv>();
-    prepared->tiles = plan_tiles(g, workers);
-    prepared->m = g.m;
-    prepared->out_plane = g.out_plane();
-    bool reference = false;
-    try {
-      const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
-      for (ConvTile& tile : prepared->tiles)
-        reference = build_tile(l, g, transposed, tile, prepared->weights) || reference;
-    } catch (const dnnl::error&) {
-      return;  // no primitive for it on this CPU: the direct loops compute it
+  const bool want_bf16 = l.bf16 && l.pack_rhs;
+  for (const bool bf16 : {want_bf16, false}) {
+    bool reference = false, failed = false;
+    for (const int workers : {threads, 1}) {
+      prepared = std::make_unique<PreparedConv>();
+      prepared->tiles = plan_tiles(g, workers);
+      prepared->m = g.m;
+      prepared->out_plane = g.out_plane();
+      prepared->bf16 = bf16;
+      reference = false;
+      try {
+        const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
+        for (ConvTile& tile : prepared->tiles)
+          reference = build_tile(l, g, transposed, tile, prepared->weights, bf16) || reference;
+      } catch (const dnnl::error&) {
+        failed = true;
+        break;
+      }
+      if (!reference || prepared->tiles.size() == 1) break;
     }
-    if (!reference || prepared->tiles.size() == 1) break;
+    if (!bf16 && failed) return;  // no primitive for it on this CPU: the direct loops compute it
+    if (!failed && !(bf16 && reference)) break;
   }
   l.blocks = static_cast<std::uint32_t>(prepared->tiles.size());
   l.prepared = std::move(prepared);
@@ -362,6 +421,9 @@ void run_window_conv(const Launch& l, bool transposed) {
   const auto [first, last] = block_range(static_cast<std::int64_t>(p->tiles.size()));
   for (std::int64_t t = first; t < last; ++t) {
     const ConvTile& tile = p->tiles[static_cast<std::size_t>(t)];
+    for (std::int64_t r = 0; r < tile.rows; ++r)  // emulated bf16: the input rounded
+      vmath::round_bf16_f32(tile.from + r * tile.stride, tile.to + r * tile.run,
+                            static_cast<std::size_t>(tile.run), 1.0f);
     if (!tile.src_in.run(tile.stream) || !tile.step.run(tile.stream) ||
         !tile.dst_out.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
       throw DeviceError(
@@ -562,6 +624,11 @@ WindowGeometry window_geometry(const Launch& l, bool kernel_from_w) {
     g.pad_end[lead + d] = pads[g.spatial + d];
   }
   return g;
+}
+
+bool conv_in_bf16(const Launch& l) {
+  const PreparedConv* p = l.prepared_as<PreparedConv>();
+  return p != nullptr && p->bf16;
 }
 
 void conv(const Launch& l) { run_window_conv(l, false); }

@@ -236,6 +236,8 @@ void conv_transpose(const Launch& l);
 /// f32 convs: oneDNN primitives over tiles of batch entries and output channels.
 void prepare_conv(Launch& launch, int threads);
 void prepare_conv_transpose(Launch& launch, int threads);
+/// True when prepare set the conv launch \p l to multiply in bfloat16.
+bool conv_in_bf16(const Launch& l);
 void max_pool(const Launch& l);
 void avg_pool(const Launch& l);
 /// Pools split by [N, C] planes.

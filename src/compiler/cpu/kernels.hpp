@@ -130,7 +130,7 @@ bool hand_off_bf16(Launch& producer, Launch& consumer);
 /// rows read only by emulated batched bf16 matmuls as their dense left operand. The caller
 /// guarantees that nothing else reads that output. \returns whether it did.
 bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers);
-/// True when prepare set the matmul launch \p launch to compute in bfloat16.
+/// True when prepare set the matmul or conv launch \p launch to compute in bfloat16.
 bool in_bf16(const Launch& launch);
 /// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).
 bool epilogue_in_gemm(const Launch& launch);

@@ -470,6 +470,7 @@ bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers) {
 }
 
 bool in_bf16(const Launch& launch) {
+  if (kernel::conv_in_bf16(launch)) return true;
   if (matmul_of(launch) == nullptr) return false;
   const MatmulLayout& m = *matmul_of(launch);
   return (m.skinny != nullptr && m.skinny->bf16()) || (m.packed != nullptr && m.packed->bf16()) ||
