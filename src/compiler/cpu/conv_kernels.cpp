@@ -337,11 +337,13 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
        chosen_src, tile.src_in);
   dnnl::memory given(weights, engine, at(l.in[1], w_offset));
   if (chosen != weights) {  // fixed weights only (others are asked for as they are)
+    // (Copies: clang 14 lets no lambda capture a structured binding.)
+    const Desc packed_desc = chosen, source_desc = weights;
     const auto pack = [&] {
-      dnnl::memory from = given, packed(chosen, engine);
+      dnnl::memory from = given, packed(packed_desc, engine);
       dnnl::stream stream(engine);
       if (emulated) {  // rounded to bf16 first (native: the reorder into bf16 rounds)
-        dnnl::memory rounded(dense(weights, f32), engine);
+        dnnl::memory rounded(dense(source_desc, f32), engine);
         dnnl::reorder(from, rounded).execute(stream, from, rounded);
         stream.wait();
         auto* values = static_cast<float*>(rounded.get_data_handle());
