@@ -413,10 +413,15 @@ struct CompiledCallable::Impl {
       std::size_t bytes = 0;
       for (const compiler::Arena& a : plan->arenas) bytes += a.bytes;
       stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, bytes);
-      stats.launches = plan->launches.size() - plan->epilogues - plan->views - plan->hoisted;
+      // Hoisted: invariant launches that run on their own (an invariant epilogue runs inside
+      // its matmul and counts as an epilogue).
+      std::size_t hoisted = 0;
+      for (std::size_t i = 0; i < plan->launches.size(); ++i)
+        hoisted += plan->invariant[i] && !plan->absorbed[i] ? 1 : 0;
+      stats.launches = plan->launches.size() - plan->epilogues - plan->views - hoisted;
       stats.epilogues = plan->epilogues;
       stats.views = plan->views;
-      stats.hoisted = plan->hoisted;
+      stats.hoisted = hoisted;
       stats.packed_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::packed(l); }));

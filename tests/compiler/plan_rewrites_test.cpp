@@ -174,6 +174,37 @@ TEST(HoistInvariant, LaunchesThatReadOnlyWeightsRunOncePerPlanAndCallsStayRight)
   EXPECT_EQ(compiled.stats().plans, 3u);
 }
 
+TEST(HoistInvariant, AnInvariantMatmulWithItsEpilogueCountsOnce) {
+  // w1 w2 + b reads only weights: the matmul and its bias add (its epilogue) run once per
+  // plan, counted once as hoisted and once as an epilogue, never twice; a call runs the
+  // `launches` kernels Stats says.
+  const StagedGraph staged = stage([](Tensor x) {
+    const Tensor w =
+        matmul(weight("w1", f32({8, 8})), weight("w2", f32({8, 8}))) + weight("b", f32({8}));
+    return matmul(x, w);
+  })(f32({4, 8}));
+  const std::map<std::string, Tensor> weights = {{"w1", Tensor::random(f32({8, 8}), 1, -1, 1)},
+                                                 {"w2", Tensor::random(f32({8, 8}), 2, -1, 1)},
+                                                 {"b", Tensor::random(f32({8}), 3, -1, 1)}};
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{1});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  const std::vector<Tensor> in = {Tensor::random(f32({4, 8}), 4, -1, 1)};
+  const std::vector<double> got = compiled.run(in)[0].to_doubles(),
+                            want = reference_run(staged.graph(), in, weights)[0].to_doubles();
+  for (std::size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], 1e-5) << k;
+  auto profiler = std::make_shared<Profiler>();
+  ctx->set_profiler(profiler);
+  (void)compiled.run(in);
+  ctx->set_profiler(nullptr);
+  std::set<std::uint32_t> nodes;
+  for (const ProfileEvent& e : profiler->events()) nodes.insert(e.node);
+  const CompiledCallable::Stats stats = compiled.stats();
+  EXPECT_EQ(stats.epilogues, 1u);
+  EXPECT_EQ(stats.hoisted, 1u);  // the matmul of weights (its add runs inside it)
+  EXPECT_EQ(stats.launches, 1u);
+  EXPECT_EQ(nodes.size(), stats.launches);
+}
+
 TEST(HoistInvariant, AnOutputThatDependsOnlyOnWeightsIsReturnedOnEveryCall) {
   // The whole result is invariant: computed once, copied out on each call, and a caller
   // that writes into a returned tensor does not change the next call's.

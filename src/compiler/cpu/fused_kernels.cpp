@@ -32,12 +32,6 @@ using kiln::detail::cat;
 
 namespace {
 
-bool is_comparison(vmath::Binary f) {
-  using vmath::Binary;
-  return f == Binary::eq || f == Binary::ne || f == Binary::lt || f == Binary::le ||
-         f == Binary::gt || f == Binary::ge;
-}
-
 /// The tile program's form of \p s (see FusedProgram::tiles), if it has one: ops on f32
 /// giving f32, comparisons of f32 or bool values giving masks, selects by a mask, casts
 /// between f32 and bool.
@@ -64,11 +58,10 @@ std::optional<VectorOp> vector_op(const Scalar& s) {
   if (v.is_binary) {
     v.binary = *s.form->vector_binary;
     v.b = s.b;
-    // Masks are compared (exactly: 0 and 1) and come from comparisons; nothing else takes
-    // or gives one.
-    const bool compares = is_comparison(v.binary);
-    if (compares ? !value_dtype(s.operand_dtype) || s.dtype != DType::bool_
-                 : s.operand_dtype != DType::f32 || s.dtype != DType::f32)
+    // A bool result with an array form is a comparison's mask; comparisons may read masks
+    // too (exactly: 0 and 1). Every other array op reads and gives f32.
+    if (s.dtype == DType::bool_ ? !value_dtype(s.operand_dtype)
+                                : s.operand_dtype != DType::f32 || s.dtype != DType::f32)
       return std::nullopt;
   } else {
     if (s.operand_dtype != DType::f32 || s.dtype != DType::f32) return std::nullopt;

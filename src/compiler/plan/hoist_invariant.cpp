@@ -23,7 +23,6 @@ void hoist_invariant(Plan& plan) {
       }
     }
     plan.invariant[i] = invariant;
-    if (invariant && !plan.absorbed[i]) ++plan.hoisted;
   }
 }
 

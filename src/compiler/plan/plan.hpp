@@ -108,7 +108,7 @@ struct Plan {
   // Per launch: reads only weights, constants and other invariant launches' outputs, so it
   // runs once when the plan is recorded, not on each call (see hoist_invariant).
   std::vector<bool> invariant;
-  std::size_t epilogues = 0, views = 0, hoisted = 0;
+  std::size_t epilogues = 0, views = 0;
   std::size_t bf16_handoffs = 0;                   // see hand_off_bf16
   std::vector<Arena> arenas;                       // per device: places can be reused only
                                                    // by the device's own later launches

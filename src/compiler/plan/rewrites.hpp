@@ -20,8 +20,8 @@ void fold_views(Plan& plan);
 /// (`Plan::invariant`): a causal mask built from positions, a weight transposed or scaled.
 /// Their outputs are the same on every call, so memory placement keeps them apart for the
 /// plan's life and the lowering runs them once, when it records the plan, rather than on
-/// every call. Collectives are never marked. Counts them in `Plan::hoisted`. After
-/// fold_views, before absorb_epilogues (which joins no invariant launch to a varying one).
+/// every call. Collectives are never marked. After fold_views, before absorb_epilogues
+/// (which joins no invariant launch to a varying one).
 void hoist_invariant(Plan& plan);
 
 /// Marks each elementwise launch that directly follows the matmul whose output it alone
