@@ -25,7 +25,7 @@ DeviceContext DeviceGraphBuilder::recording_context(const DeviceGraphDependencie
   for (const DeviceGraphNode& dep : after.nodes()) check_node(dep, "recording_context");
   auto state = std::make_shared<detail::RecordingState>();
   state->builder = this;
-  state->tail = after;
+  state->tail.assign(after.nodes().begin(), after.nodes().end());
   recordings_.push_back(state);
   return DeviceContext(detail::make_recording_stream(std::move(state), ctx_.backend()));
 }
@@ -36,45 +36,57 @@ DeviceGraphNode DeviceGraphBuilder::last_node() const {
 }
 
 namespace detail {
-DeviceGraphDependencies RecordingState::record(DeviceGraphBuilder& builder, GraphNodeDesc node,
-                                               const DeviceGraphDependencies& after) {
+DeviceGraphNode RecordingState::record(DeviceGraphBuilder& builder, GraphNodeDesc node,
+                                       const DeviceGraphDependencies& after) {
   return builder.add(std::move(node), after);
 }
 }  // namespace detail
 
+void DeviceGraphBuilder::check_launch(const detail::KernelLaunch& launch) const {
+  detail::check_launch("DeviceGraphBuilder::add_function", launch);
+  detail::check_kernel_device("DeviceGraphBuilder::add_function", launch, ctx_.device());
+}
+
+detail::GraphNodeDesc& DeviceGraphBuilder::new_node(detail::GraphNodeKind kind,
+                                                    const DeviceGraphDependencies& dependencies) {
+  const auto index = static_cast<std::uint32_t>(nodes_.size());
+  for (const DeviceGraphNode& dep : dependencies.nodes())
+    check_node(dep, "dependency of new node", index);
+  detail::GraphNodeDesc& node = nodes_.emplace_back();
+  node.kind = kind;
+  node.dependencies.reserve(dependencies.nodes().size());
+  for (const DeviceGraphNode& dep : dependencies.nodes()) node.dependencies.push_back(dep.index_);
+  return node;
+}
+
 DeviceGraphNode DeviceGraphBuilder::add(detail::GraphNodeDesc node,
                                         const DeviceGraphDependencies& dependencies) {
-  const auto index = static_cast<std::uint32_t>(nodes_.size());
-  if (node.kind == detail::GraphNodeKind::kernel) {
-    detail::check_launch("DeviceGraphBuilder::add_function", node.kernel());
-    detail::check_kernel_device("DeviceGraphBuilder::add_function", node.kernel(), ctx_.device());
-  }
+  if (node.kind == detail::GraphNodeKind::kernel) check_launch(node.kernel());
   if (node.kind == detail::GraphNodeKind::cuda_work && !ctx_.device().is_cuda())
     throw UserError(detail::cat("DeviceGraphBuilder::add_cuda_work: the graph is for ",
                                 ctx_.device(),
                                 ", which has no CUDA stream; build it with a CUDA context "
                                 "(Device::cuda(n))"));
-  node.dependencies.reserve(dependencies.nodes().size());
-  for (const DeviceGraphNode& dep : dependencies.nodes()) {
-    check_node(dep, detail::cat("dependency of new node ", index).c_str());
-    node.dependencies.push_back(dep.index_);
-  }
-  nodes_.push_back(std::move(node));
-  return DeviceGraphNode(id_, index);
+  detail::GraphNodeDesc& slot = new_node(node.kind, dependencies);
+  node.dependencies = std::move(slot.dependencies);
+  slot = std::move(node);
+  return last_node();
 }
 
-void DeviceGraphBuilder::check_node(const DeviceGraphNode& node, const char* role) const {
+void DeviceGraphBuilder::bad_node(const DeviceGraphNode& node, const char* role,
+                                  std::uint32_t new_node) const {
+  const std::string what =
+      new_node == kNoNode ? std::string(role) : detail::cat(role, " ", new_node);
   if (node.builder_ == 0)
-    throw UserError(detail::cat("DeviceGraphBuilder: ", role,
+    throw UserError(detail::cat("DeviceGraphBuilder: ", what,
                                 " is a default-constructed DeviceGraphNode that refers to no "
                                 "node; pass a node returned by an add_* call of this builder"));
   if (node.builder_ != id_)
     throw UserError(detail::cat(
-        "DeviceGraphBuilder: ", role, " is node ", node.index_,
+        "DeviceGraphBuilder: ", what, " is node ", node.index_,
         " of another graph builder; nodes are valid only in the build callback that created "
         "them (nest another graph with add_child_graph instead)"));
-  if (node.index_ >= nodes_.size())
-    throw InternalError(detail::cat("node ", node.index_, " of this builder does not exist yet"));
+  throw InternalError(detail::cat("node ", node.index_, " of this builder does not exist yet"));
 }
 
 void DeviceGraphBuilder::set_label(const DeviceGraphNode& node, std::string label) {
@@ -97,6 +109,26 @@ DeviceGraphNode DeviceGraphBuilder::add_child_graph(const DeviceGraph& child,
   node.kind = detail::GraphNodeKind::child;
   node.work = child.exec_;
   return add(std::move(node), dependencies);
+}
+
+DeviceGraphNode DeviceGraphBuilder::add_conditional(const char* where,
+                                                    const std::int32_t* condition, bool loop,
+                                                    std::shared_ptr<detail::GraphNodeDescs> body,
+                                                    const DeviceGraphDependencies& dependencies) {
+  if (condition == nullptr)
+    throw UserError(detail::cat("DeviceGraphBuilder::", where,
+                                ": the condition is a null pointer; pass the address of an "
+                                "int32 in device memory that an earlier node sets"));
+  if (ctx_.device().is_cuda())
+    throw UserError(detail::cat("DeviceGraphBuilder::", where,
+                                ": conditional nodes are not implemented for CUDA graphs "
+                                "yet (",
+                                ctx_.device(),
+                                "); build this graph for a CPU context, or record the "
+                                "branches as separate graphs and choose on the host"));
+  detail::GraphNodeDesc& node = new_node(detail::GraphNodeKind::conditional, dependencies);
+  node.work = detail::GraphConditional{condition, loop, std::move(body)};
+  return last_node();
 }
 
 DeviceGraphNode DeviceGraphBuilder::add_copy_bytes(void* dst, std::size_t dst_bytes,

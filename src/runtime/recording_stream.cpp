@@ -94,13 +94,13 @@ class RecordingStream final : public StreamBackend {
   void wait(const std::shared_ptr<EventState>&) override {
     not_recordable("enqueue_wait", "order graph nodes with their dependencies instead");
   }
-  std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc>) override {
+  std::shared_ptr<const GraphExec> instantiate_graph(GraphNodeDescs) override {
     not_recordable("DeviceGraph::create", "create graphs with the real context");
   }
   void launch_graph(std::shared_ptr<const GraphExec>) override {
     not_recordable("DeviceGraph::replay", "nest the graph with add_child_graph");
   }
-  void update_graph(const std::shared_ptr<const GraphExec>&, std::vector<GraphNodeDesc>) override {
+  void update_graph(const std::shared_ptr<const GraphExec>&, GraphNodeDescs) override {
     not_recordable("DeviceGraph::update", "update graphs with the real context");
   }
   void synchronize() override {
@@ -117,7 +117,7 @@ class RecordingStream final : public StreamBackend {
       throw UserError(
           "a recording context was used after the build callback of its DeviceGraphBuilder "
           "returned; record work only inside the callback");
-    state_->tail = RecordingState::record(*state_->builder, std::move(node), state_->tail);
+    state_->tail = {RecordingState::record(*state_->builder, std::move(node), state_->tail)};
   }
 
   std::shared_ptr<RecordingState> state_;

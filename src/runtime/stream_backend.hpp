@@ -70,14 +70,14 @@ class StreamBackend {
   virtual void record(const std::shared_ptr<EventState>& event) = 0;
   virtual void wait(const std::shared_ptr<EventState>& event) = 0;
   /// Instantiates recorded nodes (dependencies point only to earlier nodes).
-  virtual std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) = 0;
+  virtual std::shared_ptr<const GraphExec> instantiate_graph(GraphNodeDescs nodes) = 0;
   /// Enqueues one replay of \p graph, which must come from this backend.
   virtual void launch_graph(std::shared_ptr<const GraphExec> graph) = 0;
   /// Checks that \p nodes have \p graph's topology (else throws UserError saying what
   /// differs), then gives \p graph their parameters in stream order: replays enqueued
   /// before see the old ones, replays enqueued after the new (~ cuGraphExecUpdate).
   virtual void update_graph(const std::shared_ptr<const GraphExec>& graph,
-                            std::vector<GraphNodeDesc> nodes) = 0;
+                            GraphNodeDescs nodes) = 0;
 
   /// Waits for all enqueued work; throws the first error since the last synchronize.
   virtual void synchronize() = 0;

@@ -104,6 +104,69 @@ class DeviceGraphCacheTest : public ::testing::Test {
   }
 };
 
+TEST_F(DeviceGraphCacheTest, EveryBuiltInInputHitsWhenEqualAndMissesWhenNot) {
+  // A lookup's key (no names) and the stored key (named) must be the same bytes for every
+  // kind of input, or equal inputs would miss forever.
+  DeviceGraphCache cache;
+  auto buffer = ctx.enqueue_create_buffer<float>(8);
+  const auto build = [&](DeviceGraphBuilder& b) {
+    ++builds;
+    b.add_function(add, LaunchConfig{1, 1}, {}, counter.data(), 1);
+  };
+  const auto get = [&](float f, const Shape& shape, std::string_view text) {
+    return DeviceGraph::create(ctx, build, cache, std::make_tuple(3, f, false), Mode::exact, shape,
+                               Dim3{2, 3}, buffer, DType::bf16, text, std::uint8_t{7}, -0.0);
+  };
+  get(0.5f, Shape{2, "batch", "seq + 1"}, "a");
+  get(0.5f, Shape{2, "batch", "seq + 1"}, "a");
+  EXPECT_EQ(builds, 1);
+  get(0.25f, Shape{2, "batch", "seq + 1"}, "a");
+  get(0.5f, Shape{2, "batch", "seq"}, "a");
+  get(0.5f, Shape{2, "batch", "seq + 1"}, "b");
+  EXPECT_EQ(builds, 4);
+  EXPECT_EQ(cache.hits(), 1u);
+  EXPECT_THAT(cache.last_miss(), HasSubstr("input 6: string is b here but a"));
+}
+
+TEST_F(DeviceGraphCacheTest, HowInputsNestIsPartOfTheKey) {
+  // (tuple(1, 2), 3) and (1, tuple(2, 3)) have the same fields in the same order: the
+  // scopes keep them apart.
+  DeviceGraphCache cache;
+  const auto build = [&](DeviceGraphBuilder& b) {
+    ++builds;
+    b.add_function(add, LaunchConfig{1, 1}, {}, counter.data(), 1);
+  };
+  DeviceGraph::create(ctx, build, cache, std::make_tuple(1, 2), 3);
+  DeviceGraph::create(ctx, build, cache, 1, std::make_tuple(2, 3));
+  DeviceGraph::create(ctx, build, cache, 1, 2, 3);
+  EXPECT_EQ(builds, 3);
+  DeviceGraph::create(ctx, build, cache, 1, std::make_tuple(2, 3));
+  EXPECT_EQ(builds, 3);
+}
+
+TEST_F(DeviceGraphCacheTest, LongKeysSpillToTheHeapAndStayExact) {
+  // Keys beyond the 512 bytes kept inline: equal ones hit, ones differing in the last byte
+  // miss.
+  DeviceGraphCache cache;
+  const auto build = [&](DeviceGraphBuilder& b) {
+    ++builds;
+    b.add_function(add, LaunchConfig{1, 1}, {}, counter.data(), 1);
+  };
+  const std::string long_a(2000, 'x');
+  std::string long_b = long_a;
+  long_b.back() = 'y';
+  DeviceGraph::create(ctx, build, cache, long_a, 1);
+  DeviceGraph::create(ctx, build, cache, long_a, 1);
+  EXPECT_EQ(builds, 1);
+  DeviceGraph::create(ctx, build, cache, long_b, 1);
+  EXPECT_EQ(builds, 2);
+  DeviceGraphKey copy;
+  copy.add("string", long_a);
+  const DeviceGraphKey again = copy;  // a copy of a spilled key keeps its bytes
+  EXPECT_EQ(again.bytes(), copy.bytes());
+  EXPECT_EQ(again.hash(), copy.hash());
+}
+
 TEST_F(DeviceGraphCacheTest, HitReturnsTheStoredGraphWithoutCallingBuild) {
   DeviceGraphCache cache;
   ctx.enqueue_memset(counter, 0);

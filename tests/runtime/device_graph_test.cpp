@@ -228,6 +228,71 @@ TEST_P(DeviceGraphThreads, RandomDagsComputeWhatASequentialRunComputes) {
   }
 }
 
+TEST(DeviceGraph, AHundredThousandNodeGraphBuildsAndReplaysInOrder) {
+  // Building is linear in nodes + edges; a graph this size must build, and every replay
+  // (whichever number of participants it runs on) must honour every edge.
+  constexpr int kNodes = 100000;
+  DeviceContext ctx(Device::cpu(), {.num_threads = 2});
+  std::vector<std::vector<int>> deps(kNodes);
+  std::mt19937 rng(11);
+  for (int i = 1; i < kNodes; ++i) {
+    const int window = std::min(i, 64);
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k)
+      deps[i].push_back(i - 1 - static_cast<int>(rng() % static_cast<unsigned>(window)));
+  }
+  std::vector<std::int64_t> expected(kNodes), values(kNodes);
+  for (int i = 0; i < kNodes; ++i) {
+    std::int64_t s = i;
+    for (int d : deps[i]) s = (s * 31 + expected[d]) % 1000003;
+    expected[i] = s;
+  }
+  auto fn = ctx.compile_function([](std::int64_t* v, int i, const std::vector<int>* d) {
+    std::int64_t s = i;
+    for (int dep : *d) s = (s * 31 + v[dep]) % 1000003;
+    v[i] = s;
+  });
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    b.reserve(kNodes);
+    std::vector<DeviceGraphNode> nodes;
+    nodes.reserve(kNodes);
+    std::vector<DeviceGraphNode> on;
+    for (int i = 0; i < kNodes; ++i) {
+      on.clear();
+      for (int d : deps[i]) on.push_back(nodes[d]);
+      nodes.push_back(b.add_function(fn, LaunchConfig{1, 1}, on, values.data(), i, &deps[i]));
+    }
+  });
+  EXPECT_EQ(graph.size(), static_cast<std::size_t>(kNodes));
+  for (int r = 0; r < 12; ++r) {
+    std::fill(values.begin(), values.end(), -1);
+    graph.replay();
+    ctx.synchronize();
+    ASSERT_EQ(values, expected) << "replay " << r;
+  }
+}
+
+TEST(DeviceGraph, DependencyListsKeptInVariablesStayValid) {
+  // A single node or a braced list (short or long) put into a variable outlives the
+  // temporaries it was made from; a copy of one refers to its own nodes.
+  DeviceContext ctx(Device::cpu(), {.num_threads = 2});
+  std::vector<int> order;
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    const auto log = [&order](int i) { return [&order, i] { order.push_back(i); }; };
+    const DeviceGraphNode a = b.add_host_function(log(0), {});
+    const DeviceGraphDependencies one = a;
+    const DeviceGraphNode c = b.add_host_function(log(1), one);
+    const DeviceGraphDependencies two{a, c};
+    const DeviceGraphNode d = b.add_host_function(log(2), two);
+    const DeviceGraphDependencies many{a, c, d, d, c, a};
+    DeviceGraphDependencies copy = many;
+    const DeviceGraphNode e = b.add_host_function(log(3), copy);
+    b.add_host_function(log(4), DeviceGraphDependencies(std::vector<DeviceGraphNode>{e}));
+  });
+  graph.replay();
+  ctx.synchronize();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
 TEST(DeviceGraph, NodesOfAnotherBuilderAreRejected) {
   DeviceContext ctx;
   DeviceGraphNode leaked;

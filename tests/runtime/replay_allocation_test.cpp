@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "../allocation_counter.hpp"
+#include "kiln/core/shape.hpp"
 #include "kiln/runtime/device_graph.hpp"
+#include "kiln/runtime/device_graph_cache.hpp"
 
 std::atomic<std::size_t> g_allocations{0};
 
@@ -84,6 +86,40 @@ TEST_P(ReplayAllocation, ReplayAndSynchronizeAllocateNothing) {
   EXPECT_EQ(counters[1500], 51);
   EXPECT_EQ(counters[2999], 51);
   EXPECT_EQ(counters[3999], 51);
+}
+
+enum class Variant { small, large };
+
+TEST(CacheHitAllocation, AHitAllocatesNothing) {
+  // The acceptance key (the build callable and two integers), and one with every kind of
+  // built-in input: a hit must neither allocate nor format.
+  DeviceContext ctx(Device::cpu(), {.num_threads = 1});
+  auto fn = ctx.compile_function<&tiny>();
+  int counter = 0;
+  DeviceGraphCache cache;
+  const auto build = [&](DeviceGraphBuilder& b) {
+    b.add_function(fn, LaunchConfig{1, 1}, {}, &counter);
+  };
+  auto buffer = ctx.enqueue_create_buffer<float>(16);
+  const Shape shape{4, "batch"};
+  const auto lookup = [&](int i) {
+    auto a = DeviceGraph::create(ctx, build, cache, i, 64);
+    auto b = DeviceGraph::create(ctx, build, cache, std::make_tuple(i, 2.5f, true), Variant::large,
+                                 shape, Dim3{4, 2}, buffer, DType::f32, std::string_view("rows"));
+    return a.size() + b.size();
+  };
+  for (int i = 0; i < 4; ++i) lookup(i);  // the misses: build and store
+  const std::size_t hits_before = cache.hits();
+
+  const std::size_t before = g_allocations.load();
+  std::size_t nodes = 0;
+  for (int r = 0; r < 1000; ++r) nodes += lookup(r % 4);
+  const std::size_t allocations = g_allocations.load() - before;
+
+  EXPECT_EQ(allocations, 0u) << "1000 rounds of cache hits allocated " << allocations << " times";
+  EXPECT_EQ(cache.hits() - hits_before, 2000u);
+  EXPECT_EQ(cache.size(), 8u);
+  EXPECT_EQ(nodes, 2000u);
 }
 
 }  // namespace

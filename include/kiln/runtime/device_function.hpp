@@ -208,12 +208,12 @@ class DeviceFunction {
           detail::pack_device_args(*info_, std::span<const detail::ArgBytes>(views, sizeof...(A)))};
     } else {
       using Bound = detail::BoundKernel<K, std::decay_t<A>...>;
-      return detail::KernelLaunch{
-          info_,
-          config,
-          Bound{kernel_, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...), config,
-                info_->form},
-          {}};
+      detail::KernelLaunch launch;  // member by member: no zeroing of the callable's storage
+      launch.info = info_;
+      launch.config = config;
+      launch.run = Bound{kernel_, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...), config,
+                         info_->form};
+      return launch;
     }
   }
 

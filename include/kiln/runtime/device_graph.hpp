@@ -4,6 +4,7 @@
 /// `DeviceGraphBuilder`, instantiate it, and replay it many times for a fraction of the
 /// cost of enqueueing each operation again.
 
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
@@ -33,7 +34,16 @@ namespace detail {
 class GraphExec;
 struct RecordingState;
 
-enum class GraphNodeKind : std::uint8_t { kernel, copy, memset, host, empty, child, cuda_work };
+enum class GraphNodeKind : std::uint8_t {
+  kernel,
+  copy,
+  memset,
+  host,
+  empty,
+  child,
+  cuda_work,
+  conditional
+};
 
 /// A copy node's parameters.
 struct GraphCopy {
@@ -49,14 +59,117 @@ struct GraphMemset {
   std::size_t pattern_size = 0;
 };
 
+/// Large blocks (64 KiB and up) for the arrays of graph nodes that every build makes and
+/// every destroyed graph frees: freed blocks are kept (up to 64 MiB in all) and handed to
+/// the next build of a similar size, so that building graphs again and again does not
+/// fault the same pages in each time. Smaller blocks go to operator new.
+void* recycled_allocate(std::size_t bytes);
+void recycled_free(void* block, std::size_t bytes) noexcept;
+
+template <class T>
+struct RecyclingAllocator {
+  using value_type = T;
+  RecyclingAllocator() = default;
+  template <class U>
+  RecyclingAllocator(const RecyclingAllocator<U>&) noexcept {}  // NOLINT
+  T* allocate(std::size_t n) { return static_cast<T*>(recycled_allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { recycled_free(p, n * sizeof(T)); }
+  friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
+};
+
+/// A node's dependencies: up to 5 indices inline (most nodes), more on the heap, so that
+/// recording a node allocates nothing for its edges.
+class NodeIndices {
+ public:
+  NodeIndices() = default;
+  NodeIndices(std::initializer_list<std::uint32_t> values) {
+    reserve(values.size());
+    for (std::uint32_t v : values) push_back(v);
+  }
+  NodeIndices(const NodeIndices& other) { *this = other; }
+  NodeIndices(NodeIndices&& other) noexcept { *this = std::move(other); }
+  NodeIndices& operator=(const NodeIndices& other) {
+    if (this != &other) {
+      size_ = 0;
+      reserve(other.size_);
+      std::memcpy(data(), other.data(), other.size_ * sizeof(std::uint32_t));
+      size_ = other.size_;
+    }
+    return *this;
+  }
+  NodeIndices& operator=(NodeIndices&& other) noexcept {
+    if (this == &other) return *this;
+    release();
+    size_ = other.size_;
+    capacity_ = other.capacity_;
+    if (other.capacity_ > kInline) {
+      heap_ = other.heap_;
+    } else {
+      std::memcpy(inline_, other.inline_, other.size_ * sizeof(std::uint32_t));
+    }
+    other.size_ = 0;
+    other.capacity_ = kInline;
+    return *this;
+  }
+  ~NodeIndices() { release(); }
+
+  void reserve(std::size_t n) {
+    if (n <= capacity_) return;
+    auto* grown = new std::uint32_t[n];
+    std::memcpy(grown, data(), size_ * sizeof(std::uint32_t));
+    release();
+    heap_ = grown;
+    capacity_ = static_cast<std::uint32_t>(n);
+  }
+  void push_back(std::uint32_t v) {
+    if (size_ == capacity_) reserve(std::size_t{capacity_} * 2);
+    data()[size_++] = v;
+  }
+  std::uint32_t* data() noexcept { return capacity_ > kInline ? heap_ : inline_; }
+  const std::uint32_t* data() const noexcept { return capacity_ > kInline ? heap_ : inline_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  const std::uint32_t* begin() const noexcept { return data(); }
+  const std::uint32_t* end() const noexcept { return data() + size_; }
+  std::uint32_t operator[](std::size_t i) const noexcept { return data()[i]; }
+  friend bool operator==(const NodeIndices& a, const NodeIndices& b) noexcept {
+    return a.size_ == b.size_ &&
+           std::memcmp(a.data(), b.data(), a.size_ * sizeof(std::uint32_t)) == 0;
+  }
+
+ private:
+  static constexpr std::uint32_t kInline = 5;
+  void release() noexcept {
+    if (capacity_ > kInline) delete[] heap_;
+    capacity_ = kInline;
+  }
+  union {
+    std::uint32_t inline_[kInline] = {};
+    std::uint32_t* heap_;
+  };
+  std::uint32_t size_ = 0;
+  std::uint32_t capacity_ = kInline;
+};
+
+struct GraphNodeDesc;
+using GraphNodeDescs = std::vector<GraphNodeDesc, RecyclingAllocator<GraphNodeDesc>>;
+
+/// A conditional node's parameters: the int32 it reads, whether it loops, and its body as
+/// recorded (instantiated with the graph; an update gives it new parameters).
+struct GraphConditional {
+  const std::int32_t* condition = nullptr;
+  bool loop = false;  // WHILE: the body runs again while the condition stays nonzero
+  std::shared_ptr<GraphNodeDescs> body;
+};
+
 /// One recorded node, backend-neutral: what to run and what it waits for. What it runs
 /// is one alternative of `work`, as `kind` says (a variant, so that a node is the size of
 /// its largest kind, not of all of them together: graphs reach 10^6 nodes).
 struct GraphNodeDesc {
   GraphNodeKind kind = GraphNodeKind::empty;
-  std::vector<std::uint32_t> dependencies;
+  NodeIndices dependencies;
   std::variant<std::monostate, KernelLaunch, GraphCopy, GraphMemset,
-               std::shared_ptr<const GraphExec>, HostCallback, CudaWork>
+               std::shared_ptr<const GraphExec>, HostCallback, CudaWork, GraphConditional>
       work;
   std::string label;  // any kind: shown in DOT, traces, errors
 
@@ -79,6 +192,8 @@ struct GraphNodeDesc {
   HostCallback& host() { return std::get<HostCallback>(work); }
   CudaWork& cuda_work() { return std::get<CudaWork>(work); }
   const CudaWork& cuda_work() const { return std::get<CudaWork>(work); }
+  GraphConditional& conditional() { return std::get<GraphConditional>(work); }
+  const GraphConditional& conditional() const { return std::get<GraphConditional>(work); }
 };
 }  // namespace detail
 
@@ -98,21 +213,50 @@ class DeviceGraphNode {
   std::uint32_t index_ = 0;
 };
 
-/// The nodes a new node waits for: `{}` (a root), `{a, b}`, a vector, or a span.
+/// The nodes a new node waits for: `{}` (a root), `{a, b}`, a vector, a span or one node.
+/// A single node and a braced list are held by value (so a `DeviceGraphDependencies`
+/// variable made from them stays valid); a vector or span is referred to and must
+/// outlive this object, as it does when passed straight to an `add_*` call. Making one
+/// allocates nothing unless a braced list has more than 4 nodes.
 class DeviceGraphDependencies {
  public:
   DeviceGraphDependencies() = default;
-  DeviceGraphDependencies(std::initializer_list<DeviceGraphNode> nodes)  // NOLINT
-      : nodes_(nodes) {}
+  DeviceGraphDependencies(std::initializer_list<DeviceGraphNode> nodes) {  // NOLINT
+    if (nodes.size() <= kInline) {
+      std::copy(nodes.begin(), nodes.end(), inline_.begin());
+      inline_count_ = static_cast<std::uint8_t>(nodes.size());
+    } else {
+      owned_.assign(nodes.begin(), nodes.end());
+      view_ = owned_;
+    }
+  }
   DeviceGraphDependencies(std::span<const DeviceGraphNode> nodes)  // NOLINT
-      : nodes_(nodes.begin(), nodes.end()) {}
+      : view_(nodes) {}
   DeviceGraphDependencies(const std::vector<DeviceGraphNode>& nodes)  // NOLINT
-      : nodes_(nodes) {}
-  DeviceGraphDependencies(DeviceGraphNode node) : nodes_{node} {}  // NOLINT
-  const std::vector<DeviceGraphNode>& nodes() const noexcept { return nodes_; }
+      : view_(nodes) {}
+  DeviceGraphDependencies(DeviceGraphNode node) : inline_count_(1) {  // NOLINT
+    inline_[0] = node;
+  }
+  DeviceGraphDependencies(const DeviceGraphDependencies& other) { *this = other; }
+  DeviceGraphDependencies& operator=(const DeviceGraphDependencies& other) {
+    if (this == &other) return *this;
+    inline_ = other.inline_;
+    inline_count_ = other.inline_count_;
+    owned_ = other.owned_;
+    view_ = other.owned_.empty() ? other.view_ : std::span<const DeviceGraphNode>(owned_);
+    return *this;
+  }
+  std::span<const DeviceGraphNode> nodes() const noexcept {
+    return inline_count_ > 0 ? std::span<const DeviceGraphNode>(inline_.data(), inline_count_)
+                             : view_;
+  }
 
  private:
-  std::vector<DeviceGraphNode> nodes_;
+  static constexpr std::size_t kInline = 4;
+  std::array<DeviceGraphNode, kInline> inline_{};
+  std::uint8_t inline_count_ = 0;
+  std::vector<DeviceGraphNode> owned_;  // a braced list of more than kInline nodes
+  std::span<const DeviceGraphNode> view_;
 };
 
 /// Records the nodes of a device graph. Handed to the `build` callback of
@@ -194,10 +338,38 @@ class DeviceGraphBuilder {
   /// Internal: a node of a bound launch (`DeviceFunction::bind_bytes`; compiled plans).
   DeviceGraphNode add_launch(detail::KernelLaunch launch,
                              const DeviceGraphDependencies& dependencies) {
-    detail::GraphNodeDesc node;
-    node.kind = detail::GraphNodeKind::kernel;
-    node.work = std::move(launch);
-    return add(std::move(node), dependencies);
+    check_launch(launch);
+    detail::GraphNodeDesc& node = new_node(detail::GraphNodeKind::kernel, dependencies);
+    node.work.emplace<detail::KernelLaunch>(std::move(launch));  // built in place
+    return last_node();
+  }
+
+  /// A conditional node (CUDA 12.4's IF node): when the node runs it reads the `int32` at
+  /// \p condition (device memory that an earlier node sets, e.g. `flag.data()`) and, if
+  /// it is nonzero, runs once the graph `build_body(body_builder)` records. So whether
+  /// work runs is decided on the device at each replay, inside one replay.
+  /// \p build_body is called now, with a builder of its own for the same context (its
+  /// nodes are valid only inside it; it may nest conditional nodes and child graphs).
+  /// On the CPU the body runs on the thread that runs the node.
+  /// \throws UserError for a null condition, or on a CUDA context (conditional nodes are
+  /// not implemented for CUDA graphs yet).
+  template <class Build>
+  requires std::is_invocable_v<Build&, DeviceGraphBuilder&> DeviceGraphNode
+  add_if(const std::int32_t* condition, Build&& build_body,
+         const DeviceGraphDependencies& dependencies) {
+    return add_conditional("add_if", condition, false, record_body(build_body), dependencies);
+  }
+
+  /// A loop node (CUDA 12.4's WHILE node): when the node runs it reads the `int32` at
+  /// \p condition and, while it is nonzero, runs the graph `build_body` records and reads
+  /// it again. A node of the body (or of the graph before it) must set it to zero for the
+  /// loop to end: a decode loop or an iterative solver as one replay. Otherwise as
+  /// `add_if`.
+  template <class Build>
+  requires std::is_invocable_v<Build&, DeviceGraphBuilder&> DeviceGraphNode
+  add_while(const std::int32_t* condition, Build&& build_body,
+            const DeviceGraphDependencies& dependencies) {
+    return add_conditional("add_while", condition, true, record_body(build_body), dependencies);
   }
 
   /// A node that does nothing: a join point for many dependencies.
@@ -236,14 +408,37 @@ class DeviceGraphBuilder {
   friend struct detail::RecordingState;
   explicit DeviceGraphBuilder(const DeviceContext& ctx);
   DeviceGraphNode add(detail::GraphNodeDesc node, const DeviceGraphDependencies& dependencies);
-  void check_node(const DeviceGraphNode& node, const char* role) const;
+  /// Appends a node of \p kind waiting for \p dependencies (checked first) and returns it
+  /// for its work to be set in place.
+  detail::GraphNodeDesc& new_node(detail::GraphNodeKind kind,
+                                  const DeviceGraphDependencies& dependencies);
+  /// \throws UserError for a launch this graph cannot run (empty grid, wrong device).
+  void check_launch(const detail::KernelLaunch& launch) const;
+  /// \throws UserError naming \p role (and \p new_node, the node being added, when it is
+  /// not `kNoNode`) unless \p node is a node of this builder. No formatting on success.
+  void check_node(const DeviceGraphNode& node, const char* role,
+                  std::uint32_t new_node = kNoNode) const {
+    if (node.builder_ != id_ || node.index_ >= nodes_.size()) bad_node(node, role, new_node);
+  }
+  template <class Build>
+  std::shared_ptr<detail::GraphNodeDescs> record_body(Build& build_body) {
+    DeviceGraphBuilder body(ctx_);
+    build_body(body);
+    return std::make_shared<detail::GraphNodeDescs>(std::move(body.nodes_));
+  }
+  DeviceGraphNode add_conditional(const char* where, const std::int32_t* condition, bool loop,
+                                  std::shared_ptr<detail::GraphNodeDescs> body,
+                                  const DeviceGraphDependencies& dependencies);
+  [[noreturn]] void bad_node(const DeviceGraphNode& node, const char* role,
+                             std::uint32_t new_node) const;
+  static constexpr std::uint32_t kNoNode = ~std::uint32_t{0};
   DeviceGraphNode add_copy_bytes(void* dst, std::size_t dst_bytes, const void* src,
                                  std::size_t src_bytes, DType dtype,
                                  const DeviceGraphDependencies& dependencies);
 
   DeviceContext ctx_;
   std::uint64_t id_;
-  std::vector<detail::GraphNodeDesc> nodes_;
+  detail::GraphNodeDescs nodes_;
   std::vector<std::shared_ptr<detail::RecordingState>> recordings_;  // closed on destruction
 };
 

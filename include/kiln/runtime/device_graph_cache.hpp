@@ -56,10 +56,13 @@ class DeviceGraphCache {
   /// that no graph of that build callable and context is stored. Empty before any miss.
   std::string last_miss() const;
 
-  /// Looks \p key up, counting a hit or a miss (and explaining a miss).
+  /// Looks \p key up, counting a hit or a miss. A miss of a key that keeps names
+  /// (`DeviceGraphKey::named()`) is explained at once; one of a key without names is
+  /// explained by the `insert` that follows it. A hit allocates nothing.
   std::optional<DeviceGraph> find(const DeviceGraphKey& key);
   /// Stores \p graph under \p key and returns it; if another thread stored a graph under
   /// the same key meanwhile, returns that one instead so every caller shares one graph.
+  /// A new key is explained in `last_miss()` when the miss before it was not.
   DeviceGraph insert(const DeviceGraphKey& key, DeviceGraph graph);
 
  private:
@@ -71,20 +74,25 @@ class DeviceGraphCache {
 template <class Build, DeviceGraphInput... Inputs>
 requires std::is_invocable_v<Build&, DeviceGraphBuilder&> DeviceGraph DeviceGraph::create(
     const DeviceContext& ctx, Build&& build, DeviceGraphCache& cache, const Inputs&... inputs) {
-  DeviceGraphKey key;
   const detail::BuildIdentity identity = detail::build_identity<std::decay_t<Build>>(build);
-  key.build_ = identity.type;
-  key.build_address_ = identity.address;
-  key.context_ = ctx.backend().get();
-  std::size_t index = 0;
-  const auto input = [&key, &index](const auto& value) {
-    auto scope = key.scope("input " + std::to_string(index++));
-    write_graph_key(key, value);
+  const auto fill = [&](DeviceGraphKey& key) {
+    key.build_ = identity.type;
+    key.build_address_ = identity.address;
+    key.context_ = ctx.backend().get();
+    std::size_t index = 0;
+    const auto input = [&key, &index](const auto& value) {
+      auto scope = key.scope("input ", index++);
+      write_graph_key(key, value);
+    };
+    (input(inputs), ...);
+    (void)input;  // unused when there are no inputs
   };
-  (input(inputs), ...);
-  (void)input;  // unused when there are no inputs
+  DeviceGraphKey key{DeviceGraphKey::Unnamed{}};  // a lookup: no names, no allocation
+  fill(key);
   if (std::optional<DeviceGraph> hit = cache.find(key)) return *std::move(hit);
-  return cache.insert(key, create(ctx, build));
+  DeviceGraphKey named;  // a miss: the names explain it and stay with the stored graph
+  fill(named);
+  return cache.insert(named, create(ctx, build));
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "runtime/cpu/cpu_graph.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "core/str.hpp"
@@ -8,7 +9,7 @@
 
 namespace kiln::detail {
 
-CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) : topology_(descs) {
+CpuGraphExec::CpuGraphExec(GraphNodeDescs descs, int participants) : topology_(descs) {
   const auto n = static_cast<std::uint32_t>(descs.size());
   nodes_.resize(n);
   std::uint32_t roots = 0;
@@ -17,7 +18,7 @@ CpuGraphExec::CpuGraphExec(std::vector<GraphNodeDesc> descs, int participants) :
     node.in_degree = static_cast<std::uint32_t>(topology_[i].dependencies.size());
     for (std::uint32_t dep : topology_[i].dependencies) ++nodes_[dep].out_degree;
     roots += node.in_degree == 0 ? 1 : 0;
-    set_parameters(node, descs[i]);
+    set_parameters(i, descs[i]);
   }
   for (const Node& node : nodes_)
     if (node.out_degree > 1 || node.in_degree > 1) is_chain_ = false;
@@ -39,7 +40,7 @@ void CpuGraphExec::schedule(int participants) {
   std::vector<std::vector<std::uint32_t>> lists(p_count);
   for (std::uint32_t i = 0; i < n; ++i) {
     const Node& node = nodes_[i];
-    const std::vector<std::uint32_t>& deps = topology_[i].dependencies;
+    const NodeIndices& deps = topology_[i].dependencies;
     const std::uint32_t preferred = deps.empty() ? 0 : where[deps[0]];
     std::uint32_t best = preferred;
     double best_start = 0;
@@ -100,7 +101,8 @@ void CpuGraphExec::schedule(int participants) {
   seen_.assign(lists_ * seen_stride_, 0);
 }
 
-void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
+void CpuGraphExec::set_parameters(std::uint32_t i, GraphNodeDesc& d) {
+  Node& node = nodes_[i];
   // Identity (kind, kernel function, child graph) is fixed at instantiation: an update
   // has the same, so only the work and the launch dimensions change here.
   node.work.blocks = 1;
@@ -124,6 +126,30 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
       break;
     case GraphNodeKind::cuda_work:
       throw InternalError("a CUDA work node reached a CPU graph (the builder checks the device)");
+    case GraphNodeKind::conditional: {
+      GraphConditional& c = d.conditional();
+      auto found =
+          std::find_if(bodies_.begin(), bodies_.end(), [i](const auto& b) { return b.first == i; });
+      if (found == bodies_.end()) {  // instantiation: the body runs inline, so 1 participant
+        bodies_.emplace_back(i, std::make_shared<CpuGraphExec>(std::move(*c.body), 1));
+        found = bodies_.end() - 1;
+      } else {  // an update: its topology was checked
+        found->second->set_parameters(std::move(*c.body));
+      }
+      const CpuGraphExec* body = found->second.get();
+      // Read through volatile: the body's nodes (or an earlier one) write it.
+      const volatile std::int32_t* condition = c.condition;
+      if (c.loop) {
+        node.work.body = [body, condition](std::uint64_t, std::uint64_t) {
+          while (*condition != 0) body->run_inline();
+        };
+      } else {
+        node.work.body = [body, condition](std::uint64_t, std::uint64_t) {
+          if (*condition != 0) body->run_inline();
+        };
+      }
+      break;
+    }
     case GraphNodeKind::child: {
       // The topology keeps the child alive; its identity cannot change in an update.
       const auto* child = dynamic_cast<const CpuGraphExec*>(d.child().get());
@@ -133,14 +159,19 @@ void CpuGraphExec::set_parameters(Node& node, GraphNodeDesc& d) {
   }
 }
 
-std::string CpuGraphExec::topology_difference(const std::vector<GraphNodeDesc>& descs) const {
-  return topology_.difference(descs);
+std::string CpuGraphExec::topology_difference(const GraphNodeDescs& descs) const {
+  if (std::string difference = topology_.difference(descs); !difference.empty()) return difference;
+  for (const auto& [i, body] : bodies_)
+    if (std::string difference = body->topology_difference(*descs[i].conditional().body);
+        !difference.empty())
+      return cat("in the body of conditional node ", i, ": ", difference);
+  return {};
 }
 
-void CpuGraphExec::set_parameters(std::vector<GraphNodeDesc> descs) {
+void CpuGraphExec::set_parameters(GraphNodeDescs descs) {
   std::scoped_lock lock(config_mutex_);
   topology_.set_configs(descs);
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) set_parameters(nodes_[i], descs[i]);
+  for (std::uint32_t i = 0; i < nodes_.size(); ++i) set_parameters(i, descs[i]);
 }
 
 std::string CpuGraphExec::to_dot() const {
@@ -156,11 +187,18 @@ GraphFailure CpuGraphExec::run(WorkerPool& pool, Profiler* profiler) const {
   if (nodes_.empty()) return {};
   profiler_ = profiler;
   if (profiler != nullptr) replay_ = profiler->begin_replay();
-  if (lists_ < 2) return run_chain(pool);
-  return run_scheduled(pool);
+  if (lists_ < 2) return run_in_order(pool);
+  if (profiler != nullptr) return run_scheduled(pool);  // a trace shows the schedule
+  const bool spread = chooser_.next() == ParticipantChooser::Mode::spread;
+  const auto start = std::chrono::steady_clock::now();
+  GraphFailure failure = spread ? run_scheduled(pool) : run_in_order(pool);
+  chooser_.record(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count());
+  return failure;
 }
 
-GraphFailure CpuGraphExec::run_chain(WorkerPool& pool) const {
+GraphFailure CpuGraphExec::run_in_order(WorkerPool& pool) const {
   // Creation order is a topological order, so running nodes in it honours every edge.
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];

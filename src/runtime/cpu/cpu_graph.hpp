@@ -11,6 +11,7 @@
 
 #include "kiln/runtime/profiler.hpp"
 #include "runtime/cpu/cpu_work.hpp"
+#include "runtime/cpu/participant_chooser.hpp"
 #include "runtime/cpu/worker_pool.hpp"
 #include "runtime/graph_topology.hpp"
 #include "runtime/stream_backend.hpp"
@@ -36,11 +37,16 @@ struct GraphFailure {
 ///   acquire load of that participant's progress counter (cached, so it is re-read only
 ///   while the dependency is still running).
 ///
+/// Whether a replay runs on that schedule or on the draining thread alone (every node in
+/// creation order) is chosen from the replays' own times (`ParticipantChooser`): a graph
+/// whose hand-offs between cores cost more than its parallelism saves, or a replay while
+/// another process holds a core, runs on one thread.
+///
 /// One replay at a time (replays come from one in-order stream).
 class CpuGraphExec final : public GraphExec {
  public:
   /// \p participants: threads a replay may use (the stream's worker count).
-  CpuGraphExec(std::vector<GraphNodeDesc> nodes, int participants);
+  CpuGraphExec(GraphNodeDescs nodes, int participants);
   std::size_t size() const override { return nodes_.size(); }
   std::string to_dot() const override;
 
@@ -53,10 +59,10 @@ class CpuGraphExec final : public GraphExec {
 
   /// What differs between this graph's topology (node count, kinds, dependencies, kernel
   /// functions, child graphs) and \p nodes; empty when they match.
-  std::string topology_difference(const std::vector<GraphNodeDesc>& nodes) const;
+  std::string topology_difference(const GraphNodeDescs& nodes) const;
   /// Replaces every node's parameters by those of \p nodes, whose topology must match.
   /// Must not run concurrently with a replay (the stream orders it between replays).
-  void set_parameters(std::vector<GraphNodeDesc> nodes);
+  void set_parameters(GraphNodeDescs nodes);
 
  private:
   struct Node {  // how node i runs; what it is lives in topology_[i]
@@ -78,9 +84,11 @@ class CpuGraphExec final : public GraphExec {
     std::atomic<std::uint32_t> sleepers{0};  // participants blocked in done.wait()
   };
 
-  static void set_parameters(Node& node, GraphNodeDesc& desc);
+  /// Gives node \p i the parameters of \p desc (an update's, or the graph's own at
+  /// instantiation): its work, launch dimensions, and a conditional node's body.
+  void set_parameters(std::uint32_t i, GraphNodeDesc& desc);
   void schedule(int participants);
-  GraphFailure run_chain(WorkerPool& pool) const;
+  GraphFailure run_in_order(WorkerPool& pool) const;
   GraphFailure run_scheduled(WorkerPool& pool) const;
   void run_list(std::uint32_t participant) const;
   void record_failure(std::uint32_t node) const;
@@ -89,7 +97,10 @@ class CpuGraphExec final : public GraphExec {
   void run_node_here(std::uint32_t i) const;
 
   GraphTopology topology_;  // its launch configs guarded by config_mutex_
-  std::vector<Node> nodes_;
+  // The bodies of conditional nodes, by node: instantiated with the graph, each run inline
+  // on the thread that runs its node; an update gives them new parameters.
+  std::vector<std::pair<std::uint32_t, std::shared_ptr<CpuGraphExec>>> bodies_;
+  std::vector<Node, RecyclingAllocator<Node>> nodes_;
   mutable std::mutex config_mutex_;  // launch configs: written by updates, read by to_dot
   bool is_chain_ = true;
   // The static schedule: participant p runs order_[list_begin_[p] .. list_begin_[p + 1]).
@@ -105,6 +116,7 @@ class CpuGraphExec final : public GraphExec {
   mutable std::vector<std::uint32_t> seen_;
   mutable Profiler* profiler_ = nullptr;  // of the current replay
   mutable std::uint64_t replay_ = 0;      // its number in profiler_
+  mutable ParticipantChooser chooser_;    // spread over lists_ or on one thread
   mutable std::atomic<bool> failed_{false};
   mutable std::atomic<bool> failure_claimed_{false};
   mutable GraphFailure failure_;

@@ -188,7 +188,7 @@ class CpuStream final : public StreamBackend {
     throw InternalError("CUDA work reached a CPU stream (DeviceContext checks the device)");
   }
 
-  std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
+  std::shared_ptr<const GraphExec> instantiate_graph(GraphNodeDescs nodes) override {
     // A static schedule over more participants than cores would wait on descheduled ones.
     return std::make_shared<CpuGraphExec>(std::move(nodes),
                                           std::min(num_threads_, cores_available()));
@@ -209,8 +209,7 @@ class CpuStream final : public StreamBackend {
     return profiler_.load(std::memory_order_acquire);
   }
 
-  void update_graph(const std::shared_ptr<const GraphExec>& graph,
-                    std::vector<GraphNodeDesc> nodes) override {
+  void update_graph(const std::shared_ptr<const GraphExec>& graph, GraphNodeDescs nodes) override {
     auto exec = as_cpu_graph(graph, "DeviceGraph::update");
     if (std::string difference = exec->topology_difference(nodes); !difference.empty())
       throw UserError(
@@ -221,7 +220,7 @@ class CpuStream final : public StreamBackend {
               "launch dimensions): create a new graph instead"));
     // The stream made the graph and is the only one to run it, so it may change it.
     auto target = std::const_pointer_cast<CpuGraphExec>(std::move(exec));
-    auto params = std::make_shared<std::vector<GraphNodeDesc>>(std::move(nodes));
+    auto params = std::make_shared<GraphNodeDescs>(std::move(nodes));
     Command c;
     c.body = [target = std::move(target), params = std::move(params)](
                  std::uint64_t, std::uint64_t) { target->set_parameters(std::move(*params)); };

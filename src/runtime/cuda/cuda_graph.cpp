@@ -35,8 +35,7 @@ const char* update_result_name(CUgraphExecUpdateResult r) {
 
 }  // namespace
 
-CudaGraphExec::CudaGraphExec(std::shared_ptr<const CudaStreamState> state,
-                             std::vector<GraphNodeDesc> nodes)
+CudaGraphExec::CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes)
     : state_(std::move(state)), topology_(nodes) {
   state_->make_current();
   params_ = materialize(nodes);
@@ -75,8 +74,7 @@ void CudaGraphExec::run_host_slot(void* data) {
   }
 }
 
-std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
-    std::vector<GraphNodeDesc>& descs) {
+std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(GraphNodeDescs& descs) {
   const CudaDriver& cu = *state_->cu;
   std::vector<NodeParams> params(descs.size());
   try {
@@ -141,6 +139,8 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(
         case GraphNodeKind::cuda_work:
           p.graph = capture(d.cuda_work(), what);
           break;
+        case GraphNodeKind::conditional:
+          throw InternalError("a conditional node reached a CUDA graph (the builder refuses it)");
       }
     }
   } catch (...) {
@@ -222,6 +222,8 @@ CUgraph CudaGraphExec::emit(const std::vector<NodeParams>& params,
                         what.c_str());
           ends[i].push_back(node);
           break;
+        case GraphNodeKind::conditional:
+          throw InternalError("a conditional node reached a CUDA graph (the builder refuses it)");
       }
       if (events != nullptr) {  // the node's end event, which its dependents wait for
         state_->check(cu.cuGraphAddEventRecordNode(&node, graph, ends[i].data(), ends[i].size(),
@@ -280,7 +282,7 @@ void CudaGraphExec::launch() const {
                 "DeviceGraph::replay (cuGraphLaunch)");
 }
 
-void CudaGraphExec::update(std::vector<GraphNodeDesc> nodes) {
+void CudaGraphExec::update(GraphNodeDescs nodes) {
   if (std::string difference = topology_.difference(nodes); !difference.empty())
     throw UserError(
         cat("DeviceGraph::update: the build callback recorded a different graph: ", difference,

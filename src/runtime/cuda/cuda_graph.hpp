@@ -21,7 +21,7 @@ namespace kiln::detail {
 class CudaGraphExec final : public GraphExec {
  public:
   /// \throws DeviceError when the driver refuses a node or the instantiation.
-  CudaGraphExec(std::shared_ptr<const CudaStreamState> state, std::vector<GraphNodeDesc> nodes);
+  CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes);
   ~CudaGraphExec() override;
   CudaGraphExec(const CudaGraphExec&) = delete;
   CudaGraphExec& operator=(const CudaGraphExec&) = delete;
@@ -39,7 +39,7 @@ class CudaGraphExec final : public GraphExec {
   /// Gives the graph \p nodes' parameters (their topology must match: checked, UserError
   /// naming the difference): cuGraphExecUpdate, else a new instantiation, whose reason
   /// last_update_fallback() then tells. Replays enqueued before keep the old parameters.
-  void update(std::vector<GraphNodeDesc> nodes);
+  void update(GraphNodeDescs nodes);
   /// The graph's current template (what a parent graph nests as a child).
   CUgraph graph() const;
 
@@ -61,7 +61,7 @@ class CudaGraphExec final : public GraphExec {
     CUgraph graph = nullptr;  // child: a copy of its template; cuda_work: what was captured
   };
   /// The parameters of \p descs (host callbacks moved into new slots, CUDA work captured).
-  std::vector<NodeParams> materialize(std::vector<GraphNodeDesc>& descs);
+  std::vector<NodeParams> materialize(GraphNodeDescs& descs);
   /// Destroys the graphs \p params own and empties it.
   void release(std::vector<NodeParams>& params) const;
   /// A CUDA graph of \p params; with \p events, event i*2 recorded before node i and

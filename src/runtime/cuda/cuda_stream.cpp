@@ -413,7 +413,7 @@ class CudaStream final : public StreamBackend {
                   "cuStreamWaitEvent");
   }
 
-  std::shared_ptr<const GraphExec> instantiate_graph(std::vector<GraphNodeDesc> nodes) override {
+  std::shared_ptr<const GraphExec> instantiate_graph(GraphNodeDescs nodes) override {
     return std::make_shared<CudaGraphExec>(state_, std::move(nodes));
   }
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
@@ -424,8 +424,7 @@ class CudaStream final : public StreamBackend {
       exec.launch();
     }
   }
-  void update_graph(const std::shared_ptr<const GraphExec>& graph,
-                    std::vector<GraphNodeDesc> nodes) override {
+  void update_graph(const std::shared_ptr<const GraphExec>& graph, GraphNodeDescs nodes) override {
     const_cast<CudaGraphExec&>(as_cuda_graph(graph, "DeviceGraph::update"))
         .update(std::move(nodes));
   }
