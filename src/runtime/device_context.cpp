@@ -70,6 +70,21 @@ int resolve_num_threads(int requested) {
   return std::max(1, cores_available() / cpu_device_count());
 }
 
+/// \throws UserError unless every core in \p cores is one this process may run on.
+void check_cores(const std::vector<int>& cores) {
+  if (cores.empty()) return;
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) CPU_ZERO(&allowed);
+  std::vector<int> usable;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) usable.push_back(c);
+  for (int core : cores)
+    if (core < 0 || core >= CPU_SETSIZE || !CPU_ISSET(core, &allowed))
+      throw UserError(detail::cat("DeviceContext: pin_to_cores names core ", core,
+                                  ", which this process may not run on; its cores are [",
+                                  detail::join(usable, ", "), "]"));
+}
+
 }  // namespace
 
 int cpu_device_count() {
@@ -182,6 +197,9 @@ DeviceContext::DeviceContext(Device device, Options options) {
     if (options.num_threads < 0)
       throw UserError(detail::cat("DeviceContext: num_threads = ", options.num_threads,
                                   " is negative; pass 0 for the default or a count >= 1"));
+    if (!options.pin_to_cores.empty())
+      throw UserError(detail::cat("DeviceContext: pin_to_cores applies to CPU contexts; ", device,
+                                  " runs its work on the GPU (leave it empty)"));
 #ifdef KILN_CUDA_PATHS
     impl_ = detail::make_cuda_stream(device);
     return;
@@ -198,7 +216,9 @@ DeviceContext::DeviceContext(Device device, Options options) {
                                 cpu_device_count() == 1 ? "" : "s",
                                 " (set KILN_CPU_DEVICES or call kiln::set_cpu_device_count for "
                                 "virtual CPU devices)"));
-  impl_ = detail::make_cpu_stream(device, resolve_num_threads(options.num_threads));
+  check_cores(options.pin_to_cores);
+  impl_ = detail::make_cpu_stream(device, resolve_num_threads(options.num_threads),
+                                  std::move(options.pin_to_cores));
 }
 
 Device DeviceContext::device() const { return impl_->device(); }

@@ -17,6 +17,7 @@ const char* kind_name(GraphNodeKind kind);
 class GraphTopology {
  public:
   struct Node {
+    Node() {}  // NOLINT(modernize-use-equals-default): not zeroed before construction
     GraphNodeKind kind = GraphNodeKind::empty;
     NodeIndices dependencies;
     const FunctionInfo* kernel = nullptr;    // kernel nodes: kept alive in kernels_

@@ -91,7 +91,10 @@ class StreamBackend {
 int cores_available();
 
 /// The CPU backend: a stream over a worker pool of \p num_threads threads.
-std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads);
+/// \p cores: where to pin the stream's thread (cores[0]) and worker i (cores[(i+1) % n]);
+/// empty: not pinned.
+std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads,
+                                               std::vector<int> cores = {});
 
 /// The CUDA backend on \p device through the loaded driver (defined only in builds with
 /// the CUDA code paths). \throws UserError when this machine cannot run it.

@@ -254,3 +254,48 @@ TEST(DeviceContext, ThreadCountComesFromTheEnvironment) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(DeviceContextPinning, PinnedThreadsRunOnlyOnTheirCores) {
+  // Every core this process may use, the last one named for all three threads: each block
+  // not run by this (the test's) thread must run on that core.
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  int core = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) core = c;
+  DeviceContext ctx(Device::cpu(), {.num_threads = 3, .pin_to_cores = {core}});
+  constexpr int kLaunches = 4;
+  std::vector<std::pair<std::thread::id, int>> seen(64 * kLaunches);
+  auto fn = ctx.compile_function([](std::pair<std::thread::id, int>* out) {
+    const auto i = kiln::block_idx().x;
+    out[i] = {std::this_thread::get_id(), sched_getcpu()};
+  });
+  for (int r = 0; r < kLaunches; ++r) {
+    ctx.enqueue_function(fn, LaunchConfig{64, 1}, seen.data() + 64 * r);
+    // Not in synchronize (where this thread would run queued work): the context's own
+    // threads run the launch.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ctx.synchronize();
+  int checked = 0;
+  for (const auto& [thread, cpu] : seen) {
+    if (thread == std::this_thread::get_id()) continue;
+    EXPECT_EQ(cpu, core);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no block ran on the context's own threads";
+}
+
+TEST(DeviceContextPinning, CoresTheProcessCannotUseAreRefused) {
+  KILN_EXPECT_THROW_MSG(DeviceContext(Device::cpu(), {.num_threads = 1, .pin_to_cores = {-1}}),
+                        UserError, "pin_to_cores names core -1", "its cores are [");
+  KILN_EXPECT_THROW_MSG(
+      DeviceContext(Device::cpu(), {.num_threads = 1, .pin_to_cores = {CPU_SETSIZE + 5}}),
+      UserError, "which this process may not run on");
+}
+
+}  // namespace
+}  // namespace kiln

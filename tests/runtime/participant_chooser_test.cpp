@@ -59,6 +59,18 @@ TEST(ParticipantChooser, TheFirstReplayOfEachModeIsAWarmUp) {
   EXPECT_EQ(c.current(), Mode::spread);
 }
 
+TEST(ParticipantChooser, AParticipantOftenKeptOffItsCoreMakesSpreadingLose) {
+  // Spread replays are fast when the other core is free and very slow when another
+  // process holds it: their mean, not their best, is what spreading costs.
+  ParticipantChooser c;
+  const std::int64_t total = simulate(c, 10000, 0, [](Mode m, int r) -> std::int64_t {
+    if (m == Mode::single) return 100;
+    return r % 2 == 0 ? 20 : 500;
+  });
+  EXPECT_EQ(c.current(), Mode::single);
+  EXPECT_LE(total, 100 * 10000 * 105 / 100);
+}
+
 TEST(ParticipantChooser, FollowsACoreThatBecomesBusyAndFreeAgain) {
   ParticipantChooser c;
   const auto quiet = [](Mode m, int) -> std::int64_t { return m == Mode::spread ? 50 : 100; };

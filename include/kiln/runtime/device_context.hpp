@@ -8,6 +8,7 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kiln/core/device.hpp"
 #include "kiln/core/dtype.hpp"
@@ -47,6 +48,12 @@ struct DeviceContextOptions {
   /// environment variable KILN_NUM_THREADS, else the cores available to the process
   /// shared out between the CPU devices (`cpu_device_count`), at least one each.
   int num_threads = 0;
+  /// Cores to pin the context's threads to (CPU contexts): the stream's own thread to
+  /// `pin_to_cores[0]`, worker i to `pin_to_cores[(i + 1) % size]`. A graph replay's static
+  /// schedule gives each thread its own list of nodes, so pinned threads keep their data
+  /// in their core's caches and never share a core with each other. Empty: not pinned
+  /// (the operating system places them). Each core must be one this process may run on.
+  std::vector<int> pin_to_cores{};
 };
 
 /// How many CPU devices this process exposes, `cpu:0` to `cpu:N-1`: virtual devices, each

@@ -166,6 +166,9 @@ struct GraphConditional {
 /// is one alternative of `work`, as `kind` says (a variant, so that a node is the size of
 /// its largest kind, not of all of them together: graphs reach 10^6 nodes).
 struct GraphNodeDesc {
+  // User-provided: a node made by `emplace_back()` is not zeroed first (graphs reach
+  // 10^6 nodes, each a few hundred bytes).
+  GraphNodeDesc() {}  // NOLINT(modernize-use-equals-default)
   GraphNodeKind kind = GraphNodeKind::empty;
   NodeIndices dependencies;
   std::variant<std::monostate, KernelLaunch, GraphCopy, GraphMemset,

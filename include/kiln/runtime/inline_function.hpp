@@ -20,7 +20,9 @@ class InlineFunction;
 template <class R, class... Args, std::size_t Capacity>
 class InlineFunction<R(Args...), Capacity> {
  public:
-  InlineFunction() noexcept = default;
+  // User-provided, so that value-initialising a struct holding one does not zero the
+  // storage (graphs hold one per node).
+  InlineFunction() noexcept {}  // NOLINT(modernize-use-equals-default)
 
   template <class F>
   requires(!std::is_same_v<std::decay_t<F>, InlineFunction> &&

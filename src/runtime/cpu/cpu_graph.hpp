@@ -66,6 +66,7 @@ class CpuGraphExec final : public GraphExec {
 
  private:
   struct Node {  // how node i runs; what it is lives in topology_[i]
+    Node() {}    // NOLINT(modernize-use-equals-default): resize() must not zero nodes
     CpuWork work;
     std::uint32_t in_degree = 0;
     std::uint32_t out_degree = 0;

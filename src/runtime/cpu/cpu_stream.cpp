@@ -104,14 +104,15 @@ Command command(CpuWork work, const char* label) {
 
 class CpuStream final : public StreamBackend {
  public:
-  CpuStream(Device device, int num_threads)
+  CpuStream(Device device, int num_threads, std::vector<int> cores)
       : device_(device),
         num_threads_(num_threads),
-        pool_(num_threads - 1, ("kiln-" + device.str()).c_str()) {
+        pool_(num_threads - 1, ("kiln-" + device.str()).c_str(), cores) {
     pending_.reserve(256);
     batch_.reserve(256);
     driver_ = std::thread([this] { driver_main(); });
     pthread_setname_np(driver_.native_handle(), ("kiln-" + device.str()).substr(0, 15).c_str());
+    if (!cores.empty()) pin_thread(driver_.native_handle(), cores[0]);
   }
 
   ~CpuStream() override {
@@ -423,8 +424,9 @@ class CpuStream final : public StreamBackend {
 
 }  // namespace
 
-std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads) {
-  return std::make_shared<CpuStream>(device, num_threads);
+std::shared_ptr<StreamBackend> make_cpu_stream(Device device, int num_threads,
+                                               std::vector<int> cores) {
+  return std::make_shared<CpuStream>(device, num_threads, std::move(cores));
 }
 
 }  // namespace kiln::detail

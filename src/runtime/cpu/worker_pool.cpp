@@ -1,8 +1,10 @@
 #include "runtime/cpu/worker_pool.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <system_error>
 
@@ -26,14 +28,29 @@ void cpu_relax() noexcept {
 #endif
 }
 
-WorkerPool::WorkerPool(int helpers, const char* thread_name) {
+void pin_thread(pthread_t thread, int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  if (const int error = pthread_setaffinity_np(thread, sizeof set, &set); error != 0)
+    throw UserError(cat("cannot pin a worker thread to core ", core, " (", std::strerror(error),
+                        "); pin to cores this process may run on"));
+}
+
+WorkerPool::WorkerPool(int helpers, const char* thread_name, const std::vector<int>& cores) {
   threads_.reserve(static_cast<std::size_t>(std::max(helpers, 0)));
   try {
     for (int i = 0; i < helpers; ++i) {
       threads_.emplace_back([this, i] { helper_main(static_cast<std::uint64_t>(i) + 1); });
       const std::string name = std::string(thread_name).substr(0, 12) + "-w" + std::to_string(i);
       pthread_setname_np(threads_.back().native_handle(), name.substr(0, 15).c_str());
+      if (!cores.empty())
+        pin_thread(threads_.back().native_handle(),
+                   cores[(static_cast<std::size_t>(i) + 1) % cores.size()]);
     }
+  } catch (const UserError&) {  // a core the system refused
+    stop_and_join();
+    throw;
   } catch (const std::system_error& e) {  // the system's limit on threads (or memory)
     const std::size_t started = threads_.size();
     stop_and_join();

@@ -1,6 +1,8 @@
 #pragma once
 // Internal: the fork-join pool a CPU stream spreads a kernel's blocks over.
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -22,9 +24,14 @@ namespace kiln::detail {
 /// briefly, then sleep on a futex between jobs.
 ///
 /// One `parallel_for` at a time (the owning stream has one draining thread).
+/// Pins thread \p thread to core \p core. \throws UserError when the system refuses.
+void pin_thread(pthread_t thread, int core);
+
 class WorkerPool {
  public:
-  explicit WorkerPool(int helpers, const char* thread_name);
+  /// \p cores: helper i is pinned to cores[(i + 1) % size] (cores[0] is the owner's);
+  /// empty: no pinning.
+  WorkerPool(int helpers, const char* thread_name, const std::vector<int>& cores = {});
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
