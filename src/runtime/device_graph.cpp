@@ -119,13 +119,6 @@ DeviceGraphNode DeviceGraphBuilder::add_conditional(const char* where,
     throw UserError(detail::cat("DeviceGraphBuilder::", where,
                                 ": the condition is a null pointer; pass the address of an "
                                 "int32 in device memory that an earlier node sets"));
-  if (ctx_.device().is_cuda())
-    throw UserError(detail::cat("DeviceGraphBuilder::", where,
-                                ": conditional nodes are not implemented for CUDA graphs "
-                                "yet (",
-                                ctx_.device(),
-                                "); build this graph for a CPU context, or record the "
-                                "branches as separate graphs and choose on the host"));
   detail::GraphNodeDesc& node = new_node(detail::GraphNodeKind::conditional, dependencies);
   node.work = detail::GraphConditional{condition, loop, std::move(body)};
   return last_node();

@@ -417,6 +417,160 @@ TEST_P(CudaBackend, ADeviceGraphBecomesACudaGraphWithTheSameEdges) {
   EXPECT_EQ(g.nodes[4]->block[0], 32u);
 }
 
+const char* const kConditionalSource =
+    "extern \"C\" __global__ void set_flag(int* flag, const int* value) {\n"
+    "  *flag = *value > 0 ? 1 : 0;\n"
+    "}\n"
+    "extern \"C\" __global__ void count_down(int* left, long long* steps, int* go_on) {\n"
+    "  ++*steps;\n"
+    "  --*left;\n"
+    "  *go_on = *left > 0 ? 1 : 0;\n"
+    "}\n"
+    "extern \"C\" __global__ void add_i64(long long* sum, long long v) { *sum += v; }\n";
+
+TEST_P(CudaBackend, ConditionalNodesDecideOnTheDeviceAtEachReplay) {
+  if (!gpu()) {
+    fake().kernels["set_flag"] = {{8, 8},
+                                  [](const unsigned char* a, const unsigned*, const unsigned*) {
+                                    *arg<int*>(a, 0) = *arg<const int*>(a, 8) > 0 ? 1 : 0;
+                                    return CUDA_SUCCESS;
+                                  }};
+    fake().kernels["count_down"] = {{8, 8, 8},
+                                    [](const unsigned char* a, const unsigned*, const unsigned*) {
+                                      ++*arg<std::int64_t*>(a, 8);
+                                      int* left = arg<int*>(a, 0);
+                                      --*left;
+                                      *arg<int*>(a, 16) = *left > 0 ? 1 : 0;
+                                      return CUDA_SUCCESS;
+                                    }};
+    fake().kernels["add_i64"] = {{8, 8},
+                                 [](const unsigned char* a, const unsigned*, const unsigned*) {
+                                   *arg<std::int64_t*>(a, 0) += arg<std::int64_t>(a, 8);
+                                   return CUDA_SUCCESS;
+                                 }};
+  }
+  DeviceContext ctx = context();
+  const auto load = [&](const char* name) {
+    return gpu() ? ctx.compile_function(CudaSource{kConditionalSource, name})
+                 : ctx.compile_function(CudaModule{std::string("fake module: ") + name, name});
+  };
+  const auto set_flag = load("set_flag");
+  const auto count_down = load("count_down");
+  const auto add = load("add_i64");
+  auto value = ctx.enqueue_create_buffer<int>(1);
+  auto flag = ctx.enqueue_create_buffer<int>(1);
+  auto left = ctx.enqueue_create_buffer<int>(1);
+  auto go_on = ctx.enqueue_create_buffer<int>(1);
+  auto steps = ctx.enqueue_create_buffer<std::int64_t>(1);
+  auto sum = ctx.enqueue_create_buffer<std::int64_t>(1);
+  ctx.enqueue_memset(sum, std::int64_t{0});
+  std::vector<int> staged(1);  // what the copies below read (when they run, not now)
+  const auto write = [&](auto& buffer, int v) {
+    staged[0] = v;
+    ctx.enqueue_copy(buffer, staged);
+    ctx.synchronize();
+  };
+  const auto read = [&](const auto& buffer) {
+    std::vector<std::decay_t<decltype(*buffer.data())>> host(1);
+    ctx.enqueue_copy(host, buffer);
+    ctx.synchronize();
+    return host[0];
+  };
+
+  // IF: the body runs when the first node finds the value positive.
+  const auto if_graph = [&](std::int64_t amount) {
+    return [&, amount](DeviceGraphBuilder& b) {
+      auto decide = b.add_function(set_flag, LaunchConfig{1, 1}, {}, flag.data(), value.data());
+      b.add_if(
+          flag.data(),
+          [&](DeviceGraphBuilder& body) {
+            body.add_function(add, LaunchConfig{1, 1}, {}, sum.data(), amount);
+          },
+          decide);
+    };
+  };
+  auto branch = DeviceGraph::create(ctx, if_graph(1));
+  std::int64_t expected = 0;
+  for (int v : {3, -1, 0, 7}) {
+    write(value, v);
+    branch.replay();
+    expected += v > 0 ? 1 : 0;
+    EXPECT_EQ(read(sum), expected) << "value " << v;
+  }
+  branch.update(if_graph(100));  // the body's argument, in place
+  write(value, 1);
+  branch.replay();
+  EXPECT_EQ(read(sum), expected + 100);
+
+  // WHILE: as many passes as the device counts down.
+  auto loop = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto decide = b.add_function(set_flag, LaunchConfig{1, 1}, {}, go_on.data(), left.data());
+    b.add_while(
+        go_on.data(),
+        [&](DeviceGraphBuilder& body) {
+          body.add_function(count_down, LaunchConfig{1, 1}, {}, left.data(), steps.data(),
+                            go_on.data());
+        },
+        decide);
+  });
+  for (int n : {4, 0, 9}) {
+    write(left, n);
+    ctx.enqueue_memset(steps, std::int64_t{0});
+    loop.replay();
+    EXPECT_EQ(read(steps), n) << "a loop of " << n;
+  }
+
+  // Nested: an IF inside the WHILE's body (its handle belongs to the body graph).
+  auto nested = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    auto decide = b.add_function(set_flag, LaunchConfig{1, 1}, {}, go_on.data(), left.data());
+    b.add_while(
+        go_on.data(),
+        [&](DeviceGraphBuilder& body) {
+          auto inner = body.add_if(
+              go_on.data(),
+              [&](DeviceGraphBuilder& then) {
+                then.add_function(add, LaunchConfig{1, 1}, {}, sum.data(), std::int64_t{1});
+              },
+              {});
+          body.add_function(count_down, LaunchConfig{1, 1}, inner, left.data(), steps.data(),
+                            go_on.data());
+        },
+        decide);
+  });
+  ctx.enqueue_memset(sum, std::int64_t{0});
+  write(left, 6);
+  nested.replay();
+  EXPECT_EQ(read(sum), 6);
+
+  // CUDA forbids host functions in a body: refused, naming the node.
+  const auto host_in_body = [&](DeviceGraphBuilder& b) {
+    b.add_if(flag.data(), [](DeviceGraphBuilder& body) { body.add_host_function([] {}, {}); }, {});
+  };
+  KILN_EXPECT_THROW_MSG(DeviceGraph::create(ctx, host_in_body), UserError,
+                        "node 0 of its body is a host function node",
+                        "a conditional body may hold kernels");
+  if (gpu()) return;
+
+  // The shape of the CUDA graph: the setter, then the conditional node after it; the
+  // WHILE's body holds the kiln body's nodes (here an IF with its own setter, then the
+  // count-down kernel) and ends with the setter again, after the body's last node.
+  const auto& g = *fake().last_instantiated;
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[1]->type, CU_GRAPH_NODE_TYPE_KERNEL);
+  EXPECT_EQ(g.nodes[2]->type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  EXPECT_EQ(g.nodes[2]->condition_type, CU_GRAPH_COND_TYPE_WHILE);
+  EXPECT_EQ(g.index_of(g.nodes[2]->dependencies.at(0)), 1);
+  const testing::FakeGraph& body = *g.nodes[2]->child;
+  ASSERT_EQ(body.nodes.size(), 4u);
+  EXPECT_EQ(body.nodes[0]->type, CU_GRAPH_NODE_TYPE_KERNEL);  // the IF's setter
+  EXPECT_EQ(body.nodes[1]->type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  EXPECT_EQ(body.nodes[1]->condition_type, CU_GRAPH_COND_TYPE_IF);
+  EXPECT_EQ(body.nodes[2]->type, CU_GRAPH_NODE_TYPE_KERNEL);  // count_down
+  EXPECT_EQ(body.index_of(body.nodes[2]->dependencies.at(0)), 1);
+  EXPECT_EQ(body.nodes[3]->type, CU_GRAPH_NODE_TYPE_KERNEL);  // the WHILE's setter
+  EXPECT_EQ(body.index_of(body.nodes[3]->dependencies.at(0)), 2);
+}
+
 TEST_P(CudaBackend, UpdatesAreInPlaceOrReinstantiateSayingWhy) {
   DeviceContext ctx = context();
   const auto fn = axpy(ctx);

@@ -174,6 +174,13 @@ void run_graph(const FakeGraph& graph) {
       case CU_GRAPH_NODE_TYPE_GRAPH:
         run_graph(*node->child);
         break;
+      case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        if (node->condition_type == CU_GRAPH_COND_TYPE_WHILE) {
+          while (fake().conditions[node->condition] != 0) run_graph(*node->child);
+        } else if (fake().conditions[node->condition] != 0) {
+          run_graph(*node->child);
+        }
+        break;
       case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
         auto* event = reinterpret_cast<FakeEvent*>(node->event);
         event->recorded = true;
@@ -258,8 +265,28 @@ std::shared_ptr<FakeGraph> FakeGraph::clone() const {
   return copy;
 }
 
+namespace {
+/// What kiln's conditional-node kernel does on a GPU: (handle, const int* condition).
+FakeKernel set_conditional_kernel() {
+  return {{8, 8}, [](const unsigned char* args, const unsigned*, const unsigned*) {
+            CUgraphConditionalHandle handle;
+            const int* condition;
+            std::memcpy(&handle, args, 8);
+            std::memcpy(&condition, args + 8, 8);
+            auto it = FakeCuda::get().conditions.find(handle);
+            if (it == FakeCuda::get().conditions.end()) return CUDA_ERROR_INVALID_HANDLE;
+            it->second = *condition != 0 ? 1 : 0;
+            return CUDA_SUCCESS;
+          }};
+}
+}  // namespace
+
 FakeCuda& FakeCuda::get() {
-  static FakeCuda state;
+  static FakeCuda& state = []() -> FakeCuda& {
+    static FakeCuda s;
+    s.kernels["kiln_set_conditional"] = set_conditional_kernel();
+    return s;
+  }();
   return state;
 }
 
@@ -267,6 +294,7 @@ void FakeCuda::reset() {
   auto registered = std::move(kernels);
   *this = FakeCuda();
   kernels = std::move(registered);
+  kernels["kiln_set_conditional"] = set_conditional_kernel();
 }
 
 const detail::CudaDriver& FakeCuda::driver() const {
@@ -699,6 +727,33 @@ const detail::CudaDriver& FakeCuda::driver() const {
       auto node = std::make_unique<FakeNode>();
       node->type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
       node->event = event;
+      return add_node(out, g, deps, n, std::move(node));
+    };
+    d.cuGraphConditionalHandleCreate = [](CUgraphConditionalHandle* out, CUgraph, CUcontext,
+                                          unsigned default_value, unsigned flags) {
+      // Each launch starts from the default (kiln asks for CU_GRAPH_COND_ASSIGN_DEFAULT,
+      // and its setter runs before every conditional node, so the fake needs no more).
+      if (flags != CU_GRAPH_COND_ASSIGN_DEFAULT) return CUDA_ERROR_NOT_SUPPORTED;
+      *out = fake().conditions.size() + 1;
+      fake().conditions[*out] = default_value;
+      return CUDA_SUCCESS;
+    };
+    d.cuGraphAddNode = [](CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                          const CUgraphEdgeData* edges, std::size_t n, CUgraphNodeParams* p) {
+      if (p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL || edges != nullptr)
+        return CUDA_ERROR_NOT_SUPPORTED;  // kiln adds only conditional nodes this way
+      const CUDA_CONDITIONAL_NODE_PARAMS& c = p->conditional;
+      if (fake().conditions.count(c.handle) == 0 || c.size != 1 ||
+          (c.type != CU_GRAPH_COND_TYPE_IF && c.type != CU_GRAPH_COND_TYPE_WHILE))
+        return CUDA_ERROR_INVALID_VALUE;
+      auto node = std::make_unique<FakeNode>();
+      node->type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+      node->condition = c.handle;
+      node->condition_type = c.type;
+      node->child = std::make_shared<FakeGraph>();
+      node->body_out = reinterpret_cast<CUgraph>(node->child.get());
+      p->conditional.phGraph_out = &node->body_out;
+      ++fake().conditional_nodes;
       return add_node(out, g, deps, n, std::move(node));
     };
     d.cuGraphInstantiate = [](CUgraphExec* e, CUgraph g, unsigned long long) {

@@ -50,8 +50,13 @@ struct FakeNode {
   CUDA_MEMCPY3D copy{};
   CUDA_MEMSET_NODE_PARAMS memset{};
   CUDA_HOST_NODE_PARAMS host{};
-  std::shared_ptr<struct FakeGraph> child;
-  CUevent event = nullptr;  // event record nodes
+  std::shared_ptr<struct FakeGraph> child;  // child graph nodes; a conditional's body
+  CUevent event = nullptr;                  // event record nodes
+  // Conditional nodes: the handle, IF or WHILE, and the body handed to the caller (in
+  // the node, as the driver's array lives as long as the node).
+  CUgraphConditionalHandle condition = 0;
+  CUgraphConditionalNodeType condition_type = CU_GRAPH_COND_TYPE_IF;
+  CUgraph body_out = nullptr;
 };
 
 struct FakeGraph {
@@ -84,7 +89,11 @@ struct FakeCuda {
   bool refuse_updates = false;           // cuGraphExecUpdate fails (parameters changed)
   CUresult sticky_error = CUDA_SUCCESS;  // returned by the next cuStreamSynchronize
 
-  std::map<std::string, FakeKernel> kernels;
+  std::map<std::string, FakeKernel> kernels;  // "kiln_set_conditional" is always there
+  /// Conditional handles' values (cuGraphConditionalHandleCreate; set by the kernel
+  /// kiln_set_conditional, as cudaGraphSetConditional sets them on a GPU), by handle.
+  std::map<CUgraphConditionalHandle, unsigned> conditions;
+  int conditional_nodes = 0;  // cuGraphAddNode calls that made one
   // What happened.
   int live_allocations = 0, live_streams = 0, live_contexts = 0, live_graph_execs = 0;
   int kernel_launches = 0, graph_launches = 0, graph_updates = 0, instantiations = 0;

@@ -353,9 +353,13 @@ class DeviceGraphBuilder {
   /// work runs is decided on the device at each replay, inside one replay.
   /// \p build_body is called now, with a builder of its own for the same context (its
   /// nodes are valid only inside it; it may nest conditional nodes and child graphs).
-  /// On the CPU the body runs on the thread that runs the node.
-  /// \throws UserError for a null condition, or on a CUDA context (conditional nodes are
-  /// not implemented for CUDA graphs yet).
+  /// On the CPU the body runs on the thread that runs the node. On CUDA the node is a
+  /// CUDA conditional node: a one-thread kernel copies the int32 into its conditional
+  /// handle just before it (and, in a WHILE, again at the end of each pass), and the body
+  /// is its body graph, which CUDA lets hold kernels, copies, memsets, empty nodes, child
+  /// graphs and conditional nodes only.
+  /// \throws UserError for a null condition, and (when the graph is instantiated) for a
+  /// CUDA body holding a host function or CUDA work.
   template <class Build>
   requires std::is_invocable_v<Build&, DeviceGraphBuilder&> DeviceGraphNode
   add_if(const std::int32_t* condition, Build&& build_body,

@@ -35,10 +35,13 @@ const char* update_result_name(CUgraphExecUpdateResult r) {
 
 }  // namespace
 
-CudaGraphExec::CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes)
-    : state_(std::move(state)), topology_(nodes) {
+CudaGraphExec::CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes,
+                             std::shared_ptr<const CudaCode> setter, bool instantiate)
+    : state_(std::move(state)), setter_(std::move(setter)), topology_(nodes) {
   state_->make_current();
   params_ = materialize(nodes);
+  // A conditional node's body: its parent adds the nodes to the node's body graph.
+  if (!instantiate) return;
   try {
     graph_ = emit(params_, nullptr);
   } catch (...) {
@@ -60,8 +63,8 @@ CudaGraphExec::~CudaGraphExec() {
   // itself frees an in-flight executable graph when it completes.
   if (!host_slots_.empty()) cu.cuStreamSynchronize(state_->stream);
   drop_profiled();
-  cu.cuGraphExecDestroy(exec_);
-  cu.cuGraphDestroy(graph_);
+  if (exec_ != nullptr) cu.cuGraphExecDestroy(exec_);
+  if (graph_ != nullptr) cu.cuGraphDestroy(graph_);
   release(params_);
 }
 
@@ -139,8 +142,25 @@ std::vector<CudaGraphExec::NodeParams> CudaGraphExec::materialize(GraphNodeDescs
         case GraphNodeKind::cuda_work:
           p.graph = capture(d.cuda_work(), what);
           break;
-        case GraphNodeKind::conditional:
-          throw InternalError("a conditional node reached a CUDA graph (the builder refuses it)");
+        case GraphNodeKind::conditional: {
+          if (setter_ == nullptr)
+            throw InternalError("a conditional node reached a CUDA graph without its setter");
+          GraphConditional& c = d.conditional();
+          // CUDA runs only these in a conditional body (host functions and captured work,
+          // which may hold anything, are refused by the driver): say so here, by node.
+          for (std::uint32_t j = 0; j < c.body->size(); ++j) {
+            const GraphNodeKind k = (*c.body)[j].kind;
+            if (k == GraphNodeKind::host || k == GraphNodeKind::cuda_work)
+              throw UserError(cat(what, ": node ", j, " of its body is a ", kind_name(k),
+                                  " node; on CUDA a conditional body may hold kernels, copies, "
+                                  "memsets, empty nodes, child graphs and conditional nodes "
+                                  "(move host work before or after the conditional node)"));
+          }
+          p.condition = device_address(c.condition);
+          p.loop = c.loop;
+          p.body = std::make_shared<CudaGraphExec>(state_, std::move(*c.body), setter_, false);
+          break;
+        }
       }
     }
   } catch (...) {
@@ -161,16 +181,32 @@ CUgraph CudaGraphExec::emit(const std::vector<NodeParams>& params,
   const CudaDriver& cu = *state_->cu;
   CUgraph graph = nullptr;
   state_->check(cu.cuGraphCreate(&graph, 0), "DeviceGraph (cuGraphCreate)");
+  try {
+    add_nodes(graph, params, events);
+  } catch (...) {
+    cu.cuGraphDestroy(graph);
+    throw;
+  }
+  return graph;
+}
+
+std::vector<CUgraphNode> CudaGraphExec::add_nodes(CUgraph graph,
+                                                  const std::vector<NodeParams>& params,
+                                                  const std::vector<CUevent>* events) const {
+  const CudaDriver& cu = *state_->cu;
   // ends[i]: the CUDA nodes that node i's dependents wait for (a memset of 8- or 16-byte
   // elements is one CUDA node per 32-bit word; profiled: the node's end event).
   std::vector<std::vector<CUgraphNode>> ends(params.size());
+  std::vector<bool> has_dependent(params.size(), false);
   std::vector<CUgraphNode> deps;
-  try {
+  {
     for (std::uint32_t i = 0; i < params.size(); ++i) {
       const NodeParams& p = params[i];
       deps.clear();
-      for (std::uint32_t dep : topology_[i].dependencies)
+      for (std::uint32_t dep : topology_[i].dependencies) {
         deps.insert(deps.end(), ends[dep].begin(), ends[dep].end());
+        has_dependent[dep] = true;
+      }
       const std::string what = cat("DeviceGraph: adding ", topology_.describe(i));
       CUgraphNode node = nullptr;
       if (events != nullptr) {  // the node's begin event, which the node waits for
@@ -223,7 +259,9 @@ CUgraph CudaGraphExec::emit(const std::vector<NodeParams>& params,
           ends[i].push_back(node);
           break;
         case GraphNodeKind::conditional:
-          throw InternalError("a conditional node reached a CUDA graph (the builder refuses it)");
+          node = add_conditional(graph, deps, p, what);
+          ends[i].push_back(node);
+          break;
       }
       if (events != nullptr) {  // the node's end event, which its dependents wait for
         state_->check(cu.cuGraphAddEventRecordNode(&node, graph, ends[i].data(), ends[i].size(),
@@ -232,11 +270,62 @@ CUgraph CudaGraphExec::emit(const std::vector<NodeParams>& params,
         ends[i].assign(1, node);
       }
     }
-  } catch (...) {
-    cu.cuGraphDestroy(graph);
-    throw;
   }
-  return graph;
+  std::vector<CUgraphNode> sinks;  // what a node after the whole graph waits for
+  for (std::uint32_t i = 0; i < params.size(); ++i)
+    if (!has_dependent[i]) sinks.insert(sinks.end(), ends[i].begin(), ends[i].end());
+  return sinks;
+}
+
+CUgraphNode CudaGraphExec::add_setter(CUgraph graph, const std::vector<CUgraphNode>& deps,
+                                      CUgraphConditionalHandle handle, CUdeviceptr condition,
+                                      const std::string& what) const {
+  struct {
+    CUgraphConditionalHandle handle;
+    CUdeviceptr condition;
+  } args{handle, condition};
+  std::size_t size = sizeof args;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                   CU_LAUNCH_PARAM_END};
+  CUDA_KERNEL_NODE_PARAMS k;
+  std::memset(&k, 0, sizeof k);
+  k.func = setter_->function;
+  k.gridDimX = k.gridDimY = k.gridDimZ = 1;
+  k.blockDimX = k.blockDimY = k.blockDimZ = 1;
+  k.extra = extra;  // the driver copies the parameters
+  CUgraphNode node = nullptr;
+  state_->check(state_->cu->cuGraphAddKernelNode(&node, graph, deps.empty() ? nullptr : deps.data(),
+                                                 deps.size(), &k),
+                (what + " (its condition)").c_str());
+  return node;
+}
+
+CUgraphNode CudaGraphExec::add_conditional(CUgraph graph, const std::vector<CUgraphNode>& deps,
+                                           const NodeParams& p, const std::string& what) const {
+  const CudaDriver& cu = *state_->cu;
+  // The handle's value is 0 at each launch until the setter, which runs just before the
+  // node, copies the int32 into it; a WHILE body ends with the setter again.
+  CUgraphConditionalHandle handle = 0;
+  state_->check(cu.cuGraphConditionalHandleCreate(&handle, graph, state_->context, 0,
+                                                  CU_GRAPH_COND_ASSIGN_DEFAULT),
+                (what + " (cuGraphConditionalHandleCreate)").c_str());
+  CUgraphNode set = add_setter(graph, deps, handle, p.condition, what);
+  CUgraphNodeParams params;
+  std::memset(&params, 0, sizeof params);
+  params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  params.conditional.handle = handle;
+  params.conditional.type = p.loop ? CU_GRAPH_COND_TYPE_WHILE : CU_GRAPH_COND_TYPE_IF;
+  params.conditional.size = 1;
+  params.conditional.ctx = state_->context;
+  CUgraphNode node = nullptr;
+  state_->check(cu.cuGraphAddNode(&node, graph, &set, nullptr, 1, &params),
+                (what + " (cuGraphAddNode)").c_str());
+  // The body's nodes go straight into the node's body graph (not as a child graph), so
+  // that the handles of conditional nodes nested in it belong to the graph holding them.
+  CUgraph body = params.conditional.phGraph_out[0];
+  const std::vector<CUgraphNode> sinks = p.body->add_nodes(body, p.body->params_, nullptr);
+  if (p.loop) add_setter(body, sinks, handle, p.condition, what);
+  return node;
 }
 
 CUgraph CudaGraphExec::capture(const CudaWork& work, const std::string& what) const {
@@ -282,8 +371,19 @@ void CudaGraphExec::launch() const {
                 "DeviceGraph::replay (cuGraphLaunch)");
 }
 
+std::string CudaGraphExec::topology_difference(const GraphNodeDescs& nodes) const {
+  if (std::string difference = topology_.difference(nodes); !difference.empty()) return difference;
+  for (std::uint32_t i = 0; i < params_.size(); ++i)
+    if (params_[i].body != nullptr)
+      if (std::string difference =
+              params_[i].body->topology_difference(*nodes[i].conditional().body);
+          !difference.empty())
+        return cat("in the body of conditional node ", i, ": ", difference);
+  return {};
+}
+
 void CudaGraphExec::update(GraphNodeDescs nodes) {
-  if (std::string difference = topology_.difference(nodes); !difference.empty())
+  if (std::string difference = topology_difference(nodes); !difference.empty())
     throw UserError(
         cat("DeviceGraph::update: the build callback recorded a different graph: ", difference,
             "; record the same nodes in the same order (create a new "

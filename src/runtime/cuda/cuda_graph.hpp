@@ -20,8 +20,14 @@ namespace kiln::detail {
 
 class CudaGraphExec final : public GraphExec {
  public:
-  /// \throws DeviceError when the driver refuses a node or the instantiation.
-  CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes);
+  /// \p setter: the kernel that copies a conditional node's int32 into its handle
+  /// (`kiln_set_conditional`), needed when \p nodes hold conditional nodes.
+  /// \p instantiate false: only the nodes' parameters (a conditional node's body, whose
+  /// nodes its parent adds to the node's body graph).
+  /// \throws DeviceError when the driver refuses a node or the instantiation; UserError
+  /// for a conditional body holding what CUDA forbids there (host functions, CUDA work).
+  CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes,
+                std::shared_ptr<const CudaCode> setter = nullptr, bool instantiate = true);
   ~CudaGraphExec() override;
   CudaGraphExec(const CudaGraphExec&) = delete;
   CudaGraphExec& operator=(const CudaGraphExec&) = delete;
@@ -42,6 +48,9 @@ class CudaGraphExec final : public GraphExec {
   void update(GraphNodeDescs nodes);
   /// The graph's current template (what a parent graph nests as a child).
   CUgraph graph() const;
+  /// What differs between this graph's topology, conditional bodies included, and
+  /// \p nodes; empty when they match.
+  std::string topology_difference(const GraphNodeDescs& nodes) const;
 
  private:
   struct HostSlot {
@@ -59,6 +68,10 @@ class CudaGraphExec final : public GraphExec {
     std::vector<CUDA_MEMSET_NODE_PARAMS> memsets;
     CUDA_HOST_NODE_PARAMS host{};
     CUgraph graph = nullptr;  // child: a copy of its template; cuda_work: what was captured
+    // conditional: the int32 read at replay, IF or WHILE, and the body (a template).
+    CUdeviceptr condition = 0;
+    bool loop = false;
+    std::shared_ptr<CudaGraphExec> body;
   };
   /// The parameters of \p descs (host callbacks moved into new slots, CUDA work captured).
   std::vector<NodeParams> materialize(GraphNodeDescs& descs);
@@ -67,15 +80,28 @@ class CudaGraphExec final : public GraphExec {
   /// A CUDA graph of \p params; with \p events, event i*2 recorded before node i and
   /// i*2+1 after it.
   CUgraph emit(const std::vector<NodeParams>& params, const std::vector<CUevent>* events) const;
+  /// Adds \p params' nodes to \p graph (edges from this graph's topology); returns the
+  /// CUDA nodes of those no other node depends on.
+  std::vector<CUgraphNode> add_nodes(CUgraph graph, const std::vector<NodeParams>& params,
+                                     const std::vector<CUevent>* events) const;
   /// Destroys the profiling twin and its events.
   void drop_profiled() const;
   /// What \p work enqueues on a stream in capture, as a graph; \p what names the node.
   CUgraph capture(const CudaWork& work, const std::string& what) const;
   static void run_host_slot(void* slot);
+  /// Adds to \p graph, after \p deps, a launch of the setter: handle <- (*condition != 0).
+  CUgraphNode add_setter(CUgraph graph, const std::vector<CUgraphNode>& deps,
+                         CUgraphConditionalHandle handle, CUdeviceptr condition,
+                         const std::string& what) const;
+  /// Adds conditional node \p p to \p graph after \p deps: the setter, then the IF or
+  /// WHILE node whose body nests p.body (and, in a WHILE, the setter again after it).
+  CUgraphNode add_conditional(CUgraph graph, const std::vector<CUgraphNode>& deps,
+                              const NodeParams& p, const std::string& what) const;
 
   std::shared_ptr<const CudaStreamState> state_;
-  GraphTopology topology_;    // launch configs guarded by mutex_
-  mutable std::mutex mutex_;  // orders launches and updates
+  std::shared_ptr<const CudaCode> setter_;  // when the graph has conditional nodes
+  GraphTopology topology_;                  // launch configs guarded by mutex_
+  mutable std::mutex mutex_;                // orders launches and updates
   CUgraph graph_ = nullptr;
   CUgraphExec exec_ = nullptr;
   std::vector<NodeParams> params_;

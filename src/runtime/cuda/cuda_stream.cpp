@@ -414,7 +414,32 @@ class CudaStream final : public StreamBackend {
   }
 
   std::shared_ptr<const GraphExec> instantiate_graph(GraphNodeDescs nodes) override {
-    return std::make_shared<CudaGraphExec>(state_, std::move(nodes));
+    auto setter = conditional_setter(nodes);
+    return std::make_shared<CudaGraphExec>(state_, std::move(nodes), std::move(setter));
+  }
+
+  /// The kernel that copies a conditional node's int32 into its handle, loaded on first
+  /// use (NVRTC); null when \p nodes hold no conditional node.
+  std::shared_ptr<const CudaCode> conditional_setter(const GraphNodeDescs& nodes) {
+    const bool needed = std::any_of(nodes.begin(), nodes.end(), [](const GraphNodeDesc& d) {
+      return d.kind == GraphNodeKind::conditional;
+    });
+    if (!needed) return nullptr;
+    std::scoped_lock lock(setter_mutex_);
+    if (setter_ == nullptr) {
+      // cudaGraphSetConditional is the device runtime's (cuda_device_runtime_api.h),
+      // declared here so that no toolkit header is needed when kiln runs.
+      static const char* const kSource =
+          "extern \"C\" __device__ void cudaGraphSetConditional(unsigned long long handle,\n"
+          "                                                     unsigned int value);\n"
+          "extern \"C\" __global__ void kiln_set_conditional(unsigned long long handle,\n"
+          "                                                  const int* condition) {\n"
+          "  cudaGraphSetConditional(handle, *condition != 0 ? 1u : 0u);\n"
+          "}\n";
+      setter_ = std::dynamic_pointer_cast<const CudaCode>(load_device_code(
+          DeviceCodeRequest{kSource, true, "kiln_set_conditional", "kiln_set_conditional"}));
+    }
+    return setter_;
   }
   void launch_graph(std::shared_ptr<const GraphExec> graph) override {
     const CudaGraphExec& exec = as_cuda_graph(graph, "DeviceGraph::replay");
@@ -482,6 +507,8 @@ class CudaStream final : public StreamBackend {
 
   std::shared_ptr<CudaStreamState> state_;
   std::atomic<std::shared_ptr<Profiler>> profiler_;  // attached to replays enqueued next
+  std::mutex setter_mutex_;
+  std::shared_ptr<const CudaCode> setter_;  // conditional nodes' kernel, once needed
 
  public:
   const CudaStreamState& state() const { return *state_; }

@@ -33,7 +33,8 @@ struct CudaDriver {
   X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddKernelNode) X(cuGraphAddMemcpyNode) \
   X(cuGraphAddMemsetNode) X(cuGraphAddHostNode) X(cuGraphAddEmptyNode) \
   X(cuGraphAddChildGraphNode) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecUpdate) \
-  X(cuGraphExecDestroy) X(cuGraphClone) X(cuGraphAddEventRecordNode)
+  X(cuGraphExecDestroy) X(cuGraphClone) X(cuGraphAddEventRecordNode) \
+  X(cuGraphConditionalHandleCreate) X(cuGraphAddNode)
   // clang-format on
   KILN_CUDA_ENTRIES(KILN_CUDA_ENTRY)
 #undef KILN_CUDA_ENTRY
