@@ -82,9 +82,27 @@ TEST(ParticipantChooser, FollowsACoreThatBecomesBusyAndFreeAgain) {
   const std::int64_t busy_total = simulate(c, 20000, 5000, busy);
   EXPECT_EQ(c.current(), Mode::single);
   EXPECT_LE(busy_total, 100 * 20000 * 125 / 100);
-  // The core is free again: spreading comes back.
-  simulate(c, 5000, 25000, quiet);
+  // The core is free again: spreading comes back within one trial interval.
+  simulate(c, 20000, 25000, quiet);
   EXPECT_EQ(c.current(), Mode::spread);
+}
+
+TEST(ParticipantChooser, AModeFarSlowerIsRecheckedCheaply) {
+  // A schedule that sleeps on each hand-off can be 40x slower than one thread: its
+  // trials must end early and come rarely.
+  ParticipantChooser c;
+  const std::int64_t total = simulate(
+      c, 20000, 0, [](Mode m, int) -> std::int64_t { return m == Mode::spread ? 4000 : 100; });
+  EXPECT_EQ(c.current(), Mode::single);
+  EXPECT_LE(total, 100 * 20000 * 110 / 100);
+}
+
+TEST(ParticipantChooser, TheBusyCoreIsNoticedWithinAFewReplays) {
+  ParticipantChooser c;
+  simulate(c, 50000, 0, [](Mode m, int) -> std::int64_t { return m == Mode::spread ? 50 : 100; });
+  ASSERT_EQ(c.current(), Mode::spread);  // and trials are now far apart
+  simulate(c, 20, 50000, [](Mode m, int) -> std::int64_t { return m == Mode::spread ? 400 : 100; });
+  EXPECT_EQ(c.current(), Mode::single);
 }
 
 }  // namespace
