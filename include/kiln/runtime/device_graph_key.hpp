@@ -148,6 +148,7 @@ class DeviceGraphKey {
   static constexpr std::size_t kInline = 512;
 
   void append(const void* data, std::size_t n) {
+    if (n == 0) return;  // an empty text's data may be null, which memcpy must not get
     if (heap_.empty() && size_ + n <= kInline) {
       std::memcpy(inline_bytes_ + size_, data, n);
     } else {
