@@ -128,6 +128,12 @@ std::string demangle(const std::type_info& type) {
   return out;
 }
 
+/// Whether two build callables are the same type (type_info objects may differ across
+/// shared libraries for one type; a key without a build callable has null).
+bool same_build_type(const std::type_info* a, const std::type_info* b) {
+  return a == b || (a != nullptr && b != nullptr && *a == *b);
+}
+
 struct Entry {
   std::uint64_t hash;
   std::string bytes;
@@ -139,9 +145,7 @@ struct Entry {
 
   bool matches(const DeviceGraphKey& key) const {
     return context == key.context() && build_address == key.build_address() &&
-           (build == key.build_type() ||
-            (build != nullptr && key.build_type() != nullptr && *build == *key.build_type())) &&
-           bytes == key.bytes();
+           same_build_type(build, key.build_type()) && bytes == key.bytes();
   }
 };
 
@@ -179,10 +183,8 @@ struct DeviceGraphCache::State {
     std::size_t nearest_equal = 0;
     std::size_t same_build = 0;
     for (const Entry& e : entries) {
-      if (e.build != key.build_type() &&
-          (e.build == nullptr || key.build_type() == nullptr || *e.build != *key.build_type()))
+      if (!same_build_type(e.build, key.build_type()) || e.build_address != key.build_address())
         continue;
-      if (e.build_address != key.build_address()) continue;
       ++same_build;
       if (e.context != key.context()) continue;
       std::size_t equal = 0;

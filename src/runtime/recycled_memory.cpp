@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::size_t kSmallest = std::size_t{64} << 10;   // below: plain operator new
 constexpr std::size_t kKeptBytes = std::size_t{64} << 20;  // freed blocks kept, in all
-constexpr std::size_t kClasses = 48;
+constexpr std::size_t kClasses = 27;                       // 2^26 = kKeptBytes is the largest class
 
 // Blocks of 64 KiB and up are rounded up to a power of two; each class keeps a few freed
 // blocks. One mutex: blocks this size are taken once per graph build, not per node.
@@ -31,15 +31,19 @@ Recycler& recycler() {
 
 std::size_t class_of(std::size_t bytes) { return std::bit_width(bytes - 1); }
 
+/// Blocks kept for reuse: from 64 KiB up to the most that is kept in all (larger ones
+/// could never be kept, so they are neither rounded up nor remembered).
+bool recyclable(std::size_t bytes) { return bytes >= kSmallest && bytes <= kKeptBytes; }
+
 }  // namespace
 
 void* recycled_allocate(std::size_t bytes) {
-  if (bytes < kSmallest) return ::operator new(bytes);
+  if (!recyclable(bytes)) return ::operator new(bytes);
   const std::size_t c = class_of(bytes);
   {
     Recycler& r = recycler();
     std::scoped_lock lock(r.mutex);
-    if (c < kClasses && !r.free[c].empty()) {
+    if (!r.free[c].empty()) {
       void* block = r.free[c].back();
       r.free[c].pop_back();
       r.kept -= std::size_t{1} << c;
@@ -51,7 +55,7 @@ void* recycled_allocate(std::size_t bytes) {
 
 void recycled_free(void* block, std::size_t bytes) noexcept {
   if (block == nullptr) return;
-  if (bytes < kSmallest) {
+  if (!recyclable(bytes)) {
     ::operator delete(block);
     return;
   }
@@ -60,7 +64,7 @@ void recycled_free(void* block, std::size_t bytes) noexcept {
   {
     Recycler& r = recycler();
     std::scoped_lock lock(r.mutex);
-    if (c < kClasses && r.kept + size <= kKeptBytes && r.free[c].size() < 4) {
+    if (r.kept + size <= kKeptBytes && r.free[c].size() < 4) {
       try {
         r.free[c].push_back(block);
         r.kept += size;

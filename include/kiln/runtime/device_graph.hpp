@@ -59,10 +59,10 @@ struct GraphMemset {
   std::size_t pattern_size = 0;
 };
 
-/// Large blocks (64 KiB and up) for the arrays of graph nodes that every build makes and
-/// every destroyed graph frees: freed blocks are kept (up to 64 MiB in all) and handed to
+/// Blocks for the arrays of graph nodes that every build makes and every destroyed graph
+/// frees: freed blocks of 64 KiB to 64 MiB are kept (up to 64 MiB in all) and handed to
 /// the next build of a similar size, so that building graphs again and again does not
-/// fault the same pages in each time. Smaller blocks go to operator new.
+/// fault the same pages in each time. Other sizes go to operator new.
 void* recycled_allocate(std::size_t bytes);
 void recycled_free(void* block, std::size_t bytes) noexcept;
 

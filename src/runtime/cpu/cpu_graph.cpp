@@ -128,9 +128,11 @@ void CpuGraphExec::set_parameters(std::uint32_t i, GraphNodeDesc& d) {
       throw InternalError("a CUDA work node reached a CPU graph (the builder checks the device)");
     case GraphNodeKind::conditional: {
       GraphConditional& c = d.conditional();
-      auto found =
-          std::find_if(bodies_.begin(), bodies_.end(), [i](const auto& b) { return b.first == i; });
-      if (found == bodies_.end()) {  // instantiation: the body runs inline, so 1 participant
+      // bodies_ is in node order (instantiation adds them node by node).
+      auto found = std::lower_bound(bodies_.begin(), bodies_.end(), i,
+                                    [](const auto& b, std::uint32_t at) { return b.first < at; });
+      if (found == bodies_.end() || found->first != i) {
+        // Instantiation: the body runs inline, on one participant.
         bodies_.emplace_back(i, std::make_shared<CpuGraphExec>(std::move(*c.body), 1));
         found = bodies_.end() - 1;
       } else {  // an update: its topology was checked
