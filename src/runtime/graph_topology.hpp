@@ -1,10 +1,11 @@
 #pragma once
-// Internal: what every backend's instantiated graph keeps of its nodes apart from how it
-// runs them: kinds, dependencies, kernel functions and child graphs (what an update must
-// keep), plus labels and launch dimensions (what DOT output and messages show).
+// Internal: what every backend's instantiated graph keeps of its nodes: the builder's node
+// descriptions themselves, taken without a copy (a graph of 10^5 nodes is built in about
+// a millisecond, so each node is written once). Kinds, dependencies, kernel functions and
+// child graphs are what an update must keep; labels and launch dimensions are what DOT
+// output and messages show.
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,25 +17,18 @@ const char* kind_name(GraphNodeKind kind);
 
 class GraphTopology {
  public:
-  struct Node {
-    Node() {}  // NOLINT(modernize-use-equals-default): not zeroed before construction
-    GraphNodeKind kind = GraphNodeKind::empty;
-    NodeIndices dependencies;
-    const FunctionInfo* kernel = nullptr;    // kernel nodes: kept alive in kernels_
-    std::shared_ptr<const GraphExec> child;  // child nodes: kept alive with the graph
-    LaunchConfig config;                     // kernel nodes; changes with updates
-    bool loop = false;                       // conditional nodes: WHILE, not IF
-    std::string label;                       // from the builder; may be empty
-    /// The label, else the kernel's name, else the kind's: what traces show. (Computed,
-    /// not stored: a graph of 10^6 nodes would hold every label twice.)
-    const std::string& name() const;
-  };
-
-  /// Takes the identity of \p descs (their dependencies are moved out).
-  explicit GraphTopology(GraphNodeDescs& descs);
+  /// Takes \p descs as they are (no copy): a backend runs or reads them from here.
+  explicit GraphTopology(GraphNodeDescs descs) : nodes_(std::move(descs)) {}
 
   std::size_t size() const noexcept { return nodes_.size(); }
-  const Node& operator[](std::uint32_t i) const { return nodes_[i]; }
+  const GraphNodeDesc& operator[](std::uint32_t i) const { return nodes_[i]; }
+  /// For the backend that owns this topology: it may take a node's parameters (a CUDA
+  /// kernel's argument bytes, a host callback) but not change its identity.
+  GraphNodeDesc& parameters(std::uint32_t i) { return nodes_[i]; }
+  GraphNodeDescs& parameters() { return nodes_; }  // the same for every node; never resized
+
+  /// Node \p i's label, else its kernel's name, else its kind's: what traces show.
+  const std::string& name(std::uint32_t i) const;
 
   /// What differs between this topology and \p descs (node count, kinds, dependencies,
   /// kernel functions, child graphs), as a sentence; empty when they match.
@@ -49,9 +43,7 @@ class GraphTopology {
   std::string to_dot() const;
 
  private:
-  std::vector<Node, RecyclingAllocator<Node>> nodes_;
-  // The kernels the nodes launch, each once (one reference per kernel, not per node).
-  std::vector<std::shared_ptr<const FunctionInfo>> kernels_;
+  GraphNodeDescs nodes_;
 };
 
 }  // namespace kiln::detail

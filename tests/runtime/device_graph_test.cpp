@@ -320,6 +320,25 @@ TEST(DeviceGraph, BadLaunchesAndCopiesAreRejectedWhileBuilding) {
       "destination holds 4 f32", "source holds 5");
 }
 
+TEST(DeviceGraph, ARefusedLaunchLeavesNoNodeBehind) {
+  // add_function binds straight into a new node; a refused launch (caught inside the
+  // build callback) must take that node away again, so later nodes keep their indices.
+  DeviceContext ctx;
+  int runs = 0;
+  auto fn = ctx.compile_function([&runs] { ++runs; }, {.name = "count"});
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    const DeviceGraphNode first = b.add_function(fn, LaunchConfig{1, 1}, {});
+    EXPECT_THROW(b.add_function(fn, LaunchConfig{0, 1}, first), UserError);
+    EXPECT_EQ(b.size(), 1u);
+    const DeviceGraphNode second = b.add_function(fn, LaunchConfig{2, 1}, first);
+    EXPECT_EQ(second.index(), 1u);
+  });
+  EXPECT_EQ(graph.size(), 2u);
+  graph.replay();
+  ctx.synchronize();
+  EXPECT_EQ(runs, 3);  // one block, then two
+}
+
 TEST(DeviceGraph, ChildGraphsMustShareTheContext) {
   DeviceContext ctx, other;
   auto child = DeviceGraph::create(other, [](DeviceGraphBuilder& b) { b.add_empty({}); });

@@ -207,14 +207,22 @@ class DeviceFunction {
           {},
           detail::pack_device_args(*info_, std::span<const detail::ArgBytes>(views, sizeof...(A)))};
     } else {
-      using Bound = detail::BoundKernel<K, std::decay_t<A>...>;
       detail::KernelLaunch launch;  // member by member: no zeroing of the callable's storage
-      launch.info = info_;
-      launch.config = config;
-      launch.run = Bound{kernel_, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...), config,
-                         info_->form};
+      bind_into(launch, config, std::forward<A>(args)...);
       return launch;
     }
+  }
+
+  /// Internal: binds \p args into \p launch in place (a graph node's own launch: no
+  /// temporary moved in). C++ callables only.
+  template <class... A>
+  void bind_into(detail::KernelLaunch& launch, const LaunchConfig& config, A&&... args) const
+      requires(!std::is_same_v<K, CudaKernel>) {
+    using Bound = detail::BoundKernel<K, std::decay_t<A>...>;
+    launch.info = info_;
+    launch.config = config;
+    launch.run.emplace(Bound{kernel_, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...),
+                             config, info_->form});
   }
 
   /// Internal: a launch of this CUDA kernel with each parameter's value given as bytes

@@ -285,7 +285,19 @@ class DeviceGraphBuilder {
     static_assert(detail::LaunchableWith<K, A...>,
                   "add_function: the kernel cannot be called with these argument types "
                   "(CUDA kernels take trivially copyable arguments: pass buffer.data())");
-    return add_launch(fn.bind(config, std::forward<A>(args)...), dependencies);
+    if constexpr (std::is_same_v<K, CudaKernel>) {
+      return add_launch(fn.bind(config, std::forward<A>(args)...), dependencies);
+    } else {  // bound straight into the new node
+      detail::KernelLaunch& launch = new_launch(dependencies);
+      try {
+        fn.bind_into(launch, config, std::forward<A>(args)...);
+        check_launch(launch);
+      } catch (...) {
+        drop_last_node();
+        throw;
+      }
+      return last_node();
+    }
   }
 
   /// A copy of all of \p src into \p dst (buffers, spans, vectors; sizes must match).
@@ -421,6 +433,12 @@ class DeviceGraphBuilder {
                                   const DeviceGraphDependencies& dependencies);
   /// \throws UserError for a launch this graph cannot run (empty grid, wrong device).
   void check_launch(const detail::KernelLaunch& launch) const;
+  /// A new kernel node with an empty launch, for add_function to bind into.
+  detail::KernelLaunch& new_launch(const DeviceGraphDependencies& dependencies) {
+    return new_node(detail::GraphNodeKind::kernel, dependencies)
+        .work.emplace<detail::KernelLaunch>();
+  }
+  void drop_last_node() noexcept { nodes_.pop_back(); }
   /// \throws UserError naming \p role (and \p new_node, the node being added, when it is
   /// not `kNoNode`) unless \p node is a node of this builder. No formatting on success.
   void check_node(const DeviceGraphNode& node, const char* role,

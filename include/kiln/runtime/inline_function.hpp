@@ -28,14 +28,15 @@ class InlineFunction<R(Args...), Capacity> {
   requires(!std::is_same_v<std::decay_t<F>, InlineFunction> &&
            std::is_invocable_r_v<R, const std::decay_t<F>&, Args...>)
       InlineFunction(F&& f) {  // NOLINT(google-explicit-constructor)
-    using Fn = std::decay_t<F>;
-    if constexpr (kFitsInline<Fn>) {
-      ::new (static_cast<void*>(storage_)) Fn(std::forward<F>(f));
-      ops_ = &kInlineOps<Fn>;
-    } else {
-      *reinterpret_cast<Fn**>(storage_) = new Fn(std::forward<F>(f));
-      ops_ = &kHeapOps<Fn>;
-    }
+    construct(std::forward<F>(f));
+  }
+
+  /// Replaces the callable by \p f, built in place (no temporary InlineFunction moved in).
+  template <class F>
+  requires(!std::is_same_v<std::decay_t<F>, InlineFunction> &&
+           std::is_invocable_r_v<R, const std::decay_t<F>&, Args...>) void emplace(F&& f) {
+    reset();
+    construct(std::forward<F>(f));
   }
 
   InlineFunction(InlineFunction&& other) noexcept : ops_(other.ops_) {
@@ -71,6 +72,18 @@ class InlineFunction<R(Args...), Capacity> {
   }
 
  private:
+  template <class F>
+  void construct(F&& f) {
+    using Fn = std::decay_t<F>;
+    if constexpr (kFitsInline<Fn>) {
+      ::new (static_cast<void*>(storage_)) Fn(std::forward<F>(f));
+      ops_ = &kInlineOps<Fn>;
+    } else {
+      *reinterpret_cast<Fn**>(storage_) = new Fn(std::forward<F>(f));
+      ops_ = &kHeapOps<Fn>;
+    }
+  }
+
   struct Ops {
     R (*call)(const unsigned char*, Args...);
     void (*move)(unsigned char* dst, unsigned char* src) noexcept;

@@ -9,20 +9,31 @@
 
 namespace kiln::detail {
 
-CpuGraphExec::CpuGraphExec(GraphNodeDescs descs, int participants) : topology_(descs) {
-  const auto n = static_cast<std::uint32_t>(descs.size());
+CpuGraphExec::CpuGraphExec(GraphNodeDescs descs, int participants) : topology_(std::move(descs)) {
+  const auto n = static_cast<std::uint32_t>(topology_.size());
   nodes_.resize(n);
+  std::uint32_t others = 0;
+  for (std::uint32_t i = 0; i < n; ++i)
+    others += topology_[i].kind == GraphNodeKind::kernel ? 0 : 1;
+  works_.resize(others);
+  // A chain: one root, no node with two predecessors or two successors.
+  std::vector<bool> has_successor(is_chain_ ? n : 0);
   std::uint32_t roots = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    Node& node = nodes_[i];
-    node.in_degree = static_cast<std::uint32_t>(topology_[i].dependencies.size());
-    for (std::uint32_t dep : topology_[i].dependencies) ++nodes_[dep].out_degree;
-    roots += node.in_degree == 0 ? 1 : 0;
-    set_parameters(i, descs[i]);
+  for (std::uint32_t i = 0, other = 0; i < n; ++i) {
+    const NodeIndices& deps = topology_[i].dependencies;
+    if (is_chain_) {
+      roots += deps.empty() ? 1 : 0;
+      if (deps.size() > 1 || roots > 1) is_chain_ = false;
+      for (std::uint32_t dep : deps) {
+        if (has_successor[dep]) is_chain_ = false;
+        has_successor[dep] = true;
+      }
+    }
+    if (topology_[i].kind == GraphNodeKind::kernel)
+      set_kernel(i);
+    else
+      set_work(i, topology_.parameters(i), works_[other++]);
   }
-  for (const Node& node : nodes_)
-    if (node.out_degree > 1 || node.in_degree > 1) is_chain_ = false;
-  if (roots > 1) is_chain_ = false;
   if (!is_chain_ && participants > 1) schedule(participants);
 }
 
@@ -55,7 +66,7 @@ void CpuGraphExec::schedule(int participants) {
       }
     }
     where[i] = best;
-    finish[i] = best_start + static_cast<double>(std::max<std::uint64_t>(1, node.work.blocks));
+    finish[i] = best_start + static_cast<double>(std::max<std::uint64_t>(1, node.blocks));
     free_at[best] = finish[i];
     lists[best].push_back(i);
   }
@@ -101,28 +112,32 @@ void CpuGraphExec::schedule(int participants) {
   seen_.assign(lists_ * seen_stride_, 0);
 }
 
-void CpuGraphExec::set_parameters(std::uint32_t i, GraphNodeDesc& d) {
-  Node& node = nodes_[i];
-  // Identity (kind, kernel function, child graph) is fixed at instantiation: an update
-  // has the same, so only the work and the launch dimensions change here.
-  node.work.blocks = 1;
+void CpuGraphExec::set_kernel(std::uint32_t i) {
+  const KernelLaunch& launch = topology_[i].kernel();
+  nodes_[i].body = &launch.run;
+  nodes_[i].blocks = launch.config.grid_dim.count();
+}
+
+void CpuGraphExec::set_work(std::uint32_t i, GraphNodeDesc& d, CpuWork& work) {
+  // Identity (kind, child graph) is fixed at instantiation: an update has the same, so
+  // only the work changes here.
+  nodes_[i].body = &work.body;
+  work.blocks = 1;
   switch (d.kind) {
     case GraphNodeKind::kernel:
-      node.work.blocks = d.kernel().config.grid_dim.count();
-      node.work.body = std::move(d.kernel().run);
-      break;
+      throw InternalError("CpuGraphExec::set_work got a kernel node (see set_kernel)");
     case GraphNodeKind::copy:
-      node.work = copy_work(d.copy().dst, d.copy().src, d.copy().bytes);
+      work = copy_work(d.copy().dst, d.copy().src, d.copy().bytes);
       break;
     case GraphNodeKind::memset:
-      node.work = fill_work(d.memset().dst, d.memset().count, d.memset().pattern.data(),
-                            d.memset().pattern_size);
+      work = fill_work(d.memset().dst, d.memset().count, d.memset().pattern.data(),
+                       d.memset().pattern_size);
       break;
     case GraphNodeKind::host:
-      node.work.body = [f = std::move(d.host())](std::uint64_t, std::uint64_t) { f(); };
+      work.body = [f = std::move(d.host())](std::uint64_t, std::uint64_t) { f(); };
       break;
     case GraphNodeKind::empty:
-      node.work.body = [](std::uint64_t, std::uint64_t) {};
+      work.body = [](std::uint64_t, std::uint64_t) {};
       break;
     case GraphNodeKind::cuda_work:
       throw InternalError("a CUDA work node reached a CPU graph (the builder checks the device)");
@@ -142,11 +157,11 @@ void CpuGraphExec::set_parameters(std::uint32_t i, GraphNodeDesc& d) {
       // Read through volatile: the body's nodes (or an earlier one) write it.
       const volatile std::int32_t* condition = c.condition;
       if (c.loop) {
-        node.work.body = [body, condition](std::uint64_t, std::uint64_t) {
+        work.body = [body, condition](std::uint64_t, std::uint64_t) {
           while (*condition != 0) body->run_inline();
         };
       } else {
-        node.work.body = [body, condition](std::uint64_t, std::uint64_t) {
+        work.body = [body, condition](std::uint64_t, std::uint64_t) {
           if (*condition != 0) body->run_inline();
         };
       }
@@ -155,10 +170,11 @@ void CpuGraphExec::set_parameters(std::uint32_t i, GraphNodeDesc& d) {
     case GraphNodeKind::child: {
       // The topology keeps the child alive; its identity cannot change in an update.
       const auto* child = dynamic_cast<const CpuGraphExec*>(d.child().get());
-      node.work.body = [child](std::uint64_t, std::uint64_t) { child->run_inline(); };
+      work.body = [child](std::uint64_t, std::uint64_t) { child->run_inline(); };
       break;
     }
   }
+  nodes_[i].blocks = work.blocks;
 }
 
 std::string CpuGraphExec::topology_difference(const GraphNodeDescs& descs) const {
@@ -172,8 +188,17 @@ std::string CpuGraphExec::topology_difference(const GraphNodeDescs& descs) const
 
 void CpuGraphExec::set_parameters(GraphNodeDescs descs) {
   std::scoped_lock lock(config_mutex_);
-  topology_.set_configs(descs);
-  for (std::uint32_t i = 0; i < nodes_.size(); ++i) set_parameters(i, descs[i]);
+  for (std::uint32_t i = 0, other = 0; i < nodes_.size(); ++i) {
+    if (descs[i].kind == GraphNodeKind::kernel) {
+      // In place: the runner keeps its address, which nodes_[i] holds.
+      KernelLaunch& launch = topology_.parameters(i).kernel();
+      launch.run = std::move(descs[i].kernel().run);
+      launch.config = descs[i].kernel().config;
+      set_kernel(i);
+    } else {
+      set_work(i, descs[i], works_[other++]);
+    }
+  }
 }
 
 std::string CpuGraphExec::to_dot() const {
@@ -182,7 +207,7 @@ std::string CpuGraphExec::to_dot() const {
 }
 
 void CpuGraphExec::run_inline() const {
-  for (const Node& node : nodes_) node.work.body(0, node.work.blocks);
+  for (const Node& node : nodes_) (*node.body)(0, node.blocks);
 }
 
 GraphFailure CpuGraphExec::run(WorkerPool& pool, Profiler* profiler) const {
@@ -205,14 +230,14 @@ GraphFailure CpuGraphExec::run_in_order(WorkerPool& pool) const {
   for (std::uint32_t i = 0; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     try {
-      if (node.work.blocks <= 1) {
+      if (node.blocks <= 1) {
         run_node_here(i);  // skip the pool for the common tiny node
       } else if (profiler_ == nullptr) {
-        pool.parallel_for(node.work.blocks, node.work.body);
+        pool.parallel_for(node.blocks, *node.body);
       } else {
         const std::int64_t begin = profiler_->now_ns();
-        pool.parallel_for(node.work.blocks, node.work.body);
-        profiler_->record(topology_[i].name(), i, replay_, begin, profiler_->now_ns());
+        pool.parallel_for(node.blocks, *node.body);
+        profiler_->record(topology_.name(i), i, replay_, begin, profiler_->now_ns());
       }
     } catch (...) {
       return {std::current_exception(), topology_.describe(i)};
@@ -276,12 +301,12 @@ void CpuGraphExec::run_list(std::uint32_t p) const {
 void CpuGraphExec::run_node_here(std::uint32_t i) const {
   const Node& node = nodes_[i];
   if (profiler_ == nullptr) {
-    node.work.body(0, node.work.blocks);
+    (*node.body)(0, node.blocks);
     return;
   }
   const std::int64_t begin = profiler_->now_ns();
-  node.work.body(0, node.work.blocks);  // a failing node is not recorded
-  profiler_->record(topology_[i].name(), i, replay_, begin, profiler_->now_ns());
+  (*node.body)(0, node.blocks);  // a failing node is not recorded
+  profiler_->record(topology_.name(i), i, replay_, begin, profiler_->now_ns());
 }
 
 void CpuGraphExec::wait_for(std::uint32_t* seen, const Wait& wait) const {

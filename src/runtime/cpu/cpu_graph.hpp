@@ -67,9 +67,10 @@ class CpuGraphExec final : public GraphExec {
  private:
   struct Node {  // how node i runs; what it is lives in topology_[i]
     Node() {}    // NOLINT(modernize-use-equals-default): resize() must not zero nodes
-    CpuWork work;
-    std::uint32_t in_degree = 0;
-    std::uint32_t out_degree = 0;
+    // Its kernel's runner inside topology_[i] (taken from the builder without a copy), or
+    // the runner in works_ of another kind of node.
+    const BlockRunner* body = nullptr;
+    std::uint64_t blocks = 1;
     std::uint32_t first_wait = 0;  // into waits_: cross-participant dependencies
     std::uint32_t wait_count = 0;
     bool publish = false;  // a node on another participant depends on this one
@@ -85,9 +86,12 @@ class CpuGraphExec final : public GraphExec {
     std::atomic<std::uint32_t> sleepers{0};  // participants blocked in done.wait()
   };
 
-  /// Gives node \p i the parameters of \p desc (an update's, or the graph's own at
-  /// instantiation): its work, launch dimensions, and a conditional node's body.
-  void set_parameters(std::uint32_t i, GraphNodeDesc& desc);
+  /// Gives node \p i (not a kernel node) the parameters of \p desc (an update's, or the
+  /// graph's own at instantiation): its work, and a conditional node's body. \p work is
+  /// the node's slot in works_.
+  void set_work(std::uint32_t i, GraphNodeDesc& desc, CpuWork& work);
+  /// Points node \p i at its kernel's runner (in topology_) and launch dimensions.
+  void set_kernel(std::uint32_t i);
   void schedule(int participants);
   GraphFailure run_in_order(WorkerPool& pool) const;
   GraphFailure run_scheduled(WorkerPool& pool) const;
@@ -98,6 +102,8 @@ class CpuGraphExec final : public GraphExec {
   void run_node_here(std::uint32_t i) const;
 
   GraphTopology topology_;  // its launch configs guarded by config_mutex_
+  // The work of nodes other than kernel nodes, in node order (sized once: nodes_ point in).
+  std::vector<CpuWork> works_;
   // The bodies of conditional nodes, by node: instantiated with the graph, each run inline
   // on the thread that runs its node; an update gives them new parameters.
   std::vector<std::pair<std::uint32_t, std::shared_ptr<CpuGraphExec>>> bodies_;

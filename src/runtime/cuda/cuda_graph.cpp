@@ -37,9 +37,9 @@ const char* update_result_name(CUgraphExecUpdateResult r) {
 
 CudaGraphExec::CudaGraphExec(std::shared_ptr<const CudaStreamState> state, GraphNodeDescs nodes,
                              std::shared_ptr<const CudaCode> setter, bool instantiate)
-    : state_(std::move(state)), setter_(std::move(setter)), topology_(nodes) {
+    : state_(std::move(state)), setter_(std::move(setter)), topology_(std::move(nodes)) {
   state_->make_current();
-  params_ = materialize(nodes);
+  params_ = materialize(topology_.parameters());
   // A conditional node's body: its parent adds the nodes to the node's body graph.
   if (!instantiate) return;
   try {
@@ -452,7 +452,7 @@ void CudaGraphExec::launch_profiled(Profiler& profiler) const {
     float begin_ms = 0, end_ms = 0;
     state_->check(cu.cuEventElapsedTime(&begin_ms, origin, events_[2 * i]), "cuEventElapsedTime");
     state_->check(cu.cuEventElapsedTime(&end_ms, origin, events_[2 * i + 1]), "cuEventElapsedTime");
-    profiler.record(topology_[i].name(), i, replay,
+    profiler.record(topology_.name(i), i, replay,
                     origin_ns + static_cast<std::int64_t>(static_cast<double>(begin_ms) * 1e6),
                     origin_ns + static_cast<std::int64_t>(static_cast<double>(end_ms) * 1e6));
   }
