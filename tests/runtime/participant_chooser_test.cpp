@@ -105,5 +105,22 @@ TEST(ParticipantChooser, TheBusyCoreIsNoticedWithinAFewReplays) {
   EXPECT_EQ(c.current(), Mode::single);
 }
 
+TEST(ParticipantChooser, LoneSlowReplaysOnOneThreadDoNotTriggerTrials) {
+  // A caller that pauses between bursts makes the first replay after each pause slow
+  // (cold caches, a sleeping stream thread). On one thread that says nothing for
+  // spreading, whose trials here cost 40 replays each: they must stay rare.
+  ParticipantChooser c;
+  int spread_replays = 0;
+  simulate(c, 20000, 0, [&](Mode m, int r) -> std::int64_t {
+    if (m == Mode::spread) {
+      ++spread_replays;
+      return 4000;
+    }
+    return r % 50 == 0 ? 1000 : 100;
+  });
+  EXPECT_EQ(c.current(), Mode::single);
+  EXPECT_LE(spread_replays, 30) << "a lone slow replay started a trial";
+}
+
 }  // namespace
 }  // namespace kiln::detail

@@ -250,15 +250,19 @@ GraphFailure CpuGraphExec::run_scheduled(WorkerPool& pool) const {
   for (std::uint32_t p = 0; p < lists_; ++p) {
     progress_[p].done.store(0, std::memory_order_relaxed);
     progress_[p].sleepers.store(0, std::memory_order_relaxed);
+    progress_[p].claimed.store(false, std::memory_order_relaxed);
   }
   std::fill(seen_.begin(), seen_.end(), 0);
   failed_.store(false, std::memory_order_relaxed);
   failure_claimed_.store(false, std::memory_order_relaxed);
   failure_ = {};
-  // One "block" per list. A thread takes a new list only after finishing its current one,
-  // and lists wait only on earlier nodes, so every list is eventually taken and finishes.
+  // One "block" per list. A thread takes a new list only after finishing its current one
+  // (and those it took over), and every list waits only on earlier nodes, so every list
+  // is eventually run and finishes.
   const BlockRunner participant = [this](std::uint64_t begin, std::uint64_t end) {
-    for (; begin < end; ++begin) run_list(static_cast<std::uint32_t>(begin));
+    for (; begin < end; ++begin)
+      if (!progress_[begin].claimed.exchange(true, std::memory_order_acq_rel))
+        run_lists(static_cast<std::uint32_t>(begin));
   };
   pool.parallel_for(lists_, participant);
   return std::move(failure_);
@@ -270,15 +274,37 @@ void CpuGraphExec::record_failure(std::uint32_t node) const {
   failed_.store(true, std::memory_order_relaxed);
 }
 
-void CpuGraphExec::run_list(std::uint32_t p) const {
-  std::uint32_t* seen = &seen_[p * seen_stride_];
-  const std::uint32_t begin = list_begin_[p];
-  const std::uint32_t end = list_begin_[p + 1];
-  for (std::uint32_t k = begin; k < end; ++k) {
+void CpuGraphExec::run_lists(std::uint32_t first) const {
+  OwnedLists owned;
+  owned.list[0] = first;
+  owned.next[0] = 0;
+  owned.count = 1;
+  for (;;) {
+    // The owned list whose next node comes first in creation order (a topological order:
+    // so that node's dependencies on owned lists have all run).
+    std::uint32_t slot = 0;
+    if (owned.count > 1) {
+      std::uint32_t first_node = UINT32_MAX;
+      for (std::uint32_t s = 0; s < owned.count; ++s) {
+        const std::uint32_t k = list_begin_[owned.list[s]] + owned.next[s];
+        if (k < list_begin_[owned.list[s] + 1] && order_[k] < first_node) {
+          first_node = order_[k];
+          slot = s;
+        }
+      }
+      if (first_node == UINT32_MAX) return;
+    }
+    const std::uint32_t p = owned.list[slot];
+    const std::uint32_t k = list_begin_[p] + owned.next[slot];
+    if (k == list_begin_[p + 1]) return;  // one list, finished
     const std::uint32_t i = order_[k];
     const Node& node = nodes_[i];
-    for (std::uint32_t w = node.first_wait; w < node.first_wait + node.wait_count; ++w)
-      if (seen[waits_[w].participant] < waits_[w].count) wait_for(seen, waits_[w]);
+    std::uint32_t* seen = &seen_[p * seen_stride_];
+    bool took = false;
+    for (std::uint32_t w = node.first_wait; !took && w < node.first_wait + node.wait_count; ++w)
+      if (seen[waits_[w].participant] < waits_[w].count)
+        took = wait_or_take(seen, waits_[w], owned);
+    if (took) continue;  // the taken list's earlier nodes run first
     // After a failure the rest is skipped, but progress is still published so that no
     // participant waits forever.
     if (!failed_.load(std::memory_order_relaxed)) {
@@ -288,11 +314,12 @@ void CpuGraphExec::run_list(std::uint32_t p) const {
         record_failure(i);
       }
     }
+    const std::uint32_t done = ++owned.next[slot];
     if (node.publish) {
       Progress& mine = progress_[p];
       // seq_cst store then load pairs with the sleeper's increment then re-check: either
       // the sleeper sees the new count or this thread sees the sleeper and wakes it.
-      mine.done.store(k - begin + 1, std::memory_order_seq_cst);
+      mine.done.store(done, std::memory_order_seq_cst);
       if (mine.sleepers.load(std::memory_order_seq_cst) != 0) mine.done.notify_all();
     }
   }
@@ -309,17 +336,28 @@ void CpuGraphExec::run_node_here(std::uint32_t i) const {
   profiler_->record(topology_.name(i), i, replay_, begin, profiler_->now_ns());
 }
 
-void CpuGraphExec::wait_for(std::uint32_t* seen, const Wait& wait) const {
+bool CpuGraphExec::wait_or_take(std::uint32_t* seen, const Wait& wait, OwnedLists& owned) const {
   // Spin (the dependency is usually a few nodes away), then yield, then sleep: a
   // participant descheduled by a busy machine must not be waited for on a spinning core.
+  // A list still unclaimed after a short spin (a woken worker claims its list within a
+  // microsecond) is taken over instead of waited for.
   Progress& theirs = progress_[wait.participant];
   std::uint32_t& view = seen[wait.participant];
+  constexpr int kTakeAfter = 128, kYieldAfter = 256, kSleepAfter = 320;
   for (int round = 0;; ++round) {
     view = theirs.done.load(std::memory_order_acquire);
-    if (view >= wait.count) return;
-    if (round < 256) {
+    if (view >= wait.count) return false;
+    if (round >= kTakeAfter && owned.count < OwnedLists::kMax &&
+        !theirs.claimed.load(std::memory_order_relaxed) &&
+        !theirs.claimed.exchange(true, std::memory_order_acq_rel)) {
+      owned.list[owned.count] = wait.participant;
+      owned.next[owned.count] = 0;
+      ++owned.count;
+      return true;
+    }
+    if (round < kYieldAfter) {
       cpu_relax();
-    } else if (round < 320) {
+    } else if (round < kSleepAfter) {
       std::this_thread::yield();
     } else {
       theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);

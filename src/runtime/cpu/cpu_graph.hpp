@@ -35,7 +35,10 @@ struct GraphFailure {
 ///   another participant. At replay every participant runs its own list in order; a
 ///   dependency on the same participant costs nothing, one on another participant is an
 ///   acquire load of that participant's progress counter (cached, so it is re-read only
-///   while the dependency is still running).
+///   while the dependency is still running). A participant that waits on a list nobody
+///   has started (its thread not yet woken, or kept off its core by another process)
+///   takes that list over and runs it merged with its own, so a late thread costs
+///   parallelism, not time.
 ///
 /// Whether a replay runs on that schedule or on the draining thread alone (every node in
 /// creation order) is chosen from the replays' own times (`ParticipantChooser`): a graph
@@ -49,6 +52,9 @@ class CpuGraphExec final : public GraphExec {
   CpuGraphExec(GraphNodeDescs nodes, int participants);
   std::size_t size() const override { return nodes_.size(); }
   std::string to_dot() const override;
+  /// How many participants the static schedule spreads a replay over (0: it runs in
+  /// creation order on one thread).
+  std::uint32_t scheduled_lists() const noexcept { return lists_; }
 
   /// Runs one replay on \p pool. After a node fails, later nodes are skipped; the first
   /// failure is returned.
@@ -80,10 +86,21 @@ class CpuGraphExec final : public GraphExec {
     std::uint32_t participant;
     std::uint32_t count;
   };
-  /// A participant's progress in the current replay, on its own cache line.
+  /// A participant's list's progress in the current replay, on its own cache line.
   struct alignas(64) Progress {
     std::atomic<std::uint32_t> done{0};
     std::atomic<std::uint32_t> sleepers{0};  // participants blocked in done.wait()
+    std::atomic<bool> claimed{false};        // a thread runs this list
+  };
+  /// The lists one thread runs in one replay: the one it claimed, plus any it took over
+  /// from a participant that had not started (a worker not yet woken, or whose core
+  /// another process holds). It runs their nodes merged in creation order, so every
+  /// dependency inside them is done before its dependents.
+  struct OwnedLists {
+    static constexpr std::uint32_t kMax = 8;
+    std::uint32_t count = 0;
+    std::uint32_t list[kMax];
+    std::uint32_t next[kMax];  // position in the list of its next node
   };
 
   /// Gives node \p i (not a kernel node) the parameters of \p desc (an update's, or the
@@ -95,9 +112,11 @@ class CpuGraphExec final : public GraphExec {
   void schedule(int participants);
   GraphFailure run_in_order(WorkerPool& pool) const;
   GraphFailure run_scheduled(WorkerPool& pool) const;
-  void run_list(std::uint32_t participant) const;
+  /// Runs list \p first, claimed by this thread, and any lists it takes over meanwhile.
+  void run_lists(std::uint32_t first) const;
   void record_failure(std::uint32_t node) const;
-  void wait_for(std::uint32_t* seen, const Wait& wait) const;
+  /// Waits until \p wait is met, or takes its list over (true: the caller runs it first).
+  bool wait_or_take(std::uint32_t* seen, const Wait& wait, OwnedLists& owned) const;
   /// Runs node \p i's blocks on the calling thread (recording it when profiling).
   void run_node_here(std::uint32_t i) const;
 

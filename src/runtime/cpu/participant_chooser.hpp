@@ -19,10 +19,10 @@ namespace kiln::detail {
 /// double while the choice holds and are long enough for those trials to cost about 3 %
 /// (a trial of a mode twice as slow as the current one ends after one counted replay), up
 /// to 16384; and at once when the current mode becomes twice as slow as when it was
-/// chosen. So a core that becomes busy moves the choice within a few replays, and one that
-/// becomes free again within an interval. `spread` must be faster by 3 %
-/// to be chosen: two threads are never worth more risk than one. Not thread-safe: one
-/// replay of a graph runs at a time.
+/// chosen (for one thread: every one of its last few replays). So a core that becomes busy moves
+/// the choice within a few replays, and one that becomes free again within an interval. `spread`
+/// must be faster by 3 % to be chosen: two threads are never worth more risk than one. Not
+/// thread-safe: one replay of a graph runs at a time.
 class ParticipantChooser {
  public:
   enum class Mode : std::uint8_t { spread, single };
@@ -42,8 +42,12 @@ class ParticipantChooser {
       return;
     }
     // A trial when one is due, or at once when the current mode has become much slower
-    // than when it was chosen (another process took a core, or gave it back).
-    if (++since_trial_ >= interval_ || (ran_ >= kRecent && recent_mean() > 2 * chosen_at_)) {
+    // than when it was chosen (another process took a core, or gave it back). Spreading
+    // is left on a slow mean (a participant kept off its core now and then is what it
+    // costs); one thread only on a slowdown every recent replay shows, since a lone slow
+    // replay (cold caches after the caller paused) says nothing for spreading.
+    const std::int64_t recent = current_ == Mode::spread ? recent_mean() : recent_min();
+    if (++since_trial_ >= interval_ || (ran_ >= kRecent && recent > 2 * chosen_at_)) {
       if (since_trial_ < interval_) interval_ = kFirstInterval;
       start_trial();
     }
@@ -117,6 +121,12 @@ class ParticipantChooser {
         ++n;
       }
     return n == 0 ? 0 : sum / n;
+  }
+  std::int64_t recent_min() const noexcept {
+    const std::uint32_t counted = std::min<std::uint32_t>(ran_, kRecent);
+    std::int64_t least = counted == 0 ? 0 : recent_[0];
+    for (std::uint32_t k = 1; k < counted; ++k) least = std::min(least, recent_[k]);
+    return least;
   }
   void recent_fill(std::int64_t ns) noexcept {
     for (std::int64_t& r : recent_) r = ns;

@@ -95,7 +95,9 @@ void WorkerPool::work(Job& job, std::uint64_t participant) noexcept {
     };
     for (std::uint64_t b = first; b < last; ++b)
       if (claim(b) && !run(job, b, b + 1)) return;
-    for (std::uint64_t i = 0; first < last && i < job.n; ++i) {
+    // The caller (participant 0) always sweeps: parallel_for waits for no helper that
+    // has not started, so every block must be claimed when the caller's work returns.
+    for (std::uint64_t i = 0; (first < last || participant == 0) && i < job.n; ++i) {
       const std::uint64_t b = (last + i) % job.n;
       if (claim(b) && !run(job, b, b + 1)) return;
     }
@@ -120,16 +122,22 @@ void WorkerPool::parallel_for(std::uint64_t n, const BlockRunner& body) {
   // Several chunks per participant balance uneven blocks; at least one block each.
   job.chunk = std::max<std::uint64_t>(1, n / (participants * 4));
   job_ = &job;
-  running_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
-  epoch_.fetch_add(1, std::memory_order_release);
+  const std::uint32_t epoch = epoch_.load(std::memory_order_relaxed) + 1;
+  open_.store(epoch, std::memory_order_relaxed);
+  epoch_.store(epoch, std::memory_order_release);  // publishes job_ and open_
   epoch_.notify_all();
   work(job, 0);
+  // Every block is claimed now (the caller takes a late helper's share). Close the job,
+  // then wait only for helpers inside it: one that has not woken yet (another process on
+  // its core) finds the job closed and never touches it. seq_cst on both sides: either a
+  // helper's entry is seen here, or the helper sees the job closed.
+  open_.store(0, std::memory_order_seq_cst);
   int spins = 0;
-  for (int r; (r = running_.load(std::memory_order_acquire)) != 0;) {
+  for (int r; (r = inside_.load(std::memory_order_seq_cst)) != 0;) {
     if (++spins < kSpinIterations) {
       cpu_relax();
     } else {
-      running_.wait(r, std::memory_order_acquire);
+      inside_.wait(r, std::memory_order_acquire);
     }
   }
   job_ = nullptr;
@@ -150,8 +158,9 @@ void WorkerPool::helper_main(std::uint64_t participant) {
     }
     seen = e;
     if (stop_.load(std::memory_order_acquire)) return;
-    work(*job_, participant);
-    if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_one();
+    inside_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_.load(std::memory_order_seq_cst) == e) work(*job_, participant);
+    if (inside_.fetch_sub(1, std::memory_order_acq_rel) == 1) inside_.notify_one();
   }
 }
 

@@ -21,7 +21,9 @@ namespace kiln::detail {
 /// replayed kernel keeps running on the same core, with its data in that core's cache
 /// (a batch-1 layer's slice of the weights), while a late participant's share is not
 /// waited for. More blocks are claimed in chunks from a shared counter. Helpers spin
-/// briefly, then sleep on a futex between jobs.
+/// briefly, then sleep on a futex between jobs. `parallel_for` returns once every block
+/// has run: it waits for helpers running blocks, not for helpers that have not woken
+/// (a helper whose core another process holds finds the job closed when it gets there).
 ///
 /// One `parallel_for` at a time (the owning stream has one draining thread).
 /// Pins thread \p thread to core \p core. \throws UserError when the system refuses.
@@ -63,7 +65,8 @@ class WorkerPool {
 
   Job* job_ = nullptr;
   std::atomic<std::uint32_t> epoch_{0};
-  std::atomic<int> running_{0};
+  std::atomic<std::uint32_t> open_{0};  // the epoch of the job helpers may enter; 0: none
+  std::atomic<int> inside_{0};          // helpers inside a job's work now
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };
