@@ -96,6 +96,9 @@ const std::vector<ConvCase>& conv_cases() {
        {16, 1, 3, 3},
        {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 16}},
       {"1x1, many channels", {1, 64, 6, 6}, {96, 64, 1, 1}, {}},
+      // Planes of 128 or more: a GEMM per batch entry on kiln's layout (no reorders).
+      {"1x1, large planes", {3, 24, 16, 12}, {40, 24, 1, 1}, {}},
+      {"1x1, large planes, 1-D", {2, 8, 300}, {20, 8, 1}, {}},
       {"1-D", {2, 3, 20}, {5, 3, 4}, {.strides = {2}, .pads = {2, 1}}},
       {"3-D", {1, 2, 5, 6, 7}, {3, 2, 2, 3, 2}, {.pads = {1, 0, 1, 0, 1, 1}}, false},
   };
@@ -147,6 +150,20 @@ TEST(Conv, AnEpilogueRunsOnEachTile) {
   CompiledCallable call(staged, {}, on_threads(2));
   call.run({x});
   EXPECT_EQ(call.stats().epilogues, 1U);
+}
+
+TEST(Conv, PointwiseGemmsTakeBiasAndEpilogueOnEveryTile) {
+  // hardswish-like tail on a 1x1 conv over 16x16 planes (the GEMM path), split over 1, 2
+  // and 3 workers into tiles of batch entries and output channels.
+  const Tensor x = Tensor::random(TensorLayout(DType::f32, {3, 32, 16, 16}), 8),
+               w = Tensor::random(TensorLayout(DType::f32, {48, 32, 1, 1}), 9),
+               b = Tensor::random(TensorLayout(DType::f32, {48}), 10);
+  const StagedGraph staged = stage([&](Tensor xs) {
+    const Tensor y = conv(xs, w, b, Window{});
+    const Tensor six = minimum(relu(y + 3.0), scalar_like(y, 6.0));
+    return y * six * (1.0 / 6.0);
+  })(x.layout());
+  for (int threads : {1, 2, 3}) both(staged, {x}, 1e-5, threads);
 }
 
 TEST(ConvTranspose, WorkedByHandAndRandomGeometries) {

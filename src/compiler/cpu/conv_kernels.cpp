@@ -7,7 +7,10 @@
 // residual add) on each tile right after it, while the tile is in cache. With fixed
 // weights oneDNN picks every layout: the weights are reordered once into its blocked
 // layout, and each tile's activations into and out of its blocked layout on every call
-// (its direct kernels beat its im2col GEMM on kiln's plain layout by far). Other dtypes, and any
+// (its direct kernels beat its im2col GEMM on kiln's plain layout by far). A pointwise
+// (1x1) conv over planes of 128 or more is a GEMM per batch entry on kiln's own layout
+// instead, with no reorders: there they cost more than oneDNN's conv kernel saves. Other
+// dtypes, and any
 // problem oneDNN has no primitive for, run direct loops in double. Pools are loops over planes.
 
 #include <omp.h>
@@ -140,6 +143,12 @@ struct ConvTile {
   std::int64_t rows = 0, run = 0, stride = 0;
   dnnl::memory rounded;  // owns `to`
   dnnl::stream stream;
+  // A pointwise conv run as GEMMs on kiln's layout (`step` unused): one per batch entry,
+  // out[n][m0:m1] = w[m0:m1] x[n] over [channels, plane], then the bias added per row.
+  std::vector<onednn::Step> images;
+  const float* bias = nullptr;  // the tile's first output channel's, or null
+  float* out = nullptr;         // the tile's first image's first output row
+  std::int64_t image_stride = 0, plane = 0;
 };
 
 /// A conv or conv_transpose launch's prepared state: its tiles, each with its primitive.
@@ -242,7 +251,12 @@ std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
                        .run = 0,
                        .stride = 0,
                        .rounded = {},
-                       .stream = {}});
+                       .stream = {},
+                       .images = {},
+                       .bias = nullptr,
+                       .out = nullptr,
+                       .image_stride = 0,
+                       .plane = 0});
   return tiles;
 }
 
@@ -371,6 +385,77 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   return impl.rfind("ref", 0) == 0;
 }
 
+/// Output planes from which a pointwise conv runs as GEMMs on kiln's layout: there the
+/// reorders into and out of oneDNN's blocked layout cost more than its conv kernel saves
+/// (measured on MobileNetV3's 1x1 convs: 56x56 planes 71 us vs 223, 14x14 34-51 vs
+/// 43-60, 7x7 67 vs 56).
+constexpr std::int64_t kGemmPlane = 128;
+
+/// Whether \p g is a 1x1 conv over whole planes (no stride, padding or groups): per batch
+/// entry the GEMM w [m, c] x [c, plane], with every operand as kiln lays it out.
+bool pointwise(const Geometry& g) {
+  for (std::size_t d = 0; d < kMaxSpatial; ++d)
+    if (g.kernel[d] != 1 || g.stride[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0)
+      return false;
+  return g.groups == 1 && g.in_plane() == g.out_plane();
+}
+
+/// \p l (a pointwise conv, f32) as one oneDNN matmul per tile and batch entry, or null
+/// when oneDNN has only its reference kernel for it.
+std::unique_ptr<PreparedConv> prepare_pointwise(const Launch& l, const Geometry& g, int threads) {
+  const dnnl::engine& engine = onednn::cpu_engine();
+  const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
+  auto prepared = std::make_unique<PreparedConv>();
+  prepared->tiles = plan_tiles(g, threads);
+  prepared->m = g.m;
+  prepared->out_plane = g.out_plane();
+  const std::int64_t plane = g.out_plane();
+  auto* x = reinterpret_cast<float*>(l.in[0].data);
+  auto* w = reinterpret_cast<float*>(l.in[1].data);
+  auto* out = reinterpret_cast<float*>(l.out[0].data);
+  const auto f32 = dnnl::memory::data_type::f32;
+  for (ConvTile& tile : prepared->tiles) {
+    const std::int64_t outs = tile.m1 - tile.m0;
+    const Desc a({outs, g.c}, f32, DnnlDims{g.c, 1}), b({g.c, plane}, f32, DnnlDims{plane, 1}),
+        c({outs, plane}, f32, DnnlDims{plane, 1});
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), onednn::user_scratchpad(),
+                                          engine);
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
+    const dnnl::matmul primitive(pd);
+    const dnnl::memory scratchpad(pd.scratchpad_desc(), engine);
+    for (std::int64_t n = tile.n0; n < tile.n1; ++n) {
+      onednn::Step& step = tile.images.emplace_back();
+      step.primitive = primitive;
+      step.add(DNNL_ARG_SRC, dnnl::memory(a, engine, w + tile.m0 * g.c));
+      step.add(DNNL_ARG_WEIGHTS, dnnl::memory(b, engine, x + n * g.c * plane));
+      step.add(DNNL_ARG_DST, dnnl::memory(c, engine, out + (n * g.m + tile.m0) * plane));
+      if (pd.scratchpad_desc().get_size() > 0) step.add(DNNL_ARG_SCRATCHPAD, scratchpad);
+    }
+    tile.bias = l.in.size() > 2 ? reinterpret_cast<const float*>(l.in[2].data) + tile.m0 : nullptr;
+    tile.out = out + (tile.n0 * g.m + tile.m0) * plane;
+    tile.image_stride = g.m * plane;
+    tile.plane = plane;
+    tile.stream = dnnl::stream(engine);
+  }
+  return prepared;
+}
+
+/// Runs a pointwise tile's GEMMs, each followed by the bias on its rows (in cache).
+bool run_pointwise(const ConvTile& tile) {
+  for (std::size_t k = 0; k < tile.images.size(); ++k) {
+    if (!tile.images[k].run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+      return false;
+    if (tile.bias == nullptr) continue;
+    float* rows = tile.out + static_cast<std::int64_t>(k) * tile.image_stride;
+    for (std::int64_t m = 0; m < tile.m1 - tile.m0; ++m) {
+      float* row = rows + m * tile.plane;
+      const float b = tile.bias[m];
+      for (std::int64_t j = 0; j < tile.plane; ++j) row[j] += b;
+    }
+  }
+  return true;
+}
+
 void prepare_window_conv(Launch& l, int threads, bool transposed) {
   const Geometry g = window_geometry(l, true);
   const bool f32 =
@@ -385,6 +470,18 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
   // then f32.
   std::unique_ptr<PreparedConv> prepared;
   const bool want_bf16 = l.bf16 && l.pack_rhs;
+  if (!transposed && !want_bf16 && pointwise(g) && g.out_plane() >= kGemmPlane) {
+    try {
+      prepared = prepare_pointwise(l, g, threads);
+    } catch (const dnnl::error&) {
+      prepared = nullptr;  // the conv primitives below, or the direct loops
+    }
+    if (prepared != nullptr) {
+      l.blocks = static_cast<std::uint32_t>(prepared->tiles.size());
+      l.prepared = std::move(prepared);
+      return;
+    }
+  }
   for (const bool bf16 : {want_bf16, false}) {
     bool reference = false, failed = false;
     for (const int workers : {threads, 1}) {
@@ -426,8 +523,12 @@ void run_window_conv(const Launch& l, bool transposed) {
     for (std::int64_t r = 0; r < tile.rows; ++r)  // emulated bf16: the input rounded
       vmath::round_bf16_f32(tile.from + r * tile.stride, tile.to + r * tile.run,
                             static_cast<std::size_t>(tile.run), 1.0f);
-    if (!tile.src_in.run(tile.stream) || !tile.step.run(tile.stream) ||
-        !tile.dst_out.run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
+    const bool ran = !tile.images.empty()
+                         ? run_pointwise(tile)
+                         : tile.src_in.run(tile.stream) && tile.step.run(tile.stream) &&
+                               tile.dst_out.run(tile.stream) &&
+                               dnnl_stream_wait(tile.stream.get()) == dnnl_success;
+    if (!ran)
       throw DeviceError(
           cat(l.view().describe(), ": oneDNN failed on tile ", t, " of ", p->tiles.size()));
     if (l.epilogue != nullptr) {
