@@ -555,6 +555,26 @@ TEST(CompiledCallable, KernelsSplitOverWorkersComputeWhatTheReferenceDoes) {
   }
 }
 
+TEST(CompiledCallable, BroadcastsAlongTrailingDimsFillWholeRuns) {
+  // A per-channel scale over [N, C, H, W] (squeeze-and-excitation), a per-row one over
+  // [N, C, H, W] broadcast along W only, and one broadcast along H but not W: the tile
+  // program reads a broadcast input as runs of one value across every trailing dim it is
+  // broadcast along (whole planes for the first), and must land each run exactly where
+  // the output's tiles start and end (planes of 7x7 do not divide tiles of 512).
+  const auto model = [](Tensor x, Tensor s, Tensor r, Tensor h) {
+    return std::make_tuple(x * s + 1.0, x - r, x * h);
+  };
+  const StagedGraph staged =
+      stage(model)(f32({3, 40, 7, 7}), f32({3, 40, 1, 1}), f32({3, 40, 7, 1}), f32({1, 1, 7, 1}));
+  const std::vector<Tensor> in = inputs_for(staged, 11);
+  for (int threads : {1, 3}) {
+    auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+    CompiledCallable compiled(staged, {}, {.context = ctx});
+    expect_close(compiled.run(in), reference_run(staged.graph(), in, {}),
+                 "threads " + std::to_string(threads));
+  }
+}
+
 TEST(CompiledCallable, ReductionsAndCopiesSplitOverWorkersComputeWhatTheReferenceDoes) {
   // f32 reductions over one run of axes (rows, columns, a middle run) and over two runs
   // (the general path), an i32 one; concat, transpose, slice, split and gather, big

@@ -137,16 +137,25 @@ void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::in
       return x != 0 ? 1.0f : 0.0f;
     }
   };
-  const std::size_t rank = out.size();
+  // Trailing dims the input is broadcast along (stride 0) are one run of one value: a
+  // per-channel scale over [N, C, H, W] fills whole planes, not rows of W.
+  std::size_t rank = out.size();
+  IndexScratch dims(rank), steps(rank);
+  std::copy(out.begin(), out.end(), dims.data());
+  std::copy(strides.begin(), strides.end(), steps.data());
+  while (rank > 1 && steps[rank - 1] == 0 && steps[rank - 2] == 0) {
+    dims[rank - 2] *= dims[rank - 1];
+    --rank;
+  }
   IndexScratch idx(rank);
   for (std::size_t d = rank, rest = static_cast<std::size_t>(at); d-- > 0;) {
-    idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(out[d]));
-    rest /= static_cast<std::size_t>(out[d]);
+    idx[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(dims[d]));
+    rest /= static_cast<std::size_t>(dims[d]);
   }
-  const std::int64_t inner = out[rank - 1], inner_stride = strides[rank - 1];
+  const std::int64_t inner = dims[rank - 1], inner_stride = steps[rank - 1];
   while (len > 0) {
     std::int64_t offset = 0;
-    for (std::size_t d = 0; d < rank; ++d) offset += idx[d] * strides[d];
+    for (std::size_t d = 0; d < rank; ++d) offset += idx[d] * steps[d];
     const std::int64_t run = std::min(len, inner - idx[rank - 1]);
     if (inner_stride == 0) {
       std::fill(dst, dst + run, value(src[offset]));
@@ -156,7 +165,7 @@ void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::in
     dst += run;
     len -= run;
     idx[rank - 1] += run;
-    for (std::size_t d = rank - 1; d > 0 && idx[d] == out[d]; --d) {
+    for (std::size_t d = rank - 1; d > 0 && idx[d] == dims[d]; --d) {
       idx[d] = 0;
       ++idx[d - 1];
     }
