@@ -23,8 +23,10 @@ OpenVINO (when installed), PyTorch eager and torch.compile (the model the file w
 exported from) at the same thread count, at batch 1 and at a serving batch, their calls
 interleaved in rounds so that the machine's drift hits all alike; the table gives each
 one's median, the fastest peer's time over kiln's, and each one's largest difference from
-ONNX Runtime's output (kiln's from a `kiln run` of the same inputs). scripts/bench-peers.sh
-runs it at every core and at one.
+ONNX Runtime's output (kiln's from a `kiln run` of the same inputs), and kiln's share of
+the machine's ceiling (the call's MatMul/Gemm/Conv FLOPs at the f32 FMA ceiling, or its
+weights at the reading speed, timed by bench_ceiling in the same rounds).
+scripts/bench-peers.sh runs it at every core and at one.
 
 Needs the zoo's virtual environment (torch, torchvision, transformers, onnxruntime,
 onnxscript): scripts/onnx-zoo.sh makes it. Nothing here is a test: it is run by hand and
@@ -235,6 +237,62 @@ def scaled_error(got, want):
     return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
 
 
+def onnx_work(path, feeds, bf16):
+    """What one call must do at least, from the ONNX graph with the inputs' sizes filled
+    in: the FLOPs of its MatMul, Gemm and Conv nodes (2 per multiply-add) and the bytes of
+    its initializers (bf16: 2 per element of those nodes' 2-D and larger weights, as every
+    system keeps them after converting once), or None with the reason when a node's
+    shapes are not known."""
+    import onnx
+    from onnx import numpy_helper, shape_inference
+
+    m = onnx.load(str(path))
+    for i in m.graph.input:
+        if i.name in feeds:
+            for d, size in zip(i.type.tensor_type.shape.dim, feeds[i.name].shape):
+                d.ClearField("dim_param")
+                d.dim_value = int(size)
+    m = shape_inference.infer_shapes(m, data_prop=True)
+    shapes = {}
+    for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output):
+        dims = v.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            shapes[v.name] = [d.dim_value for d in dims]
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    for name, t in inits.items():
+        shapes[name] = list(t.shape)
+    counted = [n for n in m.graph.node if n.op_type in ("MatMul", "Gemm", "Conv")]
+    unknown = {x for n in counted for x in [*n.input[:2], n.output[0]] if x not in shapes}
+    if unknown:  # shapes inference could not follow: ask ONNX Runtime for the real ones
+        import onnxruntime as ort
+        from onnx import helper
+
+        known = {v.name: v.type.tensor_type.elem_type for v in m.graph.value_info}
+        for name in sorted(unknown):
+            m.graph.output.append(helper.make_tensor_value_info(
+                name, known.get(name, onnx.TensorProto.FLOAT), None))
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        names = [o.name for o in sess.get_outputs()]
+        for name, value in zip(names, sess.run(None, feeds)):
+            shapes.setdefault(name, list(np.shape(value)))
+    flops, multiplied = 0.0, set()
+    for node in counted:
+        ins = [shapes.get(x) for x in node.input[:2]]
+        out = shapes.get(node.output[0])
+        if any(x is None for x in ins) or out is None:
+            return None, f"{node.op_type} {node.name}: shapes not known"
+        if node.op_type == "Conv":  # out [N, M, spatial...], w [M, C / groups, kernel...]
+            flops += 2.0 * np.prod(out) * np.prod(ins[1][1:])
+        else:  # out [..., M, N], the inner dim from the first operand
+            trans_a = any(a.name == "transA" and a.i for a in node.attribute)
+            k = ins[0][-2] if node.op_type == "Gemm" and trans_a else ins[0][-1]
+            flops += 2.0 * np.prod(out) * k
+        multiplied.update(x for x in node.input[1:2] if x in inits)
+    read = sum(t.size * (2 if bf16 and name in multiplied and t.ndim >= 2 else 4)
+               for name, t in inits.items())
+    return {"flops": float(flops), "weight_bytes": int(read)}, None
+
+
 def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, iterations, work,
                 peers, bf16=False):
     """Medians in milliseconds of kiln and each of \p peers on the same inputs, their calls
@@ -257,6 +315,11 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
         np.save(work / f"{n}.npy", value)
         cmd += ["--input", f"{n}={work / f'{n}.npy'}"]
     kiln_timer = ServedTimer(cmd, f"kiln bench {name}")
+    # The machine's ceilings, timed in the same rounds (bench/peers/roofline.py).
+    import roofline
+    need, why = onnx_work(path, feeds, bf16)
+    ceilings = (roofline.Ceilings(roofline.DEFAULT_BENCH_CEILING, threads, need, bf16)
+                if need else None)
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
@@ -315,14 +378,30 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
     if problems:
         log(f"{name}: kiln run failed: {problems[-1]}")
     times = {"kiln": [], **{peer: [] for peer in runs}}
+    probes = {probe: [] for probe in (ceilings.timers if ceilings else {})}
     for r in range(rounds):
         times["kiln"] += kiln_timer(iterations)
         for peer, f in runs.items():
             times[peer] += timed(f, iterations)
+        for probe in probes:
+            probes[probe] += ceilings.timers[probe](iterations)
         log(f"{name}: round {r + 1}/{rounds}: " +
             ", ".join(f"{k} {median(v):.2f} ms" for k, v in times.items()))
     kiln_timer.close()
-    return {k: median(v) for k, v in times.items()}, errors
+    # A call's floor: its FLOPs at the compute ceiling or its weights at the reading
+    # speed, whichever takes longer (no system computes the call faster).
+    floor = {"why": why or "", "ms": None, "flops": need["flops"] if need else None}
+    if ceilings:
+        ceilings.close()
+        rates = {p: ceilings.probes[p]["work"] / (median(t) * 1e-3)
+                 for p, t in probes.items() if t}
+        compute, read = rates.get("ceiling: compute"), rates.get("ceiling: read")
+        if compute and read:
+            floor["ms"] = max(need["flops"] / compute, need["weight_bytes"] / read) * 1e3
+            floor["compute_gflops"] = compute / 1e9
+        else:
+            floor["why"] = "; ".join(f"{k}: {v}" for k, v in ceilings.errors.items())
+    return {k: median(v) for k, v in times.items()}, errors, floor
 
 
 def main_bench(args):
@@ -340,8 +419,10 @@ def main_bench(args):
         print("bf16: kiln --matmul-precision bf16, OpenVINO bf16, torch.autocast(bfloat16); "
               "ONNX Runtime f32\n")
     print(f"| model | input | threads | kiln ms | {columns} | fastest peer / kiln "
+          f"| GFLOP a call | kiln's share of the ceiling "
           f"| largest difference from ONNX Runtime (kiln, then peers) |")
-    print("| --- " * (6 + len(peers)) + "|")
+    print("| --- " * (8 + len(peers)) + "|")
+    notes = []
     sizes = {"1": BENCH_SHAPES, "serving": SERVING_SHAPES}
     for name in args.models:
         path = out / f"{name}.onnx"
@@ -353,14 +434,25 @@ def main_bench(args):
             shape = sizes[batch].get(name, (1, 128) if batch == "1" else (16, 128))
             feeds = inputs(rng, *shape)
             label = "x".join(str(s) for s in shape)
-            m, errors = bench_model(name, path, model, in_names, feeds, args.kiln, args.threads,
-                                    args.rounds, args.iterations, out / f"{name}_bench_{label}",
-                                    peers, bf16=args.bf16)
+            m, errors, floor = bench_model(name, path, model, in_names, feeds, args.kiln,
+                                           args.threads, args.rounds, args.iterations,
+                                           out / f"{name}_bench_{label}", peers, bf16=args.bf16)
             fastest = min(m[p] for p in peers)
             cells = " | ".join(f"{m[p]:.2f}" for p in peers)
             diffs = ", ".join(f"{errors[k]:.1e}" for k in ["kiln", *[p for p in peers if p != "ort"]])
+            gflop = f"{floor['flops'] / 1e9:.2f}" if floor["flops"] is not None else "?"
+            if floor["ms"] is not None:
+                share = f"{100 * floor['ms'] / m['kiln']:.0f} %"
+            else:
+                share = "not measured"
+                notes.append(f"{name} {label}: {floor['why']}")
             print(f"| {name} | {label} | {args.threads} | {m['kiln']:.2f} | {cells} "
-                  f"| {fastest / m['kiln']:.2f} | {diffs} |", flush=True)
+                  f"| {fastest / m['kiln']:.2f} | {gflop} | {share} | {diffs} |", flush=True)
+    print("\nkiln's share of the ceiling: the call's floor (its MatMul, Gemm and Conv FLOPs at "
+          "`bench_ceiling --probe fma` (--bf16: amx) on the same threads, or its weights at "
+          "`--probe read`, whichever is slower, timed in the same rounds) over kiln's median.")
+    for n in notes:
+        print(f"  {n}")
     return 0
 
 
