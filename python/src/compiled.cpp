@@ -180,6 +180,7 @@ void register_compiled(nb::module_& m) {
                 {"graph_builds", &Stats::graph_builds},
                 {"replays", &Stats::replays},
                 {"peak_arena_bytes", &Stats::peak_arena_bytes},
+                {"arena_bytes", &Stats::arena_bytes},
                 {"launches", &Stats::launches},
                 {"epilogues", &Stats::epilogues},
                 {"views", &Stats::views},

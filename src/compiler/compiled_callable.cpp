@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "compiler/cpu/onednn_support.hpp"
@@ -384,14 +385,21 @@ struct CompiledCallable::Impl {
       compiler::hoist_invariant(*plan);
       if (fuse_epilogues) compiler::absorb_epilogues(*plan);
     }
-    const std::vector<std::size_t> sizes = compiler::place_values(*plan, devices.size());
-    for (const std::size_t bytes : sizes) {
-      compiler::Arena& arena = plan->arenas.emplace_back();
-      arena.bytes = bytes;
-      arena.memory = lowering->allocate_arena(bytes);
-      if (!arena.memory)
-        throw UserError(compiler::arena_too_big(*plan, bytes, compiler::memory_and_swap()));
+    const compiler::ArenaSizes sizes = compiler::place_values(*plan, devices.size());
+    const auto too_big = [&](std::size_t bytes) {
+      return UserError(compiler::arena_too_big(*plan, bytes, compiler::memory_and_swap()));
+    };
+    std::size_t need = 0;
+    for (std::size_t d = 0; d < devices.size(); ++d) {
+      need += sizes.call[d] + sizes.kept[d];
+      plan->arenas.push_back(lowering->call_arena(d, sizes.call[d]));
+      if (!plan->arenas.back().memory) throw too_big(sizes.call[d]);
+      compiler::Arena& kept = plan->kept.emplace_back();
+      if (sizes.kept[d] == 0) continue;
+      kept = {.bytes = sizes.kept[d], .memory = lowering->allocate_arena(sizes.kept[d])};
+      if (!kept.memory) throw too_big(sizes.kept[d]);
     }
+    stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, need);
     compiler::bind_launches(*plan, prepack_weights, matmul_precision, &packs);
     compiler::link_epilogues(*plan);
     compiler::skip_empty_launches(*plan);
@@ -410,9 +418,6 @@ struct CompiledCallable::Impl {
       std::unique_ptr<Plan> plan = make_plan(inputs);
       lowering->record(*plan);
       ++stats.graph_builds;
-      std::size_t bytes = 0;
-      for (const compiler::Arena& a : plan->arenas) bytes += a.bytes;
-      stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, bytes);
       // Hoisted: invariant launches that run on their own (an invariant epilogue runs inside
       // its matmul and counts as an epilogue).
       std::size_t hoisted = 0;
@@ -440,11 +445,22 @@ struct CompiledCallable::Impl {
       ++stats.plans;
       it = plans.emplace(key, std::move(plan)).first;
       last_plan = it->second.get();
+      count_arena_bytes();
       return *last_plan;
     }
     ++stats.replays;
     last_plan = it->second.get();
     return *last_plan;
+  }
+
+  // Stats::arena_bytes: every plan's arenas, each distinct memory once.
+  void count_arena_bytes() {
+    std::set<const std::byte*> counted;
+    stats.arena_bytes = 0;
+    for (const auto& [key, plan] : plans)
+      for (const auto* arenas : {&plan->arenas, &plan->kept})
+        for (const compiler::Arena& a : *arenas)
+          if (a.memory && counted.insert(a.memory.get()).second) stats.arena_bytes += a.bytes;
   }
 
   static bool same_shapes(const Plan& plan, const std::vector<Tensor>& inputs) {

@@ -36,6 +36,15 @@ class Lowering {
   virtual std::byte* fixed_bytes(std::byte* host, std::size_t bytes) = 0;
   /// One arena of \p bytes for a plan, or null when it cannot be allocated.
   virtual std::shared_ptr<std::byte> allocate_arena(std::size_t bytes) = 0;
+  /// The memory for the values of a call of a plan on device slot \p device: at least \p
+  /// bytes (`Arena::bytes` says how many), or null memory when it cannot be allocated. A
+  /// callable's calls never overlap, so a lowering may hand every plan the same memory: a
+  /// new shape then reuses the pages earlier calls touched. By default each plan gets its
+  /// own.
+  virtual Arena call_arena(std::size_t device, std::size_t bytes) {
+    (void)device;
+    return {.bytes = bytes, .memory = allocate_arena(bytes)};
+  }
   /// Prepares the placed plan's launches and records its graphs.
   virtual void record(Plan& plan) = 0;
   /// One call: copies \p inputs in, runs the plan and waits for every device. \throws

@@ -66,7 +66,7 @@ std::size_t placed_bytes(std::size_t bytes) {
 /// start, for an input) through its last reader's (the end, for an output; its own
 /// launch, for a value nobody reads); both ends inclusive, computed here from the lists.
 /// An invariant launch's output is live for the whole call (it is written once, before).
-void expect_no_overlap(const Plan& plan, const std::vector<std::size_t>& sizes) {
+void expect_no_overlap(const Plan& plan, const ArenaSizes& sizes) {
   const std::size_t n = plan.launches.size();
   std::vector<bool> is_output(plan.storage.size(), false);
   for (std::size_t s : plan.outputs) is_output[s] = true;
@@ -85,13 +85,15 @@ void expect_no_overlap(const Plan& plan, const std::vector<std::size_t>& sizes) 
     for (std::size_t r : st.readers) last = std::max(last, r);
     if (is_output[s] || invariant) last = n;
     live.push_back({s, first, last});
-    ASSERT_LE(static_cast<std::size_t>(st.arena_offset) + placed_bytes(st.bytes), sizes[st.device])
-        << "value " << s << " lies past the end of arena " << st.device;
+    EXPECT_EQ(st.kept, invariant) << "value " << s;
+    ASSERT_LE(static_cast<std::size_t>(st.arena_offset) + placed_bytes(st.bytes),
+              (st.kept ? sizes.kept : sizes.call)[st.device])
+        << "value " << s << " lies past the end of its arena on device " << st.device;
   }
   for (std::size_t a = 0; a < live.size(); ++a)
     for (std::size_t b = a + 1; b < live.size(); ++b) {
       const Storage &x = plan.storage[live[a].s], &y = plan.storage[live[b].s];
-      if (x.device != y.device) continue;
+      if (x.device != y.device || x.kept != y.kept) continue;  // other arenas
       const bool same_time = live[a].first <= live[b].last && live[b].first <= live[a].last;
       const auto xo = static_cast<std::size_t>(x.arena_offset);
       const auto yo = static_cast<std::size_t>(y.arena_offset);
@@ -129,9 +131,10 @@ TEST(MemoryPlan, AChainReusesTwoPlacesWhateverItsLength) {
     prev = next;
   }
   h.plan.outputs = {prev};
-  const std::vector<std::size_t> sizes = place_values(h.plan, 1);
-  ASSERT_EQ(sizes.size(), 1u);
-  EXPECT_EQ(sizes[0], 2 * placed_bytes(1000));  // each launch reads one place, writes the other
+  const ArenaSizes sizes = place_values(h.plan, 1);
+  ASSERT_EQ(sizes.call.size(), 1u);
+  EXPECT_EQ(sizes.call[0], 2 * placed_bytes(1000));
+  EXPECT_EQ(sizes.kept[0], 0u);  // each launch reads one place, writes the other
   expect_no_overlap(h.plan, sizes);
 }
 
@@ -147,7 +150,7 @@ TEST(MemoryPlan, OutputsAndInputsKeepTheirPlaces) {
     prev = next;
   }
   h.plan.outputs = {early, prev};
-  const std::vector<std::size_t> sizes = place_values(h.plan, 1);
+  const ArenaSizes sizes = place_values(h.plan, 1);
   expect_no_overlap(h.plan, sizes);
   // The input is read by launch 1 and then freed; the early output never is.
   for (std::size_t s = 0; s < h.plan.storage.size(); ++s) {
@@ -164,9 +167,9 @@ TEST(MemoryPlan, AValueNobodyReadsIsFreedAfterItsLaunch) {
   const std::size_t y = h.value(512);
   h.launch({x}, {y});
   h.plan.outputs = {y};
-  const std::vector<std::size_t> sizes = place_values(h.plan, 1);
+  const ArenaSizes sizes = place_values(h.plan, 1);
   EXPECT_EQ(h.plan.storage[y].arena_offset, h.plan.storage[unread].arena_offset);
-  EXPECT_EQ(sizes[0], 2 * placed_bytes(512));
+  EXPECT_EQ(sizes.call[0], 2 * placed_bytes(512));
   expect_no_overlap(h.plan, sizes);
 }
 
@@ -180,11 +183,11 @@ TEST(MemoryPlan, AViewPlacesNothingAndEachDeviceHasItsOwnArena) {
   const std::size_t on1 = h.value(4096, 1);
   h.launch({x}, {on1}, 1);
   h.plan.outputs = {on1};
-  const std::vector<std::size_t> sizes = place_values(h.plan, 2);
-  ASSERT_EQ(sizes.size(), 2u);
+  const ArenaSizes sizes = place_values(h.plan, 2);
+  ASSERT_EQ(sizes.call.size(), 2u);
   EXPECT_EQ(h.plan.storage[v].arena_offset, -1);  // still the base's bytes
-  EXPECT_EQ(sizes[0], placed_bytes(128));
-  EXPECT_EQ(sizes[1], placed_bytes(4096));
+  EXPECT_EQ(sizes.call[0], placed_bytes(128));
+  EXPECT_EQ(sizes.call[1], placed_bytes(4096));
   EXPECT_EQ(h.plan.storage[on1].arena_offset, 0);
   expect_no_overlap(h.plan, sizes);
 }
@@ -220,7 +223,7 @@ TEST(MemoryPlan, RandomProgramsNeverPlaceTwoLiveValuesOverEachOther) {
     }
     h.plan.outputs = {values.back()};
     if (rng() % 2 == 0) h.plan.outputs.push_back(values[rng() % values.size()]);
-    const std::vector<std::size_t> sizes = place_values(h.plan, devices);
+    const ArenaSizes sizes = place_values(h.plan, devices);
     SCOPED_TRACE("round " + std::to_string(round));
     expect_no_overlap(h.plan, sizes);
     if (::testing::Test::HasFailure()) return;

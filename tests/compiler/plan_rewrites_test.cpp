@@ -300,5 +300,39 @@ TEST(WeightPacks, ConvolutionWeightsToo) {
   EXPECT_GT(first, 0u);
 }
 
+TEST(SharedArena, ShapesNoBiggerThanTheLargestSoFarAddNoMemory) {
+  // Every plan's calls use one arena (calls never overlap): a new shape that fits in it
+  // adds no memory and touches no new page; a bigger one grows it. The plans made before
+  // a growth keep their arena, and every plan stays right whatever ran in between.
+  const StagedGraph staged = stage([](Tensor x) {
+    const Tensor h = gelu(nn::Linear{.in = 64, .out = 256, .name = "up"}(x));
+    return nn::Linear{.in = 256, .out = 64, .name = "down"}(h);
+  })(f32({"batch", 64}));
+  const std::map<std::string, Tensor> weights = random_weights(staged);
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{1});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  const auto call = [&](std::int64_t batch) {
+    const std::vector<Tensor> in = {
+        Tensor::random(f32({batch, 64}), static_cast<std::uint64_t>(batch), -1, 1)};
+    expect_close_to_reference(staged, compiled, in, weights, "batch " + std::to_string(batch));
+  };
+  call(64);
+  const std::size_t first = compiled.stats().arena_bytes;
+  EXPECT_GE(first, compiled.stats().peak_arena_bytes);
+  for (const std::int64_t batch : {8, 32, 63, 1}) {
+    call(batch);
+    EXPECT_EQ(compiled.stats().arena_bytes, first) << "batch " << batch << " added an arena";
+  }
+  call(300);  // more than twice as many rows: grows to what it needs
+  const std::size_t grown = compiled.stats().arena_bytes;
+  EXPECT_GT(grown, first);
+  EXPECT_LE(grown, first + compiled.stats().peak_arena_bytes);  // the old arena, and the new
+  for (const std::int64_t batch : {64, 8, 200, 299, 63}) {      // old plans and new, interleaved
+    call(batch);
+    EXPECT_EQ(compiled.stats().arena_bytes, grown) << "batch " << batch;
+  }
+  EXPECT_EQ(compiled.stats().plans, 8u);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -146,7 +146,12 @@ class CompiledCallable {
     std::size_t plans = 0;             ///< distinct concrete input shapes planned
     std::size_t graph_builds = 0;      ///< device graphs recorded
     std::size_t replays = 0;           ///< calls that replayed a recorded graph
-    std::size_t peak_arena_bytes = 0;  ///< largest plan's arena
+    std::size_t peak_arena_bytes = 0;  ///< most memory one plan's values need
+    std::size_t arena_bytes = 0;       ///< memory held for the values of all plans: on the
+                                       ///< CPU every plan's calls share one arena per device,
+                                       ///< grown (at least doubled) when a shape needs more,
+                                       ///< so a shape no bigger than the largest so far adds
+                                       ///< only its hoisted values' memory
     std::size_t launches = 0;          ///< kernel launches per call, newest plan
     std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
     std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)

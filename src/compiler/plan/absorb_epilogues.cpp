@@ -46,7 +46,8 @@ void link_epilogues(Plan& plan) {
     const Storage& out = plan.storage[plan.out(i)[0]];
     for (std::size_t s : plan.in(i - 1)) {
       const Storage& in = plan.storage[plan.root(s)];
-      if (in.arena_offset >= 0 && in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
+      if (in.arena_offset >= 0 && in.kept == out.kept && in.device == out.device &&
+          in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
           out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
         throw InternalError(detail::cat("CompiledCallable: the epilogue of ", plan.labels[i - 1],
                                         " writes over an operand it is still reading"));

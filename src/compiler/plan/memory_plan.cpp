@@ -65,8 +65,8 @@ std::string arena_too_big(const Plan& plan, std::size_t bytes, std::size_t machi
       "; call it with smaller inputs");
 }
 
-std::vector<std::size_t> place_values(Plan& plan, std::size_t devices) {
-  std::vector<ArenaAllocator> arenas(devices);  // one per device
+ArenaSizes place_values(Plan& plan, std::size_t devices) {
+  std::vector<ArenaAllocator> arenas(devices), kept_arenas(devices);  // one of each per device
   const auto release = [&](std::size_t s) {
     const Storage& st = plan.storage[s];
     arenas[st.device].release(static_cast<std::size_t>(st.arena_offset), st.bytes);
@@ -83,8 +83,9 @@ std::vector<std::size_t> place_values(Plan& plan, std::size_t devices) {
     Storage& st = plan.storage[s];
     st.arena_offset = static_cast<std::int64_t>(arenas[st.device].allocate(st.bytes));
   };
-  // Invariant launches' outputs first, kept for the plan's life: they are written once, when
-  // the plan is recorded, so no value of a call may share their bytes.
+  // Invariant launches' outputs in the kept arena, for the plan's life: they are written
+  // once, when the plan is recorded, so no value of a call may share their bytes (nor, as
+  // the call arena may be shared, a value of another plan's call).
   // (Plans made by hand, in tests, may leave `invariant` empty: none.)
   const auto invariant = [&](std::size_t i) {
     return i < plan.invariant.size() && plan.invariant[i];
@@ -92,7 +93,9 @@ std::vector<std::size_t> place_values(Plan& plan, std::size_t devices) {
   for (std::size_t i = 0; i < n; ++i)
     if (invariant(i) && !plan.is_view[i])
       for (std::size_t s : plan.out(i)) {
-        place(s);
+        Storage& st = plan.storage[s];
+        st.arena_offset = static_cast<std::int64_t>(kept_arenas[st.device].allocate(st.bytes));
+        st.kept = true;
         keep[s] = true;
       }
   for (std::size_t s : plan.inputs) place(s);
@@ -119,8 +122,9 @@ std::vector<std::size_t> place_values(Plan& plan, std::size_t devices) {
     }
     for (std::size_t s : free_after[i]) release(s);
   }
-  std::vector<std::size_t> sizes;
-  for (const ArenaAllocator& a : arenas) sizes.push_back(std::max(a.peak(), kArenaAlign));
+  ArenaSizes sizes;
+  for (const ArenaAllocator& a : arenas) sizes.call.push_back(std::max(a.peak(), kArenaAlign));
+  for (const ArenaAllocator& a : kept_arenas) sizes.kept.push_back(a.peak());
   return sizes;
 }
 

@@ -55,7 +55,8 @@ struct Program {
 /// Where a value lives during a call: an arena slot or fixed storage (weights, constants).
 struct Storage {
   std::int64_t arena_offset = -1;  // -1: fixed
-  std::size_t device = 0;          // which of the callable's devices (arena) holds it
+  bool kept = false;       // an invariant launch's output: in the plan's kept arena, not the call's
+  std::size_t device = 0;  // which of the callable's devices (arena) holds it
   std::byte* fixed = nullptr;
   std::size_t bytes = 0;
   DType dtype = DType::f32;
@@ -109,9 +110,11 @@ struct Plan {
   // runs once when the plan is recorded, not on each call (see hoist_invariant).
   std::vector<bool> invariant;
   std::size_t epilogues = 0, views = 0;
-  std::size_t bf16_handoffs = 0;                   // see hand_off_bf16
-  std::vector<Arena> arenas;                       // per device: places can be reused only
-                                                   // by the device's own later launches
+  std::size_t bf16_handoffs = 0;  // see hand_off_bf16
+  // Per device: the call's values (places are reused only by the device's own later
+  // launches). The lowering may give every plan of a callable the same memory.
+  std::vector<Arena> arenas;
+  std::vector<Arena> kept;  // per device: the invariant launches' outputs, this plan's own
   std::vector<std::optional<DeviceGraph>> graphs;  // per device with launches
   std::unique_ptr<LoweredPlan> lowered;            // the lowering's own state, if any
 
@@ -128,7 +131,8 @@ struct Plan {
   }
   std::byte* address(std::size_t s) const {
     const Storage& st = storage[root(s)];
-    return st.arena_offset >= 0 ? arenas[st.device].memory.get() + st.arena_offset : st.fixed;
+    if (st.arena_offset < 0) return st.fixed;
+    return (st.kept ? kept : arenas)[st.device].memory.get() + st.arena_offset;
   }
   /// Per storage: whether it is one of the entry's results (which rewrites keep as they are).
   std::vector<bool> output_flags() const {
