@@ -60,8 +60,8 @@ std::map<std::string, Tensor> weights_from(nb::handle weights) {
 
 CompileOptions options_from(std::optional<Device> device, int threads,
                             std::optional<std::vector<std::string>> passes, bool replay_graph,
-                            bool prepack_weights, bool fuse_epilogues,
-                            const std::string& precision) {
+                            bool prepack_weights, bool fuse_epilogues, const std::string& precision,
+                            bool winograd_convs) {
   CompileOptions options;
   if (device || threads != 0)
     options.context = std::make_shared<DeviceContext>(device.value_or(Device::cpu()),
@@ -70,6 +70,7 @@ CompileOptions options_from(std::optional<Device> device, int threads,
   options.replay_graph = replay_graph;
   options.prepack_weights = prepack_weights;
   options.fuse_epilogues = fuse_epilogues;
+  options.winograd_convs = winograd_convs;
   if (precision == "bf16" || precision == "bfloat16")
     options.matmul_precision = MatmulPrecision::bf16;
   else if (precision != "f32" && precision != "float32")
@@ -131,10 +132,11 @@ void register_compiled(nb::module_& m) {
           [](PyCompiled* self, const PyStaged& staged, nb::handle weights,
              std::optional<Device> device, int threads,
              std::optional<std::vector<std::string>> passes, bool replay_graph,
-             bool prepack_weights, bool fuse_epilogues, const std::string& matmul_precision) {
+             bool prepack_weights, bool fuse_epilogues, const std::string& matmul_precision,
+             bool winograd_convs) {
             CompileOptions options =
                 options_from(device, threads, std::move(passes), replay_graph, prepack_weights,
-                             fuse_epilogues, matmul_precision);
+                             fuse_epilogues, matmul_precision, winograd_convs);
             std::unique_ptr<CompiledCallable> compiled;
             if (PyUnicode_Check(weights.ptr()) || nb::hasattr(weights, "__fspath__")) {
               const std::string path =
@@ -154,9 +156,11 @@ void register_compiled(nb::module_& m) {
           nb::arg("device") = nb::none(), nb::arg("threads") = 0, nb::arg("passes") = nb::none(),
           nb::arg("replay_graph") = true, nb::arg("prepack_weights") = true,
           nb::arg("fuse_epilogues") = true, nb::arg("matmul_precision") = "f32",
+          nb::arg("winograd_convs") = true,
           "weights: a dict of arrays by full name (borrowed, read in place) or a .safetensors "
           "path; device/threads: where it runs (default: every core of cpu:0); "
-          "matmul_precision: 'f32' or 'bf16'.")
+          "matmul_precision: 'f32' or 'bf16'; winograd_convs: f32 3x3 stride-1 convolutions "
+          "by Winograd's algorithm where the CPU has a kernel for it (False: directly).")
       .def("__call__", &call,
            "Calls with the staged function's arguments: arrays (or "
            "kiln.Tensor) at the tensor leaves, the staged static values "
@@ -189,6 +193,7 @@ void register_compiled(nb::module_& m) {
                 {"packed_weight_bytes", &Stats::packed_weight_bytes},
                 {"skinny_matmuls", &Stats::skinny_matmuls},
                 {"epilogues_in_gemm", &Stats::epilogues_in_gemm},
+                {"winograd_convs", &Stats::winograd_convs},
                 {"bf16_matmuls", &Stats::bf16_matmuls},
                 {"bf16_handoffs", &Stats::bf16_handoffs}};
             const Stats s = c.compiled->stats();

@@ -195,6 +195,7 @@ struct CompiledCallable::Impl {
   bool fuse_epilogues;
   bool prepack_weights;
   MatmulPrecision matmul_precision;
+  bool winograd_convs;
   // The weights packed for oneDNN, shared by every plan (a new shape packs nothing twice).
   compiler::WeightPacks packs;
   Stats stats;
@@ -222,7 +223,8 @@ struct CompiledCallable::Impl {
         replay_graph(options.replay_graph),
         fuse_epilogues(options.fuse_epilogues),
         prepack_weights(options.prepack_weights),
-        matmul_precision(options.matmul_precision) {
+        matmul_precision(options.matmul_precision),
+        winograd_convs(options.winograd_convs) {
     if (matmul_precision == MatmulPrecision::bf16 && !prepack_weights)
       throw UserError(
           "CompileOptions: matmul_precision bf16 rounds weights to bfloat16 as they are packed, "
@@ -400,7 +402,7 @@ struct CompiledCallable::Impl {
       if (!kept.memory) throw too_big(sizes.kept[d]);
     }
     stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, need);
-    compiler::bind_launches(*plan, prepack_weights, matmul_precision, &packs);
+    compiler::bind_launches(*plan, prepack_weights, matmul_precision, &packs, winograd_convs);
     compiler::link_epilogues(*plan);
     compiler::skip_empty_launches(*plan);
     return plan;
@@ -439,6 +441,9 @@ struct CompiledCallable::Impl {
       stats.bf16_handoffs = plan->bf16_handoffs;
       stats.packed_weight_bytes = packs.bytes();
       stats.isa = cpu_isa();
+      stats.winograd_convs = static_cast<std::size_t>(
+          std::count_if(plan->launches.begin(), plan->launches.end(),
+                        [](const Launch& l) { return compiler::in_winograd(l); }));
       stats.bf16_matmuls = static_cast<std::size_t>(
           std::count_if(plan->launches.begin(), plan->launches.end(),
                         [](const Launch& l) { return compiler::in_bf16(l); }));

@@ -17,6 +17,7 @@
 #include "../error_matchers.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
+#include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
 #include "kiln/runtime/device_context.hpp"
 #include "kiln/stage/stage.hpp"
@@ -364,6 +365,63 @@ TEST(Conv, Bf16ConvsRoundInputAndWeightsOnceAndSumInF32) {
       }
       EXPECT_GT(off_exact, 1e-4) << what << ": bf16 was not used";
       EXPECT_EQ(compiled.stats().bf16_matmuls, 1u) << what;
+    }
+  }
+}
+
+TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
+  // CompileOptions::winograd_convs: 3x3 stride-1 f32 convs with fixed weights over whole
+  // vectors of 16 channels run Winograd's algorithm where the CPU has oneDNN's kernels
+  // (AVX-512); the results stay within a few f32 roundings of the reference, differ from
+  // the direct kernels' (the sums are rounded differently), and every other conv, or the
+  // option off, runs directly. 1 and 2 workers (tiles of output channels).
+  struct Case {
+    const char* name;
+    Ints x, w;
+    Window window;
+    bool winograd;  // a candidate
+  };
+  const bool avx512 = cpu_isa() >= CpuIsa::avx512;
+  for (const Case& c :
+       {Case{"resnet-like", {1, 64, 14, 14}, {64, 64, 3, 3}, {.pads = {1, 1, 1, 1}}, true},
+        Case{"unpadded, batch 2", {2, 32, 9, 11}, {48, 32, 3, 3}, {}, true},
+        Case{"strided", {1, 32, 12, 12}, {32, 32, 3, 3}, {.strides = {2, 2}}, false},
+        Case{"3 channels in", {1, 3, 12, 12}, {16, 3, 3, 3}, {.pads = {1, 1, 1, 1}}, false}}) {
+    const Shape xs = shape_of(c.x), ws = shape_of(c.w);
+    const StagedGraph staged = stage([&](Tensor x) {
+      const Tensor w = weight("w", TensorLayout(DType::f32, ws));
+      const Tensor b = weight("b", TensorLayout(DType::f32, Shape{c.w[0]}));
+      return relu(conv(x, w, b, c.window));
+    })(TensorLayout(DType::f32, xs));
+    const std::map<std::string, Tensor> weights = {
+        {"w", Tensor::random(TensorLayout(DType::f32, ws), 3, -0.5, 0.5)},
+        {"b", Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 4, -0.5, 0.5)}};
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, xs), 5, -2, 2);
+    const std::vector<double> want = reference_run(staged.graph(), {x}, weights)[0].to_doubles();
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    for (const int threads : {1, 2}) {
+      std::vector<double> results[2];
+      for (const bool winograd : {false, true}) {
+        CompileOptions options = on_threads(threads);
+        options.winograd_convs = winograd;
+        CompiledCallable compiled(staged, weights, options);
+        results[winograd] = compiled.run({x})[0].to_doubles();
+        const std::string what = std::string(c.name) + ", threads " + std::to_string(threads) +
+                                 (winograd ? ", winograd" : ", direct");
+        const bool ran = winograd && c.winograd && avx512;
+        EXPECT_EQ(compiled.stats().winograd_convs, ran ? 1u : 0u) << what;
+        ASSERT_EQ(results[winograd].size(), want.size()) << what;
+        double worst = 0;
+        for (std::size_t k = 0; k < want.size(); ++k)
+          worst = std::max(worst, std::fabs(results[winograd][k] - want[k]));
+        EXPECT_LT(worst, 2e-6 * scale) << what;  // both measured at 2.5e-7 to 1e-6 here
+        if (!ran) continue;
+        double apart = 0;  // from the direct kernels' result
+        for (std::size_t k = 0; k < want.size(); ++k)
+          apart = std::max(apart, std::fabs(results[1][k] - results[0][k]));
+        EXPECT_GT(apart, 0.0) << what << ": the same sums as the direct kernels";
+      }
     }
   }
 }

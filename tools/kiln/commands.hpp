@@ -32,6 +32,7 @@ struct ModelOptions {
   int threads = 0;                                 ///< 0: the context's default
   std::optional<std::vector<std::string>> passes;  ///< unset: the compiler's default
   std::string matmul_precision = "f32";            ///< f32 or bf16
+  bool no_winograd = false;  ///< direct convolutions only (CompileOptions::winograd_convs off)
 };
 
 struct RunOptions {

@@ -355,6 +355,7 @@ CompileOptions compile_options(const ModelOptions& options) {
       Device::parse(options.device), DeviceContextOptions{.num_threads = options.threads});
   if (options.passes) out.passes = *options.passes;
   if (options.matmul_precision == "bf16") out.matmul_precision = MatmulPrecision::bf16;
+  out.winograd_convs = !options.no_winograd;
   // Started by mpirun: each process runs the work of its own device (cpu:<rank>).
   if (launched_by_mpi()) out.cluster = mpi_cluster();
   return out;

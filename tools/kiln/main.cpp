@@ -119,6 +119,9 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
                  "does")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  cmd.add_flag("--no-winograd", o.no_winograd,
+               "Run f32 3x3 stride-1 convolutions directly, not by Winograd's algorithm (the "
+               "default where the CPU has AVX-512: faster, rounded differently, relative 1e-6)");
   if (with_passes) {
     std::string names;
     for (const std::string& p : passes::default_pipeline()) names += (names.empty() ? "" : ",") + p;

@@ -158,7 +158,8 @@ struct PreparedConv final : PreparedLaunch {
   std::vector<ConvTile> tiles;
   std::vector<dnnl::memory> weights;  // fixed weights reordered for oneDNN's kernel
   std::int64_t m = 0, out_plane = 0;
-  bool bf16 = false;  // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
+  bool bf16 = false;      // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
+  bool winograd = false;  // the tiles run Winograd's algorithm (`Launch::winograd`)
 };
 
 /// The trailing \p spatial entries of \p s, each minus \p minus.
@@ -268,14 +269,29 @@ Desc dense(const Desc& d, dnnl::memory::data_type type) {
   return Desc(dims, type, strides);
 }
 
+/// Whether \p l may run Winograd's algorithm: asked for, an f32 conv with fixed weights
+/// and 3x3 windows at stride 1, undilated and ungrouped (oneDNN's kernels need all of
+/// that, and more of the shape: prepare falls back to the direct algorithm without one),
+/// over whole vectors of 16 input and output channels (with fewer, transforming the tiles
+/// costs more than the multiplies it saves).
+bool winograd_candidate(const Launch& l, const Geometry& g, bool transposed, bool bf16) {
+  if (!l.winograd || !l.pack_rhs || transposed || bf16 || g.groups != 1 || g.spatial != 2 ||
+      g.c % 16 != 0 || g.m % 16 != 0)
+    return false;
+  for (std::size_t d = kMaxSpatial - 2; d < kMaxSpatial; ++d)
+    if (g.kernel[d] != 3 || g.stride[d] != 1 || g.dilation[d] != 1) return false;
+  return true;
+}
+
 /// Builds \p tile's primitive and binds it to \p l's buffers; \p fixed weights are
 /// reordered once into the layout the primitive prefers (into \p owned). With \p bf16
 /// (fixed weights only) the input and weights are multiplied as bfloat16, summed and
 /// written in f32: by bf16 units where the CPU has them, else as f32 over operands rounded
-/// to bf16 (the same products). \returns whether oneDNN chose its reference implementation
-/// (tens of times slower than its others).
+/// to bf16 (the same products). With \p winograd, Winograd's algorithm where oneDNN has a
+/// kernel for the tile (cleared where it has none). \returns whether oneDNN chose its
+/// reference implementation (tens of times slower than its others).
 bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& tile,
-                std::vector<dnnl::memory>& owned, bool bf16) {
+                std::vector<dnnl::memory>& owned, bool bf16, bool& winograd) {
   const dnnl::engine& engine = onednn::cpu_engine();
   const std::int64_t rows = tile.n1 - tile.n0, outs = tile.m1 - tile.m0;
   // A grouped tile reads its groups' input channels; an ungrouped one all of them.
@@ -314,11 +330,19 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
     return std::tuple{std::string(pd.impl_info_str()), pd.weights_desc(), pd.scratchpad_desc(),
                       pd.src_desc(), pd.dst_desc()};
   };
+  const auto conv = [&] {
+    constexpr auto* kConv = static_cast<dnnl::convolution_forward*>(nullptr);
+    if (winograd) try {
+        return make(kConv, dnnl::algorithm::convolution_winograd);
+      } catch (const dnnl::error&) {
+        winograd = false;  // no kernel for this shape here: the direct one
+      }
+    return make(kConv, dnnl::algorithm::convolution_direct);
+  };
   const auto [impl, chosen, scratchpad, chosen_src, chosen_dst] =
       transposed ? make(static_cast<dnnl::deconvolution_forward*>(nullptr),
                         dnnl::algorithm::deconvolution_direct)
-                 : make(static_cast<dnnl::convolution_forward*>(nullptr),
-                        dnnl::algorithm::convolution_direct);
+                 : conv();
   const auto at = [](const View& v, std::int64_t offset) {
     return reinterpret_cast<float*>(v.data) + offset;
   };
@@ -485,20 +509,29 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
   for (const bool bf16 : {want_bf16, false}) {
     bool reference = false, failed = false;
     for (const int workers : {threads, 1}) {
-      prepared = std::make_unique<PreparedConv>();
-      prepared->tiles = plan_tiles(g, workers);
-      prepared->m = g.m;
-      prepared->out_plane = g.out_plane();
-      prepared->bf16 = bf16;
-      reference = false;
-      try {
-        const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
-        for (ConvTile& tile : prepared->tiles)
-          reference = build_tile(l, g, transposed, tile, prepared->weights, bf16) || reference;
-      } catch (const dnnl::error&) {
-        failed = true;
-        break;
-      }
+      // Every tile by Winograd's algorithm, or none: a tile without a kernel for it makes the
+      // whole conv direct (its outputs all rounded the same way).
+      bool winograd = winograd_candidate(l, g, transposed, bf16);
+      do {
+        prepared = std::make_unique<PreparedConv>();
+        prepared->tiles = plan_tiles(g, workers);
+        prepared->m = g.m;
+        prepared->out_plane = g.out_plane();
+        prepared->bf16 = bf16;
+        prepared->winograd = winograd;
+        reference = false;
+        try {
+          const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
+          for (ConvTile& tile : prepared->tiles) {
+            reference =
+                build_tile(l, g, transposed, tile, prepared->weights, bf16, winograd) || reference;
+            if (winograd != prepared->winograd) break;  // and again, directly
+          }
+        } catch (const dnnl::error&) {
+          failed = true;
+        }
+      } while (!failed && winograd != prepared->winograd);
+      if (failed) break;
       if (!reference || prepared->tiles.size() == 1) break;
     }
     if (!bf16 && failed) return;  // no primitive for it on this CPU: the direct loops compute it
@@ -751,3 +784,12 @@ void prepare_pool(Launch& l, int threads) {
 }
 
 }  // namespace kiln::compiler::kernel
+
+namespace kiln::compiler {
+
+bool in_winograd(const Launch& launch) {
+  const kernel::PreparedConv* p = launch.prepared_as<kernel::PreparedConv>();
+  return p != nullptr && p->winograd;
+}
+
+}  // namespace kiln::compiler

@@ -81,6 +81,9 @@ struct Launch {
   // matmul launches, set by the planner: the product may be computed in bfloat16
   // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.
   bool bf16 = false;
+  // conv launches, set by the planner: an f32 3x3 stride-1 conv with fixed weights may run
+  // Winograd's algorithm where oneDNN has a kernel for it (`CompileOptions::winograd_convs`).
+  bool winograd = false;
   // layer_norm / rms_norm / softmax launches, set by hand_off_bf16: out[0] is written
   // rounded to bf16 for the bf16 matmuls that are its only readers: as bf16 values (the
   // first half of its storage) for bf16 units, else as f32 values rounded in place.
@@ -132,6 +135,8 @@ bool hand_off_bf16(Launch& producer, Launch& consumer);
 bool hand_off_bf16(Launch& norm, const std::vector<Launch*>& consumers);
 /// True when prepare set the matmul or conv launch \p launch to compute in bfloat16.
 bool in_bf16(const Launch& launch);
+/// True when prepare set the conv launch \p launch to run Winograd's algorithm.
+bool in_winograd(const Launch& launch);
 /// True when oneDNN runs the epilogue of \p launch inside its GEMM (as post-ops).
 bool epilogue_in_gemm(const Launch& launch);
 

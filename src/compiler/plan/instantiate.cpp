@@ -201,8 +201,8 @@ std::unique_ptr<Plan> instantiate_plan(const PlanSetup& setup, const std::vector
   return plan;
 }
 
-void bind_launches(Plan& plan, bool prepack_weights, MatmulPrecision precision,
-                   WeightPacks* packs) {
+void bind_launches(Plan& plan, bool prepack_weights, MatmulPrecision precision, WeightPacks* packs,
+                   bool winograd) {
   // One view per launch input and output, in one list (sized once: the launches hold
   // spans into it), each reading its shape and strides from its value's record.
   plan.launch_views.reserve(plan.io_storage.size());
@@ -222,6 +222,7 @@ void bind_launches(Plan& plan, bool prepack_weights, MatmulPrecision precision,
                  plan.storage[plan.root(in[1])].fixed != nullptr;
     l.packs = l.pack_rhs ? packs : nullptr;
     l.bf16 = precision == MatmulPrecision::bf16;
+    l.winograd = winograd;
   }
 }
 

@@ -36,9 +36,10 @@ std::unique_ptr<Plan> instantiate_plan(const PlanSetup& setup, const std::vector
 
 /// Once memory is placed and allocated: every launch's views over it, and what the
 /// planner tells prepare (`Launch::pack_rhs` with \p prepack_weights, and then
-/// `Launch::packs` = \p packs, the callable's packed weights; `Launch::bf16`).
+/// `Launch::packs` = \p packs, the callable's packed weights; `Launch::bf16`;
+/// `Launch::winograd` with \p winograd).
 void bind_launches(Plan& plan, bool prepack_weights, MatmulPrecision precision,
-                   WeightPacks* packs = nullptr);
+                   WeightPacks* packs = nullptr, bool winograd = false);
 
 /// Marks the launches that write nothing (every output empty) as not run: a kernel looping
 /// over the 3 * 10^9 rows of an f32[3037000500, 0] would take minutes to write no bytes.
