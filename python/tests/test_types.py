@@ -64,3 +64,19 @@ def test_returned_classes():
     assert f32(x)[0, 0] == numpy.float32(1.00390625)
     assert bf16(x)[0, 0] == numpy.float32(1.0)  # the weight rounded to bfloat16
     assert bf16.stats()["bf16_matmuls"] == 1 and f32.stats()["bf16_matmuls"] == 0
+
+
+def test_winograd_convs_option():
+    layout = TensorLayout(DType.float32, [16, 16, 3, 3])
+    staged = kiln.stage(lambda x: kiln.conv(x, kiln.weight("w", layout), pads=[1, 1, 1, 1]))(
+        TensorLayout(DType.float32, [1, 16, 10, 10]))
+    rng = numpy.random.default_rng(3)
+    w = rng.uniform(-0.5, 0.5, (16, 16, 3, 3)).astype(numpy.float32)
+    x = rng.uniform(-1, 1, (1, 16, 10, 10)).astype(numpy.float32)
+    fast = kiln.CompiledCallable(staged, {"w": w}, threads=1)
+    direct = kiln.CompiledCallable(staged, {"w": w}, threads=1, winograd_convs=False)
+    a, b = fast(x), direct(x)
+    numpy.testing.assert_allclose(a, b, rtol=0, atol=2e-6 * numpy.abs(b).max())
+    avx512 = fast.stats()["isa"] in ("avx512", "avx512_bf16", "amx")
+    assert fast.stats()["winograd_convs"] == (1 if avx512 else 0)
+    assert direct.stats()["winograd_convs"] == 0

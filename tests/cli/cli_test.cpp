@@ -234,6 +234,26 @@ TEST_F(Cli, BenchSaysWhichInstructionSetAndBf16PathRan) {
       << bad.err;
 }
 
+// 3x3 convs run by Winograd's algorithm where the CPU has the kernels (AVX-512), which
+// kiln bench says; --no-winograd keeps them direct.
+TEST_F(Cli, BenchSaysWhichConvsRanByWinogradAndNoWinogradTurnsThemOff) {
+  const StagedGraph convs = stage([](Tensor x) {
+    const Tensor w = weight("w", TensorLayout(DType::f32, {16, 16, 3, 3}));
+    return relu(conv(x, w, Window{.pads = {1, 1, 1, 1}}));
+  })(TensorLayout(DType::f32, {1, 16, 12, 12}));
+  write("c.mlir", convs.str());
+  const Result on = kiln("bench c.mlir -n 2 --reference-iterations 0 --json on.json");
+  const Result off =
+      kiln("bench c.mlir -n 2 --reference-iterations 0 --no-winograd --json off.json");
+  EXPECT_EXIT_CODE(on, 0);
+  EXPECT_EXIT_CODE(off, 0);
+  const bool avx512 = cpu_isa() >= CpuIsa::avx512;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "on.json")).at("winograd_convs"), avx512 ? 1 : 0);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "off.json")).at("winograd_convs"), 0);
+  EXPECT_EQ(on.out.find("1 by Winograd's algorithm") != std::string::npos, avx512) << on.out;
+  EXPECT_EQ(off.out.find("Winograd"), std::string::npos) << off.out;
+}
+
 TEST_F(Cli, BenchServeTimesCallsOnRequest) {
   write_inputs(2);
   write("requests.txt", "2\n3\n");

@@ -186,6 +186,10 @@ int bench_command(const BenchOptions& options) {
   std::printf("  %-22s %s\n", "compile", format_ms(compile_ms).c_str());
   std::printf("  %-22s %s  (plans memory, records the device graph)\n", "first call",
               format_ms(first_ms).c_str());
+  const std::size_t winograd = compiled->stats().winograd_convs;
+  if (winograd > 0)
+    std::printf("  %-22s %zu by Winograd's algorithm (--no-winograd: direct)\n", "3x3 convs",
+                winograd);
   if (call.samples > 0) {
     std::printf("  %-22s median %s  p90 %s  p99 %s  min %s\n",
                 ("calls (" + std::to_string(call.samples) + ")").c_str(),
@@ -210,7 +214,7 @@ int bench_command(const BenchOptions& options) {
     nlohmann::json j = {{"model", options.model.model}, {"device", options.model.device},
                         {"threads", threads},           {"compile_ms", compile_ms},
                         {"first_call_ms", first_ms},    {"calls", to_json(call)},
-                        {"cpu_isa", name(cpu_isa())}};
+                        {"cpu_isa", name(cpu_isa())},   {"winograd_convs", winograd}};
     if (compile.matmul_precision == MatmulPrecision::bf16)
       j["bf16_matmuls"] = has_native_bf16() ? "bf16 units" : "emulated by f32 GEMMs";
     if (ref.samples > 0 && call.samples > 0) {
