@@ -369,6 +369,41 @@ TEST(Conv, Bf16ConvsRoundInputAndWeightsOnceAndSumInF32) {
   }
 }
 
+TEST(Conv, DepthwiseConvsOnKilnsLoopsMatchTheReference) {
+  // Depthwise convs whose output rows are at least 16 wide run kiln's own loops (padded
+  // planes, stride-2 rows split into even and odd columns): every stride pair, even, odd
+  // and asymmetric pads (some past what the windows reach), 1-D and 2-D, with and without
+  // a bias, weights fixed or passed per call, an epilogue, on 1 to 3 workers.
+  struct Case {
+    Ints x, w;
+    Window window;
+  };
+  const std::vector<Case> cases = {
+      {{2, 8, 33, 40}, {8, 1, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 8}},
+      {{1, 5, 20, 35}, {5, 1, 5, 5}, {.strides = {1, 2}, .pads = {2, 1, 2, 0}, .groups = 5}},
+      {{1, 3, 17, 18}, {3, 1, 3, 3}, {.strides = {2, 1}, .pads = {0, 2, 3, 1}, .groups = 3}},
+      {{3, 4, 16, 19}, {4, 1, 7, 3}, {.strides = {1, 1}, .pads = {3, 1, 3, 1}, .groups = 4}},
+      {{1, 6, 50}, {6, 1, 4}, {.strides = {2}, .pads = {3, 0}, .groups = 6}},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 20 + k, -2, 2);
+    const Tensor w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), 30 + k, -1, 1);
+    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 40 + k, -1, 1);
+    SCOPED_TRACE("case " + std::to_string(k));
+    const StagedGraph fixed = stage([&](Tensor xs) {  // weights and bias as constants
+      const Tensor y = conv(xs, w, b, c.window);
+      return y * minimum(relu(y + 3.0), scalar_like(y, 6.0));
+    })(x.layout());
+    const StagedGraph passed =
+        stage([&](Tensor xs, Tensor ws) { return conv(xs, ws, c.window); })(x.layout(), w.layout());
+    for (int threads : {1, 2, 3}) {
+      both(fixed, {x}, 1e-5, threads);
+      both(passed, {x, w}, 1e-5, threads);
+    }
+  }
+}
+
 TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
   // CompileOptions::winograd_convs: 3x3 stride-1 f32 convs with fixed weights over whole
   // vectors of 16 channels run Winograd's algorithm where the CPU has oneDNN's kernels

@@ -425,6 +425,65 @@ TEST(VectorMath, MatmulPanelsSumInOrderOnEveryInstructionSet) {
   EXPECT_EQ(c, want);
 }
 
+TEST(VectorMath, DepthwisePlanesSumInOrderOnEveryInstructionSet) {
+  // Planes of 1 to 9 rows (groups of 4 and the rest) and 1 to 40 columns (whole vectors of
+  // 16 and tails), 3x3 and 5x2 windows, vertical steps 1 and 2, taps at any offsets: the
+  // baseline copy against sums in double, every other copy bit for bit against it, and
+  // nothing written outside the output plane.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (const auto& [kh, kw] : {std::pair<std::size_t, std::size_t>{3, 3}, {5, 2}}) {
+    for (std::size_t step : {1, 2}) {
+      for (std::size_t oh : {1, 4, 9}) {
+        for (std::size_t ow : {1, 15, 16, 17, 40}) {
+          const std::size_t in_row = ow + 2 * kw + 3, rows = (oh - 1) * step + kh;
+          std::vector<float> in(rows * in_row + kDepthwiseSlack), w(kh * kw);
+          for (float& v : in) v = u(rng);
+          for (float& v : w) v = u(rng);
+          std::vector<std::size_t> taps;
+          for (std::size_t kx = 0; kx < kw; ++kx) taps.push_back(2 * kx + kx % 2);
+          const float bias = u(rng);
+          std::vector<float> want(oh * ow + 8, -7.0f), got(oh * ow + 8, -7.0f);
+          base::depthwise_plane(in.data(), in_row, step, taps.data(), w.data(), kh, kw, bias,
+                                want.data(), oh, ow);
+          const std::string what = std::to_string(kh) + "x" + std::to_string(kw) + ", step " +
+                                   std::to_string(step) + ", " + std::to_string(oh) + "x" +
+                                   std::to_string(ow);
+          for (std::size_t y = 0; y < oh; ++y)
+            for (std::size_t x = 0; x < ow; ++x) {
+              double exact = bias;
+              for (std::size_t ky = 0; ky < kh; ++ky)
+                for (std::size_t kx = 0; kx < kw; ++kx)
+                  exact += static_cast<double>(w[ky * kw + kx]) *
+                           in[(y * step + ky) * in_row + taps[kx] + x];
+              ASSERT_NEAR(want[y * ow + x], exact, 1e-5) << what << " at " << y << ", " << x;
+            }
+          for (std::size_t i = oh * ow; i < want.size(); ++i)
+            ASSERT_EQ(want[i], -7.0f) << what << ": written past the plane";
+          for (const auto& [available, run] : {std::pair{avx2, &avx2::depthwise_plane},
+                                               std::pair{avx512, &avx512::depthwise_plane}}) {
+            if (!available) continue;
+            std::fill(got.begin(), got.end(), -7.0f);
+            run(in.data(), in_row, step, taps.data(), w.data(), kh, kw, bias, got.data(), oh, ow);
+            ASSERT_EQ(got, want) << what;
+          }
+        }
+      }
+    }
+  }
+  // deinterleave, odd and even lengths, on every copy.
+  for (std::size_t n : {0, 1, 2, 7, 64, 65}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = u(rng);
+    std::vector<float> even((n + 1) / 2 + 1, -7.0f), odd(n / 2 + 1, -7.0f);
+    deinterleave(x.data(), n, even.data(), odd.data());
+    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ((i % 2 == 0 ? even : odd)[i / 2], x[i]) << n;
+    EXPECT_EQ(even.back(), -7.0f) << n;
+    EXPECT_EQ(odd.back(), -7.0f) << n;
+  }
+}
+
 TEST(VectorMath, Bf16RoundsToNearestEven) {
   EXPECT_EQ(to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(from_bf16(0x3f80), 1.0f);

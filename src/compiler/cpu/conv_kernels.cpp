@@ -9,15 +9,19 @@
 // layout, and each tile's activations into and out of its blocked layout on every call
 // (its direct kernels beat its im2col GEMM on kiln's plain layout by far). A pointwise
 // (1x1) conv over planes of 128 or more is a GEMM per batch entry on kiln's own layout
-// instead, with no reorders: there they cost more than oneDNN's conv kernel saves. Other
-// dtypes, and any
-// problem oneDNN has no primitive for, run direct loops in double. Pools are loops over planes.
+// instead, with no reorders: there they cost more than oneDNN's conv kernel saves. So is a
+// depthwise conv with output rows of 16 or more, by kiln's own loops (vmath::
+// depthwise_plane). 3x3 stride-1 convs may run oneDNN's Winograd kernels
+// (`Launch::winograd`). Other dtypes, and any problem oneDNN has no primitive for, run
+// direct loops in double. Pools are loops over planes.
 
 #include <omp.h>
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -151,6 +155,23 @@ struct ConvTile {
   std::int64_t image_stride = 0, plane = 0;
 };
 
+/// A depthwise conv (one input channel per output channel; 1-D or 2-D, undilated, stride 1
+/// or 2) by kiln's own loops on kiln's layout: each plane copied into a zero-padded scratch
+/// plane (for stride 2 along rows: each row's even columns, then its odd ones), then
+/// vmath::depthwise_plane. With no reorder into oneDNN's blocked layout and back, which
+/// around its depthwise kernel cost more than the kernel itself (MobileNetV3-Small: 0.44 ms
+/// of reorders around 0.35 ms of `brdgmm_dw` a call).
+struct Depthwise {
+  std::int64_t planes = 0, channels = 0;  // N C, and C
+  std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1;
+  std::int64_t pad_top = 0, pad_left = 0;
+  std::int64_t rows = 0, cols = 0;  // the padded plane: as far as the windows reach
+  std::int64_t even = 0;            // stride 2: the columns in each row's even half
+  std::vector<std::size_t> taps;    // per kx: where its column starts in a padded row
+  // Per block: a padded plane whose borders stay zero (only the interior is copied in).
+  std::vector<std::unique_ptr<float[]>> scratch;
+};
+
 /// A conv or conv_transpose launch's prepared state: its tiles, each with its primitive.
 struct PreparedConv final : PreparedLaunch {
   static constexpr Kind kKind = Kind::conv;
@@ -160,6 +181,7 @@ struct PreparedConv final : PreparedLaunch {
   std::int64_t m = 0, out_plane = 0;
   bool bf16 = false;      // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
   bool winograd = false;  // the tiles run Winograd's algorithm (`Launch::winograd`)
+  std::unique_ptr<Depthwise> depthwise;  // or, without tiles, kiln's depthwise loops
 };
 
 /// The trailing \p spatial entries of \p s, each minus \p minus.
@@ -464,6 +486,94 @@ std::unique_ptr<PreparedConv> prepare_pointwise(const Launch& l, const Geometry&
   return prepared;
 }
 
+/// Whether \p g is a depthwise conv kiln's loops run (see Depthwise): at most 2-D, one
+/// input and one output channel per group, undilated, strides 1 or 2, output rows of at
+/// least 16 (one vector; on MobileNetV3's 14- and 7-wide planes oneDNN's kernel, reorders
+/// included, was faster than the idle lanes let kiln's be: 2.28 ms a call vs 2.45 with
+/// 14 in, 3.0 with all) and a padded plane of at most 2^24 floats.
+bool depthwise(const Geometry& g) {
+  if (g.spatial > 2 || g.groups != g.c || g.m != g.c || g.c == 0 || g.out[2] < 16) return false;
+  for (std::size_t d = 0; d < kMaxSpatial; ++d)
+    if (g.dilation[d] != 1 || (g.stride[d] != 1 && g.stride[d] != 2)) return false;
+  const double rows = static_cast<double>(g.out[1] - 1) * static_cast<double>(g.stride[1]) +
+                      static_cast<double>(g.kernel[1]),
+               cols = static_cast<double>(g.out[2] - 1) * static_cast<double>(g.stride[2]) +
+                      static_cast<double>(g.kernel[2]);
+  return rows * cols <= static_cast<double>(1 << 24);
+}
+
+/// \p g (a depthwise conv, see `depthwise`) by kiln's loops over planes, in blocks of at
+/// least kTileMacs multiply-adds on up to \p threads workers.
+std::unique_ptr<PreparedConv> prepare_depthwise(const Geometry& g, int threads) {
+  auto d = std::make_unique<Depthwise>();
+  d->planes = g.n * g.c;
+  d->channels = g.c;
+  d->h = g.in[1], d->w = g.in[2], d->oh = g.out[1], d->ow = g.out[2];
+  d->kh = g.kernel[1], d->kw = g.kernel[2], d->sh = g.stride[1], d->sw = g.stride[2];
+  d->pad_top = g.pad_begin[1], d->pad_left = g.pad_begin[2];
+  d->rows = (d->oh - 1) * d->sh + d->kh;
+  d->cols = (d->ow - 1) * d->sw + d->kw;
+  d->even = d->sw == 2 ? (d->cols + 1) / 2 : d->cols;
+  for (std::int64_t kx = 0; kx < d->kw; ++kx)
+    d->taps.push_back(static_cast<std::size_t>(d->sw == 1 ? kx : kx / 2 + (kx % 2) * d->even));
+  const double macs = static_cast<double>(d->planes) * static_cast<double>(g.out_plane()) *
+                      static_cast<double>(g.taps());
+  const auto blocks = static_cast<std::int64_t>(std::clamp(
+      macs / static_cast<double>(kTileMacs), 1.0,
+      std::min(static_cast<double>(std::max(threads, 1)), static_cast<double>(d->planes))));
+  for (std::int64_t b = 0; b < blocks; ++b)
+    d->scratch.push_back(std::make_unique<float[]>(static_cast<std::size_t>(d->rows * d->cols) +
+                                                   vmath::kDepthwiseSlack));
+  auto prepared = std::make_unique<PreparedConv>();
+  prepared->m = g.m;
+  prepared->out_plane = g.out_plane();
+  prepared->depthwise = std::move(d);
+  return prepared;
+}
+
+/// This block's planes of a depthwise conv, each followed by the epilogue (in cache).
+void run_depthwise(const Launch& l, const Depthwise& d) {
+  const auto* in = reinterpret_cast<const float*>(l.in[0].data);
+  const auto* weights = reinterpret_cast<const float*>(l.in[1].data);
+  const float* bias = l.in.size() > 2 ? reinterpret_cast<const float*>(l.in[2].data) : nullptr;
+  auto* out = reinterpret_cast<float*>(l.out[0].data);
+  float* plane = d.scratch[static_cast<std::size_t>(kiln::block_idx().x)].get();
+  // The input columns that land inside the padded plane.
+  const std::int64_t copied = std::clamp<std::int64_t>(d.cols - d.pad_left, 0, d.w);
+  const std::int64_t out_plane = d.oh * d.ow, taps = d.kh * d.kw;
+  const auto [first, last] = block_range(d.planes);
+  // The epilogue runs over runs of planes of at least 8192 elements, while they are in
+  // cache (per plane, small planes would pay its start-up each time).
+  constexpr std::int64_t kEpilogueRun = 8192;
+  std::int64_t pending = first;  // the first plane the epilogue has not run on
+  for (std::int64_t p = first; p < last; ++p) {
+    const float* src = in + p * d.h * d.w;
+    for (std::int64_t r = 0; r < d.h && r + d.pad_top < d.rows; ++r) {
+      float* row = plane + (r + d.pad_top) * d.cols;
+      const float* from = src + r * d.w;
+      if (d.sw == 1) {
+        std::memcpy(row + d.pad_left, from, static_cast<std::size_t>(copied) * sizeof(float));
+      } else {  // x lands in column x + pad_left: of the even half, or of the odd one
+        const std::int64_t half = d.pad_left / 2;
+        const bool shifted = d.pad_left % 2 != 0;  // even x in odd columns, odd x in even ones
+        vmath::deinterleave(from, static_cast<std::size_t>(copied),
+                            shifted ? row + d.even + half : row + half,
+                            shifted ? row + half + 1 : row + d.even + half);
+      }
+    }
+    const std::int64_t c = p % d.channels;
+    vmath::depthwise_plane(plane, static_cast<std::size_t>(d.cols), static_cast<std::size_t>(d.sh),
+                           d.taps.data(), weights + c * taps, static_cast<std::size_t>(d.kh),
+                           static_cast<std::size_t>(d.kw), bias != nullptr ? bias[c] : 0.0f,
+                           out + p * out_plane, static_cast<std::size_t>(d.oh),
+                           static_cast<std::size_t>(d.ow));
+    if (l.epilogue != nullptr && ((p + 1 - pending) * out_plane >= kEpilogueRun || p + 1 == last)) {
+      run_fused_f32_rows(*l.epilogue, pending * out_plane, 1, (p + 1 - pending) * out_plane, 0);
+      pending = p + 1;
+    }
+  }
+}
+
 /// Runs a pointwise tile's GEMMs, each followed by the bias on its rows (in cache).
 bool run_pointwise(const ConvTile& tile) {
   for (std::size_t k = 0; k < tile.images.size(); ++k) {
@@ -494,6 +604,12 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
   // then f32.
   std::unique_ptr<PreparedConv> prepared;
   const bool want_bf16 = l.bf16 && l.pack_rhs;
+  if (!transposed && !want_bf16 && depthwise(g)) {
+    prepared = prepare_depthwise(g, threads);
+    l.blocks = static_cast<std::uint32_t>(prepared->depthwise->scratch.size());
+    l.prepared = std::move(prepared);
+    return;
+  }
   if (!transposed && !want_bf16 && pointwise(g) && g.out_plane() >= kGemmPlane) {
     try {
       prepared = prepare_pointwise(l, g, threads);
@@ -545,6 +661,10 @@ void run_window_conv(const Launch& l, bool transposed) {
   const PreparedConv* p = l.prepared_as<PreparedConv>();
   if (p == nullptr) {
     direct_conv(l, transposed);
+    return;
+  }
+  if (p->depthwise != nullptr) {
+    run_depthwise(l, *p->depthwise);
     return;
   }
   // This thread's OpenMP regions (oneDNN's) use this thread only: the tiles are the

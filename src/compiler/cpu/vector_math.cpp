@@ -27,13 +27,17 @@ struct Table {
                             std::size_t);
   void (*round_bf16)(const float*, std::uint16_t*, std::size_t);
   void (*round_bf16_f32)(const float*, float*, std::size_t, float);
+  void (*depthwise_plane)(const float*, std::size_t, std::size_t, const std::size_t*, const float*,
+                          std::size_t, std::size_t, float, float*, std::size_t, std::size_t);
+  void (*deinterleave)(const float*, std::size_t, float*, float*);
 };
 
 #define KILN_TABLE(target)                                                                    \
   Table {                                                                                     \
 #target, target::unary, target::binary, target::select, target::sum, target::sum_squares, \
         target::max, target::softmax_row, target::normalize_row, target::matmul_panel,        \
-        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32                 \
+        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32,                \
+        target::depthwise_plane, target::deinterleave                                         \
   }
 
 const Table& table() {
@@ -80,6 +84,16 @@ void normalize_row(const float* x, double mean, double scale, const float* gamma
 }
 
 void round_bf16(const float* x, std::uint16_t* y, std::size_t n) { table().round_bf16(x, y, n); }
+
+void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
+                     const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,
+                     float bias, float* out, std::size_t oh, std::size_t ow) {
+  table().depthwise_plane(in, in_row, row_step, taps, w, kh, kw, bias, out, oh, ow);
+}
+
+void deinterleave(const float* x, std::size_t n, float* even, float* odd) {
+  table().deinterleave(x, n, even, odd);
+}
 
 void round_bf16_f32(const float* x, float* y, std::size_t n, float scale) {
   table().round_bf16_f32(x, y, n, scale);

@@ -118,6 +118,23 @@ void round_bf16(const float* x, std::uint16_t* y, std::size_t n);
 /// bf16 operands as f32 for an f32 GEMM on CPUs without bf16 units (vectorised).
 void round_bf16_f32(const float* x, float* y, std::size_t n, float scale);
 
+/// Readable floats depthwise_plane needs after its input plane.
+inline constexpr std::size_t kDepthwiseSlack = 16;
+/// One plane of a depthwise convolution over a padded input plane (every window inside it):
+/// out[oy·ow + ox] = bias + Σ w[ky·kw + kx] · in[(oy·row_step + ky)·in_row + taps[kx] + ox]
+/// for oy < oh, ox < ow, summed by fused multiply-adds from the bias in the order of ky,
+/// then kx (every copy computes the same bits). `row_step` is the vertical stride; a
+/// horizontal stride is the caller's, by how it lays out each row and the tap offsets
+/// (for stride 2: the even columns, then the odd ones). Reads up to kDepthwiseSlack floats
+/// past the end of the plane's last row (whose values change nothing).
+void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
+                     const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,
+                     float bias, float* out, std::size_t oh, std::size_t ow);
+
+/// even[i] = x[2i] for i < (n + 1) / 2 and odd[i] = x[2i + 1] for i < n / 2 (vectorised):
+/// a row split for depthwise_plane's stride 2.
+void deinterleave(const float* x, std::size_t n, float* even, float* odd);
+
 /// \p x rounded to the nearest bfloat16 (ties to even; NaN stays NaN).
 inline std::uint16_t to_bf16(float x) {
   std::uint32_t bits = 0;

@@ -25,6 +25,10 @@
                          std::size_t ldc, std::size_t cols);                                     \
   void round_bf16(const float* x, std::uint16_t* y, std::size_t n);                              \
   void round_bf16_f32(const float* x, float* y, std::size_t n, float scale);                     \
+  void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,                \
+                       const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,  \
+                       float bias, float* out, std::size_t oh, std::size_t ow);                  \
+  void deinterleave(const float* x, std::size_t n, float* even, float* odd);                     \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)
