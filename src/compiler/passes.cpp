@@ -76,6 +76,83 @@ std::optional<double> splat_value(const ir::Graph& g, ir::Value v) {
   return values.front();
 }
 
+/// The op that produces \p v in \p g, if an op of \p name does.
+std::optional<ir::OpView> made_by(const ir::Graph& g, ir::Value v, std::string_view name) {
+  const std::int64_t p = g.producer(v);
+  if (p < 0) return std::nullopt;
+  const ir::OpView op = g.op(static_cast<std::size_t>(p));
+  if (op.name() != name || op.num_results() != 1) return std::nullopt;
+  return op;
+}
+
+/// Whether \p v is a constant whose every element is \p want, to a relative 1e-6 (the
+/// constants of exported formulas are rounded to f32).
+bool is_splat(const ir::Graph& g, ir::Value v, double want) {
+  const std::optional<double> c = splat_value(g, v);
+  return c && std::fabs(*c - want) <= 1e-6 * std::fabs(want);
+}
+
+/// The other operand of the commutative binary op of \p name that makes \p v from it and
+/// a splat of \p c, or nullopt.
+std::optional<ir::Value> times_constant(const ir::Graph& g, ir::Value v, std::string_view name,
+                                        double c) {
+  const std::optional<ir::OpView> op = made_by(g, v, name);
+  if (!op || op->operands().size() != 2) return std::nullopt;
+  for (std::size_t k = 0; k < 2; ++k)
+    if (is_splat(g, op->operand(1 - k), c)) return op->operand(k);
+  return std::nullopt;
+}
+
+/// Whether \p v is x³: pow(x, 3) or x·x·x in either grouping.
+bool is_cube_of(const ir::Graph& g, ir::Value v, ir::Value x) {
+  if (const std::optional<ir::OpView> p = made_by(g, v, "kiln.pow"))
+    return p->operand(0) == x && is_splat(g, p->operand(1), 3.0);
+  const std::optional<ir::OpView> m = made_by(g, v, "kiln.mul");
+  if (!m) return false;
+  for (std::size_t k = 0; k < 2; ++k) {
+    if (m->operand(k) != x) continue;
+    const std::optional<ir::OpView> sq = made_by(g, m->operand(1 - k), "kiln.mul");
+    if (sq && sq->operand(0) == x && sq->operand(1) == x) return true;
+  }
+  return false;
+}
+
+/// The x of GELU's tanh form, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), as exporters
+/// write it out op by op (ONNX before opset 20 has no Gelu): the product of \p a and \p b
+/// with {a, b} = {0.5 x, 1 + tanh u} or {x, 0.5 (1 + tanh u)}, each product and sum with
+/// its operands in either order. nullopt for anything else.
+std::optional<ir::Value> gelu_tanh_input(const ir::Graph& g, ir::Value a, ir::Value b) {
+  const auto one_plus_tanh = [&](ir::Value v) -> std::optional<ir::Value> {
+    const std::optional<ir::Value> t = times_constant(g, v, "kiln.add", 1.0);
+    if (!t) return std::nullopt;
+    const std::optional<ir::OpView> tanh = made_by(g, *t, "kiln.tanh");
+    if (!tanh) return std::nullopt;
+    return tanh->operand(0);  // u
+  };
+  const auto inner_is = [&](ir::Value u, ir::Value x) {  // u = √(2/π) (x + 0.044715 x³)
+    const std::optional<ir::Value> sum = times_constant(g, u, "kiln.mul", 0.7978845608028654);
+    if (!sum) return false;
+    const std::optional<ir::OpView> add = made_by(g, *sum, "kiln.add");
+    if (!add) return false;
+    for (std::size_t k = 0; k < 2; ++k) {
+      if (add->operand(k) != x) continue;
+      const std::optional<ir::Value> cube =
+          times_constant(g, add->operand(1 - k), "kiln.mul", 0.044715);
+      if (cube && is_cube_of(g, *cube, x)) return true;
+    }
+    return false;
+  };
+  for (const auto& [p, q] : {std::pair{a, b}, std::pair{b, a}}) {
+    if (const std::optional<ir::Value> x = times_constant(g, p, "kiln.mul", 0.5)) {
+      if (const std::optional<ir::Value> u = one_plus_tanh(q); u && inner_is(*u, *x)) return x;
+    }
+    if (const std::optional<ir::Value> half = times_constant(g, q, "kiln.mul", 0.5)) {
+      if (const std::optional<ir::Value> u = one_plus_tanh(*half); u && inner_is(*u, p)) return p;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ir::Module dead_code_elimination(const ir::Module& module) {
@@ -186,6 +263,18 @@ ir::Module canonicalize(const ir::Module& module) {
           return std::vector<ir::Value>{operands[keep]};
         return std::nullopt;
       };
+      // GELU's tanh form written out op by op: one kiln.gelu (one pass, and oneDNN's
+      // post-op inside a matmul).
+      if (op.name() == "kiln.mul" && is_floating(result.dtype)) {
+        if (const std::optional<ir::Value> x = gelu_tanh_input(out, operands[0], operands[1]);
+            x && same_type(*x)) {
+          const std::vector<ir::Value> input{*x};
+          return std::vector<ir::Value>{out.add_op_typed(ir::lookup_op("kiln.gelu"), input,
+                                                         {{"approximate", std::string("tanh")}},
+                                                         {result}, op.location())
+                                            .result(0)};
+        }
+      }
       // What may fold is the op's definition's (compiler/ops/): its algebra as data.
       if (const compiler::ElementwiseDef* e = compiler::find_elementwise(op.def())) {
         if (const std::optional<compiler::NeutralOperand>& n = e->neutral) {

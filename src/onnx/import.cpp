@@ -20,7 +20,8 @@ namespace onnx_import {
 using detail::cat;
 
 /// Initializers and Constants read as data become weights when floating or larger than
-/// this (smaller integer ones, indices and shapes, are embedded as constants).
+/// this (smaller integer ones, indices and shapes, are embedded as constants, and so are
+/// floating scalars: the constants of formulas, such as GELU's, which the passes then see).
 constexpr std::int64_t kMaxEmbeddedInts = 64;
 
 class Importer {
@@ -81,8 +82,8 @@ class Importer {
     if (!v.tensor.empty()) return v.tensor;
     if (v.data) {
       const Tensor& data = *v.data;
-      const bool embed = !is_floating(data.dtype()) &&
-                         static_cast<std::int64_t>(data.num_elements()) <= kMaxEmbeddedInts;
+      const bool embed = static_cast<std::int64_t>(data.num_elements()) <=
+                         (is_floating(data.dtype()) ? 1 : kMaxEmbeddedInts);
       if (!v.weight_name.empty() && !embed) {
         weights_.emplace(v.weight_name, data);
         v.tensor = weight(v.weight_name, data.layout());

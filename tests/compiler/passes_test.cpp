@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "../error_matchers.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
@@ -101,6 +103,43 @@ TEST(Passes, CanonicalizationRemovesIdentities) {
     return x * Tensor::constant({1, 1}, {2, 1});
   })(f32({3}));
   EXPECT_THAT(ir::print(passes::canonicalize(b.graph())), HasSubstr("kiln.mul"));
+}
+
+// GELU's tanh form as ONNX exporters write it out (before opset 20 has a Gelu op) becomes
+// one kiln.gelu: the same function, rounded once instead of after each of its ops.
+TEST(Passes, CanonicalizationFindsGeluTanhWrittenOutOpByOp) {
+  const auto inner = [](const Tensor& x, bool cube_by_pow) {
+    const Tensor cube = cube_by_pow ? pow(x, scalar_like(x, 3.0)) : x * (x * x);
+    return tanh((x + cube * 0.044715) * 0.7978845608028654);
+  };
+  const std::vector<std::function<Tensor(Tensor)>> forms = {
+      [&](Tensor x) { return (x * 0.5) * (inner(x, true) + 1.0); },   // GPT-2's export
+      [&](Tensor x) { return (inner(x, false) + 1.0) * (x * 0.5); },  // operands swapped
+      [&](Tensor x) { return x * ((inner(x, true) + 1.0) * 0.5); },   // the half on the sum
+  };
+  for (std::size_t k = 0; k < forms.size(); ++k) {
+    const StagedGraph s = stage([&](Tensor x) { return forms[k](x) + 1.0; })(f32({4, 33}));
+    const ir::Module out = passes::dead_code_elimination(passes::canonicalize(s.graph()));
+    const std::string text = ir::print(out);
+    EXPECT_EQ(count(text, "\"kiln.gelu\""), 1u) << k << text;
+    EXPECT_THAT(text, HasSubstr("approximate = \"tanh\"")) << k;
+    EXPECT_THAT(text, Not(HasSubstr("kiln.tanh"))) << k;
+    EXPECT_TRUE(ir::verify(out).empty()) << text;
+    const Tensor x = Tensor::random(f32({4, 33}), 3, -6, 6);
+    const std::vector<double> want = reference_run(s.graph(), {x})[0].to_doubles(),
+                              got = reference_run(out, {x})[0].to_doubles();
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << k << " at " << i;
+  }
+  // Not GELU: another constant, or x³ of another value. Left as they are.
+  const StagedGraph other = stage([](Tensor x) {
+    return (x * 0.5) * (tanh((x + x * x * x * 0.04) * 0.7978845608028654) + 1.0);
+  })(f32({8}));
+  EXPECT_THAT(ir::print(passes::canonicalize(other.graph())), Not(HasSubstr("kiln.gelu")));
+  const StagedGraph mixed = stage([](Tensor x, Tensor y) {
+    return (x * 0.5) * (tanh((x + y * y * y * 0.044715) * 0.7978845608028654) + 1.0);
+  })(f32({8}), f32({8}));
+  EXPECT_THAT(ir::print(passes::canonicalize(mixed.graph())), Not(HasSubstr("kiln.gelu")));
 }
 
 // x + 0.0 is +0.0 for x = -0.0: only folds exact for every input are made.

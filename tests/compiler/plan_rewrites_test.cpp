@@ -300,6 +300,51 @@ TEST(WeightPacks, ConvolutionWeightsToo) {
   EXPECT_GT(first, 0u);
 }
 
+TEST(AbsorbEpilogues, AnEpilogueAfterAReshapeOfTheMatmulRunsInsideIt) {
+  // An ONNX MatMul over [batch, seq, d]: a matmul over [batch * seq, d], a reshape back,
+  // then the bias and activation: the reshape copies nothing, so the elementwise op still
+  // runs inside the matmul. Not when the reshape changes the last dim, or when the
+  // reshaped value is also an output. Always the reference's results.
+  const auto make = [](bool keep_last, bool also_output) {
+    return stage([=](Tensor x) -> std::vector<Tensor> {
+      const Tensor w = weight("w", f32({64, 48})), b = weight("b", f32({48}));
+      const Tensor flat = reshape(x, Shape{Dim("batch") * Dim("seq"), 64});
+      const Tensor y = matmul(flat, w);
+      const Tensor back = keep_last ? reshape(y, Shape{Dim("batch"), Dim("seq"), 48})
+                                    : reshape(y, Shape{Dim("batch"), Dim("seq"), 6, 8});
+      const Tensor z =
+          keep_last ? gelu(back + b, "tanh") : gelu(back + reshape(b, Shape{6, 8}), "tanh");
+      if (also_output) return {z, back};
+      return {z};
+    })(f32({"batch", "seq", 64}));
+  };
+  for (const auto& [keep_last, also_output, absorbed] :
+       {std::tuple{true, false, 1u}, {false, false, 0u}, {true, true, 0u}}) {
+    const StagedGraph staged = make(keep_last, also_output);
+    const std::map<std::string, Tensor> weights = random_weights(staged);
+    for (const int threads : {1, 2}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      CompiledCallable compiled(staged, weights, {.context = ctx});
+      const std::string what = std::string(keep_last ? "last dim kept" : "last dim split") +
+                               (also_output ? ", also an output" : "") + ", threads " +
+                               std::to_string(threads);
+      for (const auto& [batch, seq] : {std::pair{3, 40}, {1, 5}}) {
+        const std::vector<Tensor> in = {Tensor::random(f32({batch, seq, 64}), 8, -1, 1)};
+        const std::vector<Tensor> got = compiled.run(in),
+                                  want = reference_run(staged.graph(), in, weights);
+        ASSERT_EQ(got.size(), want.size()) << what;
+        for (std::size_t o = 0; o < got.size(); ++o) {
+          const std::vector<double> g = got[o].to_doubles(), r = want[o].to_doubles();
+          ASSERT_EQ(g.size(), r.size()) << what;
+          for (std::size_t k = 0; k < g.size(); ++k)
+            ASSERT_NEAR(g[k], r[k], 2e-5 * (1 + std::fabs(r[k]))) << what << " output " << o;
+        }
+        EXPECT_EQ(compiled.stats().epilogues, absorbed) << what;
+      }
+    }
+  }
+}
+
 TEST(SharedArena, ShapesNoBiggerThanTheLargestSoFarAddNoMemory) {
   // Every plan's calls use one arena (calls never overlap): a new shape that fits in it
   // adds no memory and touches no new page; a bigger one grows it. The plans made before

@@ -341,6 +341,27 @@ TEST(OnnxImport, InitializersBecomeWeightsByTheirNames) {
             (std::vector<float>{-2.5f, -4, -1}));
 }
 
+TEST(OnnxImport, FloatingScalarInitializersAreEmbeddedAsConstants) {
+  // A formula's constants (GELU's 0.5, 0.044715, ...) are scalar initializers in exported
+  // models: they are embedded, so that the passes see their values; tensors stay weights.
+  Model m;
+  m.input("x", {1, 3});
+  m.floats("half", {0.5f}, {});
+  m.floats("one", {2.0f}, {1});
+  m.floats("bias", {0.5f, -1, 2}, {3});
+  m.node("Mul", {"x", "half"}, {"a"});
+  m.node("Add", {"a", "one"}, {"b"});
+  m.node("Add", {"b", "bias"}, {"y"});
+  m.output("y");
+  const kiln::OnnxModel model = m.import();
+  ASSERT_EQ(model.weights.size(), 1u);
+  EXPECT_EQ(model.weights.count("bias"), 1u);
+  EXPECT_EQ(kiln::module_weights(model.graph.graph()).size(), 1u);
+  const kiln::Tensor x = kiln::Tensor::from_data(std::vector<float>{2, 4, -6}, {1, 3});
+  kiln::CompiledCallable call(model.graph, model.weights);
+  EXPECT_EQ(call.run({x})[0].to_vector<float>(), (std::vector<float>{3.5f, 3, 1}));
+}
+
 TEST(OnnxImport, ConstantInputsMustMatchTheModel) {
   Model m;
   m.input("x", {2, 3});

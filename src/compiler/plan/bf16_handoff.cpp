@@ -33,13 +33,15 @@ void hand_off_bf16(Plan& plan) {
       if (!others && compiler::hand_off_bf16(producer, readers)) ++plan.bf16_handoffs;
       continue;
     }
-    const std::size_t s = producer.epilogue != nullptr ? plan.out(i + 1)[0] : plan.out(i)[0];
+    const std::size_t s =
+        producer.epilogue != nullptr ? plan.out(plan.next_launch(i))[0] : plan.out(i)[0];
     const Storage& out = plan.storage[s];
     if (is_output[s] || out.base >= 0 || out.arena_offset < 0 || out.readers.empty()) continue;
     // The one reader, and its absorbed epilogue (listed to keep the operand live).
     const std::size_t j = out.readers[0];
     const bool one_reader = std::all_of(out.readers.begin(), out.readers.end(), [&](std::size_t r) {
-      return r == j || (r == j + 1 && plan.absorbed[r] && plan.launches[j].epilogue != nullptr);
+      return r == j ||
+             (r == plan.next_launch(j) && plan.absorbed[r] && plan.launches[j].epilogue != nullptr);
     });
     if (!one_reader || plan.io[j].device != plan.io[i].device) continue;
     plan.bf16_handoffs += compiler::hand_off_bf16(producer, plan.launches[j]) ? 1 : 0;

@@ -125,6 +125,13 @@ struct Plan {
   std::span<const std::size_t> out(std::size_t i) const {
     return {io_storage.data() + io[i].first + io[i].ins, io[i].outs};
   }
+  /// The first launch after \p i that is not a view (the launch count if none): where
+  /// launch i's absorbed epilogue sits, if it has one (views between them copy nothing).
+  std::size_t next_launch(std::size_t i) const {
+    std::size_t j = i + 1;
+    while (j < is_view.size() && is_view[j]) ++j;
+    return j;
+  }
   /// The storage whose bytes \p s reads: itself, or the base of a view.
   std::size_t root(std::size_t s) const {
     return storage[s].base >= 0 ? static_cast<std::size_t>(storage[s].base) : s;

@@ -25,9 +25,11 @@ void fold_views(Plan& plan);
 void hoist_invariant(Plan& plan);
 
 /// Marks each elementwise launch that directly follows the matmul whose output it alone
-/// reads, with that output's shape, to run inside the matmul tile by tile (bias, scale,
-/// activation, residual add: the output is read back from cache instead of memory). The
-/// matmul's operands then stay live until the epilogue's slot. Before memory is placed.
+/// reads, with that output's shape (or through reshapes of it that copy nothing and keep
+/// its last dim, which may lie between them), to run inside the matmul tile by tile (bias,
+/// scale, activation, residual add: the output is read back from cache instead of
+/// memory). The matmul's operands then stay live until the epilogue's slot. Before memory
+/// is placed.
 void absorb_epilogues(Plan& plan);
 
 /// After memory is placed and the views bound: points each matmul at its absorbed epilogue
