@@ -117,19 +117,21 @@ bool is_cube_of(const ir::Graph& g, ir::Value v, ir::Value x) {
   return false;
 }
 
-/// The x of GELU's tanh form, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))), as exporters
-/// write it out op by op (ONNX before opset 20 has no Gelu): the product of \p a and \p b
-/// with {a, b} = {0.5 x, 1 + tanh u} or {x, 0.5 (1 + tanh u)}, each product and sum with
-/// its operands in either order. nullopt for anything else.
-std::optional<ir::Value> gelu_tanh_input(const ir::Graph& g, ir::Value a, ir::Value b) {
-  const auto one_plus_tanh = [&](ir::Value v) -> std::optional<ir::Value> {
+/// GELU's input x and form ("none": erf, or "tanh") as exporters write it out op by op
+/// (ONNX before opset 20 has no Gelu): the product of \p a and \p b with {a, b} =
+/// {0.5 x, 1 + f(u)} or {x, 0.5 (1 + f(u))}, each product and sum with its operands in
+/// either order, where f(u) is erf(x / √2) (or x · 1/√2), or tanh(√(2/π) (x + 0.044715
+/// x³)). nullopt for anything else.
+std::optional<std::pair<ir::Value, std::string>> gelu_input(const ir::Graph& g, ir::Value a,
+                                                            ir::Value b) {
+  // 1 + f(u): f's op and u.
+  const auto one_plus = [&](ir::Value v) -> std::optional<ir::OpView> {
     const std::optional<ir::Value> t = times_constant(g, v, "kiln.add", 1.0);
     if (!t) return std::nullopt;
-    const std::optional<ir::OpView> tanh = made_by(g, *t, "kiln.tanh");
-    if (!tanh) return std::nullopt;
-    return tanh->operand(0);  // u
+    if (std::optional<ir::OpView> f = made_by(g, *t, "kiln.tanh")) return f;
+    return made_by(g, *t, "kiln.erf");
   };
-  const auto inner_is = [&](ir::Value u, ir::Value x) {  // u = √(2/π) (x + 0.044715 x³)
+  const auto tanh_inner = [&](ir::Value u, ir::Value x) {  // √(2/π) (x + 0.044715 x³)
     const std::optional<ir::Value> sum = times_constant(g, u, "kiln.mul", 0.7978845608028654);
     if (!sum) return false;
     const std::optional<ir::OpView> add = made_by(g, *sum, "kiln.add");
@@ -142,13 +144,25 @@ std::optional<ir::Value> gelu_tanh_input(const ir::Graph& g, ir::Value a, ir::Va
     }
     return false;
   };
+  const auto erf_inner = [&](ir::Value u, ir::Value x) {  // x / √2, or x · (1/√2)
+    if (const std::optional<ir::OpView> d = made_by(g, u, "kiln.div"))
+      return d->operand(0) == x && is_splat(g, d->operand(1), M_SQRT2);
+    const std::optional<ir::Value> scaled = times_constant(g, u, "kiln.mul", M_SQRT1_2);
+    return scaled && *scaled == x;
+  };
+  const auto form = [&](ir::OpView f, ir::Value x) -> std::optional<std::string> {
+    if (f.name() == "kiln.tanh" && tanh_inner(f.operand(0), x)) return std::string("tanh");
+    if (f.name() == "kiln.erf" && erf_inner(f.operand(0), x)) return std::string("none");
+    return std::nullopt;
+  };
   for (const auto& [p, q] : {std::pair{a, b}, std::pair{b, a}}) {
-    if (const std::optional<ir::Value> x = times_constant(g, p, "kiln.mul", 0.5)) {
-      if (const std::optional<ir::Value> u = one_plus_tanh(q); u && inner_is(*u, *x)) return x;
-    }
-    if (const std::optional<ir::Value> half = times_constant(g, q, "kiln.mul", 0.5)) {
-      if (const std::optional<ir::Value> u = one_plus_tanh(*half); u && inner_is(*u, p)) return p;
-    }
+    if (const std::optional<ir::Value> x = times_constant(g, p, "kiln.mul", 0.5))
+      if (const std::optional<ir::OpView> f = one_plus(q))
+        if (std::optional<std::string> approximate = form(*f, *x))
+          return std::pair{*x, *approximate};
+    if (const std::optional<ir::Value> half = times_constant(g, q, "kiln.mul", 0.5))
+      if (const std::optional<ir::OpView> f = one_plus(*half))
+        if (std::optional<std::string> approximate = form(*f, p)) return std::pair{p, *approximate};
   }
   return std::nullopt;
 }
@@ -263,15 +277,16 @@ ir::Module canonicalize(const ir::Module& module) {
           return std::vector<ir::Value>{operands[keep]};
         return std::nullopt;
       };
-      // GELU's tanh form written out op by op: one kiln.gelu (one pass, and oneDNN's
-      // post-op inside a matmul).
+      // GELU written out op by op: one kiln.gelu (one pass, and oneDNN's post-op inside a
+      // matmul).
       if (op.name() == "kiln.mul" && is_floating(result.dtype)) {
-        if (const std::optional<ir::Value> x = gelu_tanh_input(out, operands[0], operands[1]);
-            x && same_type(*x)) {
-          const std::vector<ir::Value> input{*x};
+        if (const auto gelu = gelu_input(out, operands[0], operands[1]);
+            gelu && same_type(gelu->first)) {
+          const std::vector<ir::Value> input{gelu->first};
+          std::vector<ir::NamedAttribute> attributes;
+          if (gelu->second == "tanh") attributes.push_back({"approximate", gelu->second});
           return std::vector<ir::Value>{out.add_op_typed(ir::lookup_op("kiln.gelu"), input,
-                                                         {{"approximate", std::string("tanh")}},
-                                                         {result}, op.location())
+                                                         attributes, {result}, op.location())
                                             .result(0)};
         }
       }

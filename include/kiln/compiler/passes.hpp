@@ -18,10 +18,11 @@ ir::Module common_subexpression_elimination(const ir::Module& module);
 /// constants.
 ir::Module fold_constants(const ir::Module& module);
 /// Simple algebra: x+0, x-0, x*1, x/1 (when the result has x's type), neg(neg(x)), casts to
-/// the same dtype, reshapes to the same shape and identity transposes become x. And GELU's
-/// tanh form written out op by op, 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))) with its
-/// products and sums in any order (ONNX exports before opset 20), becomes one
-/// `kiln.gelu {approximate = "tanh"}`: the same function rounded once, not after each op.
+/// the same dtype, reshapes to the same shape and identity transposes become x. And GELU
+/// written out op by op (ONNX exports before opset 20), 0.5 x (1 + erf(x / √2)) or 0.5 x
+/// (1 + tanh(√(2/π) (x + 0.044715 x³))) with its products and sums in any order, becomes
+/// one `kiln.gelu` (`approximate = "tanh"` for the second): the same function rounded
+/// once, not after each op.
 ir::Module canonicalize(const ir::Module& module);
 
 /// Outlines trees of elementwise ops (a root and the elementwise producers used only by
