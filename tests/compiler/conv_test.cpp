@@ -322,6 +322,27 @@ Tensor rounded_to_bf16(const Tensor& t) {
   return Tensor::from_data(std::span<const float>(v), t.shape());
 }
 
+/// relu(conv(x, w, b)) with the weights w and b bound by name, random weights and a random
+/// input x of shape \p x_dims.
+struct WeightedConv {
+  StagedGraph staged;
+  std::map<std::string, Tensor> weights;
+  Tensor x;
+};
+WeightedConv relu_conv_with_weights(const Ints& x_dims, const Ints& w_dims, const Window& window) {
+  const Shape xs = shape_of(x_dims), ws = shape_of(w_dims);
+  const Shape bs{w_dims[0]};
+  StagedGraph staged = stage([&](Tensor x) {
+    const Tensor w = weight("w", TensorLayout(DType::f32, ws));
+    const Tensor b = weight("b", TensorLayout(DType::f32, bs));
+    return relu(conv(x, w, b, window));
+  })(TensorLayout(DType::f32, xs));
+  return {std::move(staged),
+          {{"w", Tensor::random(TensorLayout(DType::f32, ws), 3, -0.5, 0.5)},
+           {"b", Tensor::random(TensorLayout(DType::f32, bs), 4, -0.5, 0.5)}},
+          Tensor::random(TensorLayout(DType::f32, xs), 5, -2, 2)};
+}
+
 TEST(Conv, Bf16ConvsRoundInputAndWeightsOnceAndSumInF32) {
   // MatmulPrecision::bf16 makes a conv with fixed weights multiply bf16 operands (bf16
   // units, or f32 kernels over rounded operands where the CPU has none: the same
@@ -336,16 +357,10 @@ TEST(Conv, Bf16ConvsRoundInputAndWeightsOnceAndSumInF32) {
        {Case{"3x3", {2, 16, 10, 10}, {32, 16, 3, 3}, {.pads = {1, 1, 1, 1}}},
         Case{"strided", {1, 8, 15, 15}, {16, 8, 3, 3}, {.strides = {2, 2}}},
         Case{"depthwise", {1, 32, 9, 9}, {32, 1, 5, 5}, {.pads = {2, 2, 2, 2}, .groups = 32}}}) {
-    const Shape xs = shape_of(c.x), ws = shape_of(c.w);
-    const StagedGraph staged = stage([&](Tensor x) {
-      const Tensor w = weight("w", TensorLayout(DType::f32, ws));
-      const Tensor b = weight("b", TensorLayout(DType::f32, Shape{c.w[0]}));
-      return relu(conv(x, w, b, c.window));
-    })(TensorLayout(DType::f32, xs));
-    const std::map<std::string, Tensor> weights = {
-        {"w", Tensor::random(TensorLayout(DType::f32, ws), 3, -0.5, 0.5)},
-        {"b", Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 4, -0.5, 0.5)}};
-    const Tensor x = Tensor::random(TensorLayout(DType::f32, xs), 5, -2, 2);
+    const WeightedConv wc = relu_conv_with_weights(c.x, c.w, c.window);
+    const StagedGraph& staged = wc.staged;
+    const std::map<std::string, Tensor>& weights = wc.weights;
+    const Tensor& x = wc.x;
     std::map<std::string, Tensor> rounded = weights;
     rounded["w"] = rounded_to_bf16(weights.at("w"));
     const std::vector<double> want =
@@ -422,16 +437,10 @@ TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
         Case{"unpadded, batch 2", {2, 32, 9, 11}, {48, 32, 3, 3}, {}, true},
         Case{"strided", {1, 32, 12, 12}, {32, 32, 3, 3}, {.strides = {2, 2}}, false},
         Case{"3 channels in", {1, 3, 12, 12}, {16, 3, 3, 3}, {.pads = {1, 1, 1, 1}}, false}}) {
-    const Shape xs = shape_of(c.x), ws = shape_of(c.w);
-    const StagedGraph staged = stage([&](Tensor x) {
-      const Tensor w = weight("w", TensorLayout(DType::f32, ws));
-      const Tensor b = weight("b", TensorLayout(DType::f32, Shape{c.w[0]}));
-      return relu(conv(x, w, b, c.window));
-    })(TensorLayout(DType::f32, xs));
-    const std::map<std::string, Tensor> weights = {
-        {"w", Tensor::random(TensorLayout(DType::f32, ws), 3, -0.5, 0.5)},
-        {"b", Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 4, -0.5, 0.5)}};
-    const Tensor x = Tensor::random(TensorLayout(DType::f32, xs), 5, -2, 2);
+    const WeightedConv wc = relu_conv_with_weights(c.x, c.w, c.window);
+    const StagedGraph& staged = wc.staged;
+    const std::map<std::string, Tensor>& weights = wc.weights;
+    const Tensor& x = wc.x;
     const std::vector<double> want = reference_run(staged.graph(), {x}, weights)[0].to_doubles();
     double scale = 0;
     for (double v : want) scale = std::max(scale, std::fabs(v));
