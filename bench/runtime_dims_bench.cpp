@@ -85,9 +85,8 @@ int main(int argc, char** argv) {
   std::printf("| rows | K x N | fixed rows us | run-time rows us | run-time / fixed |\n");
   std::printf("| ---: | --- | ---: | ---: | ---: |\n");
   for (const dnnl::memory::dim m : {17, 33, 128, 512, 2048}) {
-    for (const auto& [k, n] : {std::pair<dnnl::memory::dim, dnnl::memory::dim>{512, 512},
-                               {512, 2048},
-                               {2048, 512}}) {
+    for (const auto& [k, n] :
+         {std::pair<dnnl::memory::dim, dnnl::memory::dim>{512, 512}, {512, 2048}, {2048, 512}}) {
       std::vector<float> weights(static_cast<std::size_t>(k * n)),
           src(static_cast<std::size_t>(m * k)), dst(static_cast<std::size_t>(m * n));
       for (std::size_t i = 0; i < weights.size(); ++i)
