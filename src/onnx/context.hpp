@@ -75,6 +75,9 @@ class NodeContext {
   Tensor input(std::size_t i);
   /// Input \p i's value when it is known while importing, else null.
   const HostValue* host(std::size_t i);
+  /// host(i) for an input that must hold integers (\p what: "the shape"): null when it is
+  /// not known, an error when it is floating.
+  const HostValue* int_host(std::size_t i, std::string_view what);
   /// Input \p i's values, which must be known and static (\p what: "the shape").
   std::vector<std::int64_t> ints(std::size_t i, std::string_view what);
   /// Input \p i's layout, whether or not it is known.

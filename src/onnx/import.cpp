@@ -146,14 +146,20 @@ const HostValue* NodeContext::host(std::size_t i) {
   return v.host ? &*v.host : nullptr;
 }
 
+const HostValue* NodeContext::int_host(std::size_t i, std::string_view what) {
+  const HostValue* h = host(i);
+  if (h != nullptr && h->is_float())
+    fail(cat(what, " (input ", i, ") must be integers, not ", h->dtype));
+  return h;
+}
+
 std::vector<std::int64_t> NodeContext::ints(std::size_t i, std::string_view what) {
   if (!has_input(i)) fail(cat(what, " (input ", i, ") is required but not given"));
-  const HostValue* h = host(i);
+  const HostValue* h = int_host(i, what);
   if (h == nullptr)
     fail(cat(what, " (input ", i, ", ", quote_name(node_.input(static_cast<int>(i))),
              ") must be known when the model is imported (a constant, an initializer, or "
              "computed from shapes); kiln does not take it at run time"));
-  if (h->is_float()) fail(cat(what, " (input ", i, ") must be integers, not ", h->dtype));
   if (h->symbolic()) {
     fail(cat(what, " (input ", i, ") holds symbolic dims ", h->dims_text(),
              " where this op needs numbers"));
@@ -271,18 +277,16 @@ std::vector<Tensor> Importer::trace(const std::vector<Tensor>& inputs, std::int6
     NodeContext context(*this, node, opset);
     const OpConverter& c = *find_converter(node.op_type());
     std::vector<OnnxValue> outputs;
-    if (c.fold != nullptr) {
-      if (std::optional<std::vector<HostValue>> folded = c.fold(context))
-        for (HostValue& h : *folded) outputs.push_back(known(std::move(h)));
-    }
-    if (outputs.empty()) {
-      try {
-        outputs = c.convert(context);
-      } catch (const UserError& e) {  // a staging op refused: say which node it was
-        const std::string message = e.what();
-        if (message.rfind(source_.what + ": ", 0) == 0) throw;
-        context.fail(message);
+    try {
+      if (c.fold != nullptr) {
+        if (std::optional<std::vector<HostValue>> folded = c.fold(context))
+          for (HostValue& h : *folded) outputs.push_back(known(std::move(h)));
       }
+      if (outputs.empty()) outputs = c.convert(context);
+    } catch (const UserError& e) {  // a staging op or a dim refused: say which node it was
+      const std::string message = e.what();
+      if (message.rfind(source_.what + ": ", 0) == 0) throw;
+      context.fail(message);
     }
     if (outputs.size() < static_cast<std::size_t>(node.output_size()))
       context.fail(cat("gives ", node.output_size(), " outputs; kiln's ", node.op_type(),

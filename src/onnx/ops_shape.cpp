@@ -126,7 +126,7 @@ std::vector<Dim> reshape_dims(NodeContext& n, const Shape& in, const HostValue& 
 
 Outputs reshape_(NodeContext& n) {
   const Tensor x = n.input(0);
-  const HostValue* target = n.host(1);
+  const HostValue* target = n.int_host(1, "the shape");
   if (target == nullptr)
     n.fail(
         "the shape (input 1) must be known when the model is imported (a constant, an "
@@ -136,7 +136,7 @@ Outputs reshape_(NodeContext& n) {
 }
 Folded fold_reshape(NodeContext& n) {
   const HostValue* x = n.host(0);
-  const HostValue* target = n.host(1);
+  const HostValue* target = n.int_host(1, "the shape");
   if (x == nullptr || target == nullptr) return std::nullopt;
   std::vector<Dim> in(x->shape.begin(), x->shape.end());
   HostValue out = *x;
@@ -362,8 +362,8 @@ SliceSpec slice_spec(NodeContext& n, std::size_t rank) {
 /// 1, ... (an end past a static axis, `[:seq]` of 512 positions, is then the gather's
 /// index error at run time, never a silent clamp).
 Tensor slice_symbolic(NodeContext& n, Tensor x) {
-  const HostValue* starts = n.host(1);
-  const HostValue* ends = n.host(2);
+  const HostValue* starts = n.int_host(1, "starts");
+  const HostValue* ends = n.int_host(2, "ends");
   if (starts == nullptr || ends == nullptr || starts->shape.size() != 1 ||
       ends->size() != starts->size())
     n.fail(
@@ -414,8 +414,8 @@ Tensor slice_symbolic(NodeContext& n, Tensor x) {
 
 Outputs slice_(NodeContext& n) {
   Tensor x = n.input(0);
-  const HostValue* starts = n.host(1);
-  const HostValue* ends = n.host(2);
+  const HostValue* starts = n.int_host(1, "starts");
+  const HostValue* ends = n.int_host(2, "ends");
   bool symbolic =
       (starts != nullptr && starts->symbolic()) || (ends != nullptr && ends->symbolic());
   if (!symbolic && starts != nullptr && ends != nullptr && n.has_input(3)) {
@@ -472,7 +472,7 @@ Folded fold_slice(NodeContext& n) {
 
 Outputs expand(NodeContext& n) {
   const Tensor x = n.input(0);
-  const HostValue* target = n.host(1);
+  const HostValue* target = n.int_host(1, "the shape");
   if (target == nullptr) n.fail("the shape (input 1) must be known when the model is imported");
   const std::size_t rank = std::max(x.rank(), target->size());
   std::vector<Dim> out(rank, Dim(1));
@@ -562,7 +562,7 @@ double fill_value(NodeContext& n, DType& dtype) {
 Outputs constant_of_shape(NodeContext& n) {
   DType dtype = DType::f32;
   const double value = fill_value(n, dtype);
-  const HostValue* shape = n.host(0);
+  const HostValue* shape = n.int_host(0, "the shape");
   if (shape == nullptr) n.fail("the shape (input 0) must be known when the model is imported");
   std::vector<Dim> dims;
   for (std::size_t i = 0; i < shape->size(); ++i) dims.push_back(shape->dim(i));
@@ -572,10 +572,13 @@ Outputs constant_of_shape(NodeContext& n) {
   return {traced(broadcast_to(s, Shape(dims)))};
 }
 Folded fold_constant_of_shape(NodeContext& n) {
-  const HostValue* shape = n.host(0);
+  const HostValue* shape = n.int_host(0, "the shape");
   if (shape == nullptr || shape->symbolic()) return std::nullopt;
   std::int64_t count = 1;
-  for (const std::int64_t d : shape->ints) count = checked_mul(count, d, "ConstantOfShape");
+  for (const std::int64_t d : shape->ints) {
+    if (d < 0) n.fail(cat("the shape (input 0) has a negative dim, ", d));
+    count = checked_mul(count, d, "ConstantOfShape");
+  }
   if (count > static_cast<std::int64_t>(kMaxHostElements)) return std::nullopt;
   HostValue out;
   const double value = fill_value(n, out.dtype);
@@ -585,6 +588,15 @@ Folded fold_constant_of_shape(NodeContext& n) {
   else
     out.ints.assign(count, static_cast<std::int64_t>(value));
   return one(std::move(out));
+}
+
+/// Range's start, limit and delta share one type (ONNX's T): a mix would read one
+/// number from the wrong list.
+void check_range_types(NodeContext& n, const HostValue& start, const HostValue& limit,
+                       const HostValue& delta) {
+  if (start.dtype != limit.dtype || start.dtype != delta.dtype)
+    n.fail(cat("start, limit and delta must have one type; they are ", name(start.dtype), ", ",
+               name(limit.dtype), " and ", name(delta.dtype)));
 }
 
 /// Range over a symbolic limit (GPT-2's and Llama's position ids: Range(0, seq, 1)):
@@ -597,6 +609,7 @@ Outputs range_(NodeContext& n) {
     n.fail(
         "start, limit and delta must be known when the model is imported (numbers, or sizes "
         "from the inputs' shapes)");
+  check_range_types(n, *start, *limit, *delta);
   if (start->is_float() || delta->symbolic() || delta->ints[0] != 1)
     n.fail("a Range over a symbolic dim must count integers by 1 (fix the dims with --dim)");
   Dim first = 0, count = 0;
@@ -619,6 +632,7 @@ Folded fold_range(NodeContext& n) {
   if (!start || !limit || !delta || start->symbolic() || limit->symbolic() || delta->symbolic() ||
       start->size() != 1 || limit->size() != 1 || delta->size() != 1)
     return std::nullopt;
+  check_range_types(n, *start, *limit, *delta);
   HostValue out;
   out.dtype = start->dtype;
   if (out.is_float()) {

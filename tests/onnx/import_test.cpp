@@ -451,6 +451,47 @@ TEST(OnnxImport, RangeOfKnownBoundsFolds) {
   EXPECT_EQ(call.run({x})[0].to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9.5f}));
 }
 
+// Range's three numbers share one type; a float delta with integer bounds (the fuzzer's
+// find: it read the delta from the integer list) is refused, known bounds or symbolic.
+TEST(OnnxImport, RangeOfMixedTypesSaysWhich) {
+  Model known;
+  known.input("x", {5});
+  known.ints("start", {1}).clear_dims();
+  known.ints("limit", {11}).clear_dims();
+  known.floats("delta", {2}, {});  // a scalar
+  known.node("Range", {"start", "limit", "delta"}, {"r"}, "steps");
+  known.output("r");
+  KILN_EXPECT_THROW_MSG(known.import(), kiln::UserError, "node 'steps' (Range)",
+                        "start, limit and delta must have one type; they are i64, i64 and f32");
+  Model symbolic = position_ids_model();
+  onnx::TensorProto& step = *symbolic.graph().mutable_initializer(2);
+  step.set_data_type(onnx::TensorProto::FLOAT);
+  step.clear_int64_data();
+  step.add_float_data(1);
+  KILN_EXPECT_THROW_MSG(symbolic.import(), kiln::UserError, "node 'arange' (Range)",
+                        "they are i64, i64 and f32");
+}
+
+// Shapes must be integers and, for ConstantOfShape, not negative: a float shape was read
+// from the empty integer list, and a negative dim made a vector of 2^64 - 1 elements.
+TEST(OnnxImport, ShapesOfFloatsOrNegativeDimsAreRefused) {
+  Model reshape;
+  reshape.input("x", {2, 3});
+  reshape.floats("target", {3, 2}, {2});
+  reshape.node("Reshape", {"x", "target"}, {"y"}, "flip");
+  reshape.output("y");
+  KILN_EXPECT_THROW_MSG(reshape.import(), kiln::UserError, "node 'flip' (Reshape)",
+                        "the shape (input 1) must be integers, not f32");
+  Model fill;
+  fill.input("x", {1});
+  fill.ints("shape", {-1, -1});
+  fill.node("ConstantOfShape", {"shape"}, {"zeros"}, "fill");
+  fill.node("Add", {"x", "zeros"}, {"y"});
+  fill.output("y");
+  KILN_EXPECT_THROW_MSG(fill.import(), kiln::UserError, "node 'fill' (ConstantOfShape)",
+                        "the shape (input 0) has a negative dim, -1");
+}
+
 // Folding integers on the host wraps at the dtype's width, as kiln's ops do at run time:
 // INT32_MAX + 1 is INT32_MIN there, so it is below zero here too.
 TEST(OnnxImport, FoldedIntegerArithmeticWrapsAtTheDtypesWidth) {
