@@ -148,6 +148,9 @@ void DeviceGraph::apply_update(DeviceGraphBuilder& builder) const {
 }
 
 void DeviceGraph::replay() const { ctx_.backend()->launch_graph(exec_); }
+void DeviceGraph::replay_and_synchronize() const {
+  ctx_.backend()->launch_graph_and_synchronize(exec_);
+}
 std::size_t DeviceGraph::size() const { return exec_->size(); }
 std::string DeviceGraph::to_dot() const { return exec_->to_dot(); }
 std::string DeviceGraph::last_update_fallback() const { return exec_->last_update_fallback(); }

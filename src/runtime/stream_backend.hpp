@@ -73,6 +73,12 @@ class StreamBackend {
   virtual std::shared_ptr<const GraphExec> instantiate_graph(GraphNodeDescs nodes) = 0;
   /// Enqueues one replay of \p graph, which must come from this backend.
   virtual void launch_graph(std::shared_ptr<const GraphExec> graph) = 0;
+  /// launch_graph(graph), then synchronize(): for a caller that waits at once (a compiled
+  /// call), which a backend may serve on the calling thread without waking its own.
+  virtual void launch_graph_and_synchronize(std::shared_ptr<const GraphExec> graph) {
+    launch_graph(std::move(graph));
+    synchronize();
+  }
   /// Checks that \p nodes have \p graph's topology (else throws UserError saying what
   /// differs), then gives \p graph their parameters in stream order: replays enqueued
   /// before see the old ones, replays enqueued after the new (~ cuGraphExecUpdate).

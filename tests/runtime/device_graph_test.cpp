@@ -132,6 +132,39 @@ TEST_P(DeviceGraphThreads, ReplaysAreOrderedWithOtherStreamWork) {
   EXPECT_EQ(read_back(ctx, x)[0], expected);
 }
 
+// replay_and_synchronize (compiled calls' path, run on the calling thread on the CPU):
+// ordered after work queued before it, done when it returns, and a failure thrown by it.
+TEST_P(DeviceGraphThreads, ReplayAndSynchronizeWaitsForQueuedWorkAndThrowsFailures) {
+  auto x = ctx.enqueue_create_buffer<std::int64_t>(1);
+  auto triple = kernel([](std::int64_t* v) { *v *= 3; });
+  auto inc = kernel([](std::int64_t* v) { *v += 1; });
+  auto graph = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    triple.add(b, LaunchConfig{1, 1}, {}, x.data());
+  });
+  ctx.enqueue_memset(x, std::int64_t{1});
+  std::int64_t expected = 1;
+  std::vector<std::int64_t> seen;
+  for (int i = 0; i < 20; ++i) {
+    for (int k = 0; k < i % 3; ++k) {
+      inc.enqueue(ctx, LaunchConfig{1, 1}, x.data());  // queued, not waited for
+      ++expected;
+    }
+    graph.replay_and_synchronize();
+    expected *= 3;
+    // On the CPU read without another synchronize: the replay must be done.
+    EXPECT_EQ(gpu() ? read_back(ctx, x)[0] : *x.data(), expected) << "after replay " << i;
+  }
+  if (gpu()) return;  // a faulting GPU kernel ends its context
+  auto bad = kernel([] { throw std::runtime_error("node exploded"); }, {.name = "exploding"});
+  auto failing = DeviceGraph::create(ctx, [&](DeviceGraphBuilder& b) {
+    bad.add(b, LaunchConfig{1, 1}, {});
+  });
+  KILN_EXPECT_THROW_MSG(failing.replay_and_synchronize(), DeviceError, "kernel 'exploding'",
+                        "node exploded");
+  graph.replay_and_synchronize();  // the context still works
+  EXPECT_EQ(read_back(ctx, x)[0], expected * 3);
+}
+
 TEST_P(DeviceGraphThreads, AFailingNodeSurfacesAtSynchronizeNamingTheNode) {
   KILN_CPU_ONLY("a faulting CUDA kernel ends its context; the CPU skips the rest and goes on");
   auto out = ctx.enqueue_create_buffer<int>(1);

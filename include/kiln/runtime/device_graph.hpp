@@ -530,6 +530,10 @@ class DeviceGraph {
 
   /// Submits one replay of the whole graph to its context's stream; returns at once.
   void replay() const;
+  /// replay(), then `context().synchronize()` (and throws as it does), where the backend
+  /// can on the calling thread: the CPU stream's own thread is not woken, which saves a
+  /// system call per replay and, on a core the caller shares, its polling afterwards.
+  void replay_and_synchronize() const;
   /// Number of nodes.
   std::size_t size() const;
   /// The context the graph replays on.

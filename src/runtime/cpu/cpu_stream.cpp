@@ -203,6 +203,21 @@ class CpuStream final : public StreamBackend {
     push(std::move(c));
   }
 
+  // The driver is left asleep: synchronize runs the queue on the calling thread (or waits
+  // for a drainer already running, whose loop takes the replay too). Waking it would cost
+  // a system call a call, and on a core shared with the caller its polling afterwards.
+  void launch_graph_and_synchronize(std::shared_ptr<const GraphExec> graph) override {
+    Command c;
+    c.graph = as_cpu_graph(std::move(graph), "DeviceGraph::replay_and_synchronize");
+    c.profiler = profiler_.load(std::memory_order_acquire);
+    c.label = "graph replay";
+    {
+      std::unique_lock lock(mutex_);
+      push_locked(std::move(c));
+    }
+    synchronize();
+  }
+
   void set_profiler(std::shared_ptr<Profiler> profiler) override {
     profiler_.store(std::move(profiler), std::memory_order_release);
   }
