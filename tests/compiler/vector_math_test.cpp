@@ -472,6 +472,62 @@ TEST(VectorMath, DepthwisePlanesSumInOrderOnEveryInstructionSet) {
       }
     }
   }
+  // conv_channels8: 1 to 3 input planes, 1 to 8 output channels, rows in pairs and the
+  // rest, whole vectors and tails; the baseline against double, every copy bit for bit.
+  for (const auto& [c, channels, kh, kw] :
+       {std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>{3, 8, 3, 3},
+        {1, 5, 2, 4},
+        {2, 1, 1, 1}}) {
+    for (std::size_t step : {1, 2}) {
+      for (std::size_t oh : {1, 2, 5}) {
+        for (std::size_t ow : {1, 16, 23}) {
+          const std::size_t in_row = 2 * ow + kw + 3, rows = (oh - 1) * step + kh;
+          const std::size_t in_plane = rows * in_row + 5, out_plane = oh * ow + 3;
+          std::vector<float> in(c * in_plane + kDepthwiseSlack), w(c * kh * kw * 8), bias(8);
+          for (float& v : in) v = u(rng);
+          for (float& v : w) v = u(rng);
+          for (float& v : bias) v = u(rng);
+          std::vector<std::size_t> taps;
+          for (std::size_t kx = 0; kx < kw; ++kx) taps.push_back(kx / 2 + (kx % 2) * (ow + 1));
+          ConvChannels8 p;
+          p.in = in.data(), p.in_plane = in_plane, p.in_row = in_row, p.row_step = step;
+          p.taps = taps.data(), p.w = w.data(), p.c = c, p.kh = kh, p.kw = kw;
+          p.bias = bias.data(), p.out_plane = out_plane, p.channels = channels, p.oh = oh;
+          p.ow = ow;
+          std::vector<float> want(8 * out_plane, -7.0f), got(want.size(), -7.0f);
+          p.out = want.data();
+          base::conv_channels8(p);
+          const std::string what = std::to_string(c) + " planes, " + std::to_string(channels) +
+                                   " channels, step " + std::to_string(step) + ", " +
+                                   std::to_string(oh) + "x" + std::to_string(ow);
+          for (std::size_t j = 0; j < 8; ++j)
+            for (std::size_t i = 0; i < out_plane; ++i) {
+              const float v = want[j * out_plane + i];
+              const std::size_t y = i / ow, x = i % ow;
+              if (j >= channels || i >= oh * ow) {
+                ASSERT_EQ(v, -7.0f) << what << ": written outside channel " << j << "'s plane";
+                continue;
+              }
+              double exact = bias[j];
+              for (std::size_t ci = 0; ci < c; ++ci)
+                for (std::size_t ky = 0; ky < kh; ++ky)
+                  for (std::size_t kx = 0; kx < kw; ++kx)
+                    exact += static_cast<double>(w[((ci * kh + ky) * kw + kx) * 8 + j]) *
+                             in[ci * in_plane + (y * step + ky) * in_row + taps[kx] + x];
+              ASSERT_NEAR(v, exact, 1e-5) << what << " channel " << j << " at " << y << ", " << x;
+            }
+          for (const auto& [available, run] : {std::pair{avx2, &avx2::conv_channels8},
+                                               std::pair{avx512, &avx512::conv_channels8}}) {
+            if (!available) continue;
+            std::fill(got.begin(), got.end(), -7.0f);
+            p.out = got.data();
+            run(p);
+            ASSERT_EQ(got, want) << what;
+          }
+        }
+      }
+    }
+  }
   // deinterleave, odd and even lengths, on every copy.
   for (std::size_t n : {0, 1, 2, 7, 64, 65}) {
     std::vector<float> x(n);

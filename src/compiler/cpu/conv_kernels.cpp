@@ -11,7 +11,8 @@
 // (1x1) conv over planes of 128 or more is a GEMM per batch entry on kiln's own layout
 // instead, with no reorders: there they cost more than oneDNN's conv kernel saves. So is a
 // depthwise conv with output rows of 16 or more, by kiln's own loops (vmath::
-// depthwise_plane). 3x3 stride-1 convs may run oneDNN's Winograd kernels
+// depthwise_plane), and a conv of at most 4 input channels (a stem; plane_convs.hpp).
+// 3x3 stride-1 convs may run oneDNN's Winograd kernels
 // (`Launch::winograd`). Other dtypes, and any problem oneDNN has no primitive for, run
 // direct loops in double. Pools are loops over planes.
 
@@ -27,6 +28,7 @@
 
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/onednn_support.hpp"
+#include "compiler/cpu/plane_convs.hpp"
 #include "compiler/cpu/vector_math.hpp"
 #include "compiler/cpu/weight_packs.hpp"
 #include "core/str.hpp"
@@ -163,12 +165,8 @@ struct ConvTile {
 /// of reorders around 0.35 ms of `brdgmm_dw` a call).
 struct Depthwise {
   std::int64_t planes = 0, channels = 0;  // N C, and C
-  std::int64_t h = 0, w = 0, oh = 0, ow = 0, kh = 0, kw = 0, sh = 1, sw = 1;
-  std::int64_t pad_top = 0, pad_left = 0;
-  std::int64_t rows = 0, cols = 0;  // the padded plane: as far as the windows reach
-  std::int64_t even = 0;            // stride 2: the columns in each row's even half
-  std::vector<std::size_t> taps;    // per kx: where its column starts in a padded row
-  // Per block: a padded plane whose borders stay zero (only the interior is copied in).
+  PaddedPlane plane;
+  // Per block: a padded plane whose pad columns stay zero.
   std::vector<std::unique_ptr<float[]>> scratch;
 };
 
@@ -182,6 +180,7 @@ struct PreparedConv final : PreparedLaunch {
   bool bf16 = false;      // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
   bool winograd = false;  // the tiles run Winograd's algorithm (`Launch::winograd`)
   std::unique_ptr<Depthwise> depthwise;  // or, without tiles, kiln's depthwise loops
+  std::unique_ptr<FewChannelConv> few;   // or kiln's loops for few input channels
 };
 
 /// The trailing \p spatial entries of \p s, each minus \p minus.
@@ -495,14 +494,7 @@ std::unique_ptr<PreparedConv> prepare_pointwise(const Launch& l, const Geometry&
 /// included, was faster than the idle lanes let kiln's be: 2.28 ms a call vs 2.45 with
 /// 14 in, 3.0 with all) and a padded plane of at most 2^24 floats.
 bool depthwise(const Geometry& g) {
-  if (g.spatial > 2 || g.groups != g.c || g.m != g.c || g.c == 0 || g.out[2] < 16) return false;
-  for (std::size_t d = 0; d < kMaxSpatial; ++d)
-    if (g.dilation[d] != 1 || (g.stride[d] != 1 && g.stride[d] != 2)) return false;
-  const double rows = static_cast<double>(g.out[1] - 1) * static_cast<double>(g.stride[1]) +
-                      static_cast<double>(g.kernel[1]),
-               cols = static_cast<double>(g.out[2] - 1) * static_cast<double>(g.stride[2]) +
-                      static_cast<double>(g.kernel[2]);
-  return rows * cols <= static_cast<double>(1 << 24);
+  return g.groups == g.c && g.m == g.c && g.c != 0 && plane_conv_fits(g);
 }
 
 /// \p g (a depthwise conv, see `depthwise`) by kiln's loops over planes, in blocks of at
@@ -511,22 +503,15 @@ std::unique_ptr<PreparedConv> prepare_depthwise(const Geometry& g, int threads) 
   auto d = std::make_unique<Depthwise>();
   d->planes = g.n * g.c;
   d->channels = g.c;
-  d->h = g.in[1], d->w = g.in[2], d->oh = g.out[1], d->ow = g.out[2];
-  d->kh = g.kernel[1], d->kw = g.kernel[2], d->sh = g.stride[1], d->sw = g.stride[2];
-  d->pad_top = g.pad_begin[1], d->pad_left = g.pad_begin[2];
-  d->rows = (d->oh - 1) * d->sh + d->kh;
-  d->cols = (d->ow - 1) * d->sw + d->kw;
-  d->even = d->sw == 2 ? (d->cols + 1) / 2 : d->cols;
-  for (std::int64_t kx = 0; kx < d->kw; ++kx)
-    d->taps.push_back(static_cast<std::size_t>(d->sw == 1 ? kx : kx / 2 + (kx % 2) * d->even));
+  d->plane = PaddedPlane(g);
   const double macs = static_cast<double>(d->planes) * static_cast<double>(g.out_plane()) *
                       static_cast<double>(g.taps());
   const auto blocks = static_cast<std::int64_t>(std::clamp(
       macs / static_cast<double>(kTileMacs), 1.0,
       std::min(static_cast<double>(std::max(threads, 1)), static_cast<double>(d->planes))));
   for (std::int64_t b = 0; b < blocks; ++b)
-    d->scratch.push_back(std::make_unique<float[]>(static_cast<std::size_t>(d->rows * d->cols) +
-                                                   vmath::kDepthwiseSlack));
+    d->scratch.push_back(std::make_unique<float[]>(
+        static_cast<std::size_t>(d->plane.rows * d->plane.cols) + vmath::kDepthwiseSlack));
   auto prepared = std::make_unique<PreparedConv>();
   prepared->m = g.m;
   prepared->out_plane = g.out_plane();
@@ -541,35 +526,21 @@ void run_depthwise(const Launch& l, const Depthwise& d) {
   const float* bias = l.in.size() > 2 ? reinterpret_cast<const float*>(l.in[2].data) : nullptr;
   auto* out = reinterpret_cast<float*>(l.out[0].data);
   float* plane = d.scratch[static_cast<std::size_t>(kiln::block_idx().x)].get();
-  // The input columns that land inside the padded plane.
-  const std::int64_t copied = std::clamp<std::int64_t>(d.cols - d.pad_left, 0, d.w);
-  const std::int64_t out_plane = d.oh * d.ow, taps = d.kh * d.kw;
+  const PaddedPlane& pp = d.plane;
+  const std::int64_t out_plane = pp.oh * pp.ow, taps = pp.kh * pp.kw;
   const auto [first, last] = block_range(d.planes);
   // The epilogue runs over runs of planes of at least 8192 elements, while they are in
   // cache (per plane, small planes would pay its start-up each time).
   constexpr std::int64_t kEpilogueRun = 8192;
   std::int64_t pending = first;  // the first plane the epilogue has not run on
   for (std::int64_t p = first; p < last; ++p) {
-    const float* src = in + p * d.h * d.w;
-    for (std::int64_t r = 0; r < d.h && r + d.pad_top < d.rows; ++r) {
-      float* row = plane + (r + d.pad_top) * d.cols;
-      const float* from = src + r * d.w;
-      if (d.sw == 1) {
-        std::memcpy(row + d.pad_left, from, static_cast<std::size_t>(copied) * sizeof(float));
-      } else {  // x lands in column x + pad_left: of the even half, or of the odd one
-        const std::int64_t half = d.pad_left / 2;
-        const bool shifted = d.pad_left % 2 != 0;  // even x in odd columns, odd x in even ones
-        vmath::deinterleave(from, static_cast<std::size_t>(copied),
-                            shifted ? row + d.even + half : row + half,
-                            shifted ? row + half + 1 : row + d.even + half);
-      }
-    }
+    pp.fill_rows(in + p * pp.h * pp.w, plane, 0, pp.rows);
     const std::int64_t c = p % d.channels;
-    vmath::depthwise_plane(plane, static_cast<std::size_t>(d.cols), static_cast<std::size_t>(d.sh),
-                           d.taps.data(), weights + c * taps, static_cast<std::size_t>(d.kh),
-                           static_cast<std::size_t>(d.kw), bias != nullptr ? bias[c] : 0.0f,
-                           out + p * out_plane, static_cast<std::size_t>(d.oh),
-                           static_cast<std::size_t>(d.ow));
+    vmath::depthwise_plane(plane, static_cast<std::size_t>(pp.cols),
+                           static_cast<std::size_t>(pp.sh), pp.taps.data(), weights + c * taps,
+                           static_cast<std::size_t>(pp.kh), static_cast<std::size_t>(pp.kw),
+                           bias != nullptr ? bias[c] : 0.0f, out + p * out_plane,
+                           static_cast<std::size_t>(pp.oh), static_cast<std::size_t>(pp.ow));
     if (l.epilogue != nullptr && ((p + 1 - pending) * out_plane >= kEpilogueRun || p + 1 == last)) {
       run_fused_f32_rows(*l.epilogue, pending * out_plane, 1, (p + 1 - pending) * out_plane, 0);
       pending = p + 1;
@@ -610,6 +581,15 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
   if (!transposed && !want_bf16 && depthwise(g)) {
     prepared = prepare_depthwise(g, threads);
     l.blocks = static_cast<std::uint32_t>(prepared->depthwise->scratch.size());
+    l.prepared = std::move(prepared);
+    return;
+  }
+  if (!transposed && !want_bf16 && few_channels(g)) {
+    prepared = std::make_unique<PreparedConv>();
+    prepared->m = g.m;
+    prepared->out_plane = g.out_plane();
+    prepared->few = prepare_few_channels(g, threads);
+    l.blocks = static_cast<std::uint32_t>(prepared->few->scratch.size());
     l.prepared = std::move(prepared);
     return;
   }
@@ -670,6 +650,10 @@ void run_window_conv(const Launch& l, bool transposed) {
     run_depthwise(l, *p->depthwise);
     return;
   }
+  if (p->few != nullptr) {
+    run_few_channels(l, *p->few);
+    return;
+  }
   // This thread's OpenMP regions (oneDNN's) use this thread only: the tiles are the
   // parallelism. Checked per call, since the calling thread may be anyone's.
   if (omp_get_max_threads() != 1) omp_set_num_threads(1);
@@ -709,6 +693,18 @@ std::pair<std::int64_t, std::int64_t> tap_range(std::int64_t start, std::int64_t
   const std::int64_t first = below <= 0 ? 0 : (below + dilation - 1) / dilation;
   const std::int64_t last = std::min(kernel, above / dilation + 1);
   return first < last ? std::pair{first, last} : std::pair<std::int64_t, std::int64_t>{0, 0};
+}
+
+/// The taps k in [0, kernel) that some window starting in [\p first, \p last) reaches
+/// inside [0, in) with: first + k dilation <= in - 1 and last + k dilation >= 0.
+std::pair<std::int64_t, std::int64_t> run_tap_range(std::int64_t first, std::int64_t last,
+                                                    std::int64_t dilation, std::int64_t kernel,
+                                                    std::int64_t in) {
+  const std::int64_t lo = last >= 0 ? 0 : (-last + dilation - 1) / dilation;
+  const std::int64_t room = in - 1 - first;  // k dilation <= room
+  if (room < 0) return {0, 0};
+  const std::int64_t hi = std::min(kernel, room / dilation + 1);
+  return lo < hi ? std::pair{lo, hi} : std::pair<std::int64_t, std::int64_t>{0, 0};
 }
 
 /// The taps of dim \p d of \p g for output position \p o: those inside the input,
@@ -793,12 +789,17 @@ void pool_planes_f32(const Geometry& g, bool average, bool include_pad, std::int
         for (std::int64_t c0 = 0; c0 < g.out[2]; c0 += kRun) {
           const std::int64_t c1 = std::min(g.out[2], c0 + kRun), len = c1 - c0;
           std::fill(acc, acc + len, average ? 0.0f : -std::numeric_limits<float>::infinity());
+          // The taps k2 inside the row for some output of the run (worked out, not scanned:
+          // a hostile kernel may have 2^31 taps): o s2 - p2 + k2 d2 in [0, in2) for an o in
+          // [c0, c1).
+          const std::pair<std::int64_t, std::int64_t> run_taps =
+              run_tap_range(c0 * s2 - p2, (c1 - 1) * s2 - p2, d2, g.kernel[2], g.in[2]);
           for (std::int64_t k0 = t0.lo; k0 < t0.hi; ++k0) {
             const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
             for (std::int64_t k1 = t1.lo; k1 < t1.hi; ++k1) {
               const std::int64_t i1 = o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
               const float* row = x + (i0 * g.in[1] + i1) * g.in[2];
-              for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+              for (std::int64_t k2 = run_taps.first; k2 < run_taps.second; ++k2) {
                 // The outputs o of this run whose tap k2 lies inside the row:
                 // 0 <= o s2 - p2 + k2 d2 < in2.
                 const std::int64_t shift = k2 * d2 - p2;

@@ -30,6 +30,7 @@ struct Table {
   void (*depthwise_plane)(const float*, std::size_t, std::size_t, const std::size_t*, const float*,
                           std::size_t, std::size_t, float, float*, std::size_t, std::size_t);
   void (*deinterleave)(const float*, std::size_t, float*, float*);
+  void (*conv_channels8)(const ConvChannels8&);
 };
 
 #define KILN_TABLE(target)                                                                    \
@@ -37,7 +38,7 @@ struct Table {
 #target, target::unary, target::binary, target::select, target::sum, target::sum_squares, \
         target::max, target::softmax_row, target::normalize_row, target::matmul_panel,        \
         target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32,                \
-        target::depthwise_plane, target::deinterleave                                         \
+        target::depthwise_plane, target::deinterleave, target::conv_channels8                 \
   }
 
 const Table& table() {
@@ -94,6 +95,8 @@ void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
 void deinterleave(const float* x, std::size_t n, float* even, float* odd) {
   table().deinterleave(x, n, even, odd);
 }
+
+void conv_channels8(const ConvChannels8& p) { table().conv_channels8(p); }
 
 void round_bf16_f32(const float* x, float* y, std::size_t n, float scale) {
   table().round_bf16_f32(x, y, n, scale);

@@ -131,6 +131,25 @@ void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
                      const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,
                      float bias, float* out, std::size_t oh, std::size_t ow);
 
+/// Eight output channels of a convolution over \p c zero-padded input planes, laid out as
+/// depthwise_plane's (every window inside them; `row_step`, `taps` and the stride as
+/// there), with the weights packed [c][kh][kw][8] (channel j's at j, zeros past
+/// `channels`): out[j·out_plane + oy·ow + ox] = bias[j] + Σ w[((ci·kh + ky)·kw + kx)·8 + j]
+/// · in[ci·in_plane + (oy·row_step + ky)·in_row + taps[kx] + ox] for j < channels (at most
+/// 8), oy < oh, ox < ow, summed by fused multiply-adds from the bias in the order of ci, ky,
+/// then kx. Reads up to kDepthwiseSlack floats past the last plane's last row.
+struct ConvChannels8 {
+  const float* in = nullptr;
+  std::size_t in_plane = 0, in_row = 0, row_step = 1;
+  const std::size_t* taps = nullptr;
+  const float* w = nullptr;  // [c][kh][kw][8]
+  std::size_t c = 0, kh = 0, kw = 0;
+  const float* bias = nullptr;  // [8]
+  float* out = nullptr;
+  std::size_t out_plane = 0, channels = 8, oh = 0, ow = 0;
+};
+void conv_channels8(const ConvChannels8& p);
+
 /// even[i] = x[2i] for i < (n + 1) / 2 and odd[i] = x[2i + 1] for i < n / 2 (vectorised):
 /// a row split for depthwise_plane's stride 2.
 void deinterleave(const float* x, std::size_t n, float* even, float* odd);

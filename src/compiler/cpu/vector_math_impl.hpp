@@ -589,6 +589,59 @@ void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
                         out + oy * ow + x, ow, std::min<std::size_t>(16, ow - x));
 }
 
+namespace {
+/// Outputs [x, x + n) of R rows of conv_channels8 (`top`: the first row's window tops in
+/// plane 0, `out` its outputs in channel 0), n <= 16: 8 channels x R rows of 16 sums.
+template <std::size_t R>
+KILN_INLINE void conv_channels8_rows(const ConvChannels8& p, const float* top, float* out,
+                                     std::size_t n) {
+  Vec16 acc[R][8];
+  for (std::size_t j = 0; j < 8; ++j) {
+    const Vec16 b = vec_broadcast(p.bias[j]);
+    for (std::size_t r = 0; r < R; ++r) acc[r][j] = b;
+  }
+  const std::size_t down = p.row_step * p.in_row;
+  const float* w = p.w;
+  for (std::size_t ci = 0; ci < p.c; ++ci) {
+    for (std::size_t ky = 0; ky < p.kh; ++ky) {
+      const float* row = top + ci * p.in_plane + ky * p.in_row;
+      for (std::size_t kx = 0; kx < p.kw; ++kx, w += 8) {
+        Vec16 v[R];
+        for (std::size_t r = 0; r < R; ++r) v[r] = vec_load(row + p.taps[kx] + r * down);
+        for (std::size_t j = 0; j < 8; ++j) {
+          const Vec16 wj = vec_broadcast(w[j]);
+          for (std::size_t r = 0; r < R; ++r) acc[r][j] = vec_fma(wj, v[r], acc[r][j]);
+        }
+      }
+    }
+  }
+  for (std::size_t j = 0; j < p.channels; ++j)
+    for (std::size_t r = 0; r < R; ++r) {
+      float* o = out + j * p.out_plane + r * p.ow;
+      if (n == 16) {
+        vec_store(o, acc[r][j]);
+      } else {
+        float lanes[16];
+        vec_store(lanes, acc[r][j]);
+        std::memcpy(o, lanes, n * sizeof(float));
+      }
+    }
+}
+}  // namespace
+
+void conv_channels8(const ConvChannels8& p) {
+  constexpr std::size_t kRows = 2;
+  std::size_t oy = 0;
+  for (; oy + kRows <= p.oh; oy += kRows)
+    for (std::size_t x = 0; x < p.ow; x += 16)
+      conv_channels8_rows<kRows>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
+                                 std::min<std::size_t>(16, p.ow - x));
+  for (; oy < p.oh; ++oy)
+    for (std::size_t x = 0; x < p.ow; x += 16)
+      conv_channels8_rows<1>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
+                             std::min<std::size_t>(16, p.ow - x));
+}
+
 void deinterleave(const float* x, std::size_t n, float* even, float* odd) {
   const std::size_t pairs = n / 2;
   for (std::size_t i = 0; i < pairs; ++i) {

@@ -29,6 +29,7 @@
                        const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,  \
                        float bias, float* out, std::size_t oh, std::size_t ow);                  \
   void deinterleave(const float* x, std::size_t n, float* even, float* odd);                     \
+  void conv_channels8(const ConvChannels8& p);                                                   \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)
