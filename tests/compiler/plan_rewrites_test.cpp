@@ -133,6 +133,45 @@ std::map<std::string, Tensor> mask_weights() {
   return {{"w", Tensor::random(f32({8, 8}), 3, -1, 1)}, {"fill", Tensor::scalar(-1e4)}};
 }
 
+TEST(FusedChains, ChainsOfScalarOpsRunInOnePassWithTheReferencesBits) {
+  // Bodies that are one chain from their input (ChainProgram): hard-swish and hard-sigmoid
+  // as ONNX exports write them, flipped operands, the input read again, scalars passed per
+  // call (a NaN among them); after a conv (its epilogue) and alone; and a body of two
+  // full-size inputs, which is not a chain. Same bits as the reference, NaNs included.
+  const StagedGraph staged = stage([](Tensor x, Tensor w, Tensor a, Tensor b) {
+    const Tensor zero = Tensor::scalar(0.0), one = Tensor::scalar(1.0);
+    const Tensor y = conv(x, w, {.pads = {1, 1, 1, 1}});
+    const Tensor hard_swish = y * minimum(maximum(y * a + b, zero), one);
+    const Tensor hard_sigmoid = minimum(maximum(x * a + b, zero), one);
+    const Tensor flipped = minimum(a / (b - x), x) * x;
+    return std::make_tuple(hard_swish, hard_sigmoid, flipped, x * hard_sigmoid + x * x);
+  })(f32({2, 3, 9, 21}), f32({16, 3, 3, 3}), f32({}), f32({}));
+  CompiledCallable compiled(staged, {});
+  std::size_t chains = 0;
+  for (const auto& p : fused_programs(compiled)) chains += p->chain ? 1 : 0;
+  EXPECT_GE(chains, 3u) << "hard-swish, hard-sigmoid and the flipped chain";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& [a, b] : {std::pair{1.0f / 6, 0.5f}, std::pair{-2.0f, nan}}) {
+    const std::vector<Tensor> in = {awkward_f32({2, 3, 9, 21}, 3),
+                                    Tensor::random(f32({16, 3, 3, 3}), 4, -1, 1),
+                                    Tensor::from_data(std::vector<float>{a}, Shape{}),
+                                    Tensor::from_data(std::vector<float>{b}, Shape{})};
+    const std::string what = "a " + std::to_string(a) + ", b " + std::to_string(b);
+    const std::vector<Tensor> got = compiled.run(in), want = reference_run(staged.graph(), in, {});
+    expect_same({got[1], got[2], got[3]}, {want[1], want[2], want[3]}, what);
+    // The conv sums in another order than the reference: hard-swish after it within that.
+    const std::vector<double> g = got[0].to_doubles(), r = want[0].to_doubles();
+    ASSERT_EQ(g.size(), r.size());
+    for (std::size_t k = 0; k < g.size(); ++k) {
+      if (std::isnan(r[k])) {
+        EXPECT_TRUE(std::isnan(g[k])) << what << " element " << k;
+      } else if (g[k] != r[k]) {  // infinities only equal
+        EXPECT_NEAR(g[k], r[k], 1e-5 * (1 + std::abs(r[k]))) << what << " element " << k;
+      }
+    }
+  }
+}
+
 TEST(HoistInvariant, LaunchesThatReadOnlyWeightsRunOncePerPlanAndCallsStayRight) {
   const StagedGraph staged = masked_scores();
   const std::map<std::string, Tensor> weights = mask_weights();

@@ -298,6 +298,73 @@ TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
   EXPECT_EQ(y, (std::vector<float>{1, 4, 27, 256}));
 }
 
+TEST(VectorMath, BinaryChainsGiveTheBitsOfTheirStepsOneByOneOnEveryInstructionSet) {
+  // Hard-swish as exports write it (x * min(max(x / 6 + 0.5, 0), 1)), flipped operands,
+  // the input as an operand, a NaN scalar; inputs with NaN, infinities and signed zeros;
+  // lengths with and without tails of the 64-float blocks.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-5, 5);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+  using S = ChainStep;
+  const std::vector<std::vector<S>> chains = {
+      {{Binary::mul, false, false, 1.0f / 6},
+       {Binary::add, false, false, 0.5f},
+       {Binary::max, false, false, 0.0f},
+       {Binary::min, false, false, 1.0f},
+       {Binary::mul, true, true, 0.0f}},
+      {{Binary::sub, true, false, 2.0f},
+       {Binary::div, true, false, 1.0f},
+       {Binary::max, true, false, -0.0f},
+       {Binary::min, true, true, 0.0f}},
+      {{Binary::mul, false, true, 0.0f},
+       {Binary::div, false, false, 3.0f},
+       {Binary::sub, false, true, 0.0f}},
+      {{Binary::max, false, false, nan}, {Binary::add, false, false, 1.0f}},
+      {{Binary::min, true, false, nan}},
+  };
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (const std::size_t n : {0, 1, 63, 64, 65, 200}) {
+    std::vector<float> x(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float specials[] = {nan, inf, -inf, 0.0f, -0.0f, 3.0f};
+      x[i] = i % 4 == 0 ? specials[(i / 4) % 6] : u(rng);
+    }
+    for (std::size_t c = 0; c < chains.size(); ++c) {
+      const std::vector<S>& steps = chains[c];
+      std::vector<float> want = x, operand(n);
+      for (const S& step : steps) {  // the steps one by one
+        for (std::size_t i = 0; i < n; ++i) operand[i] = step.input ? x[i] : step.scalar;
+        if (step.flip)
+          base::binary(step.f, operand.data(), 1, want.data(), 1, want.data(), n);
+        else
+          base::binary(step.f, want.data(), 1, operand.data(), 1, want.data(), n);
+      }
+      const auto same = [&](const std::vector<float>& got, const char* copy) {
+        for (std::size_t i = 0; i < n; ++i)
+          ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
+                          std::bit_cast<std::uint32_t>(want[i]) ||
+                      (std::isnan(got[i]) && std::isnan(want[i])))
+              << copy << ": chain " << c << ", n " << n << ", element " << i << " (x " << x[i]
+              << "): " << got[i] << " vs " << want[i];
+      };
+      for (const auto& [available, run, name] :
+           {std::tuple{true, &base::binary_chain, "base"},
+            std::tuple{avx2, &avx2::binary_chain, "avx2"},
+            std::tuple{avx512, &avx512::binary_chain, "avx512"}}) {
+        if (!available) continue;
+        std::vector<float> got(n + 1, -7.0f);
+        run(x.data(), steps.data(), steps.size(), got.data(), n);
+        ASSERT_EQ(got[n], -7.0f) << name << ": written past the end";
+        got.resize(n);
+        same(got, name);
+        std::vector<float> in_place = x;  // y may be x
+        run(in_place.data(), steps.data(), steps.size(), in_place.data(), n);
+        same(in_place, name);
+      }
+    }
+  }
+}
+
 TEST(VectorMath, PowOfOneExponentOneTwoOrThreeIsLibmsPowInDoubleRounded) {
   // The products that replace pow for these exponents give its values, signs of zero,
   // infinities and NaN included; other exponents still run pow.

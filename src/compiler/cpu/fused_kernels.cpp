@@ -70,6 +70,51 @@ std::optional<VectorOp> vector_op(const Scalar& s) {
   return v;
 }
 
+/// \p p's body as one chain (see ChainProgram), if it is one.
+std::optional<ChainProgram> chain_of(const ir::Graph& body, const FusedProgram& p) {
+  if (!p.f32 || p.vector_ops.empty() || p.vector_ops.size() > ChainProgram::kMaxSteps)
+    return std::nullopt;
+  const auto argument = [&](std::uint32_t v) {
+    return std::find(p.args.begin(), p.args.end(), v) != p.args.end();
+  };
+  const auto scalar = [&](std::uint32_t v) {
+    const Shape& s = body.type(ir::Value{v}).shape;
+    return argument(v) && s.is_static() && s.num_elements() == 1;
+  };
+  ChainProgram c;
+  std::optional<std::uint32_t> value;  // the op before's result
+  for (const VectorOp& op : p.vector_ops) {
+    using B = vmath::Binary;
+    if (!op.is_binary || (op.binary != B::add && op.binary != B::sub && op.binary != B::mul &&
+                          op.binary != B::div && op.binary != B::max && op.binary != B::min))
+      return std::nullopt;
+    if (!value) {  // the first op: of the input (an argument of the output's size) and another
+      const bool a_in = argument(op.a) && !scalar(op.a);
+      c.input = a_in ? op.a : op.b;
+      if (!argument(c.input) || scalar(c.input)) return std::nullopt;
+      value = c.input;
+    }
+    ChainProgram::Step step;
+    step.f = op.binary;
+    if (op.a == *value && op.b != *value) {
+      step.scalar = op.b;
+    } else if (op.b == *value && op.a != *value) {
+      step.scalar = op.a;
+      step.flip = true;
+    } else if (op.a == c.input && op.b == c.input) {  // the input with itself, first
+      step.scalar = op.b;
+    } else {
+      return std::nullopt;
+    }
+    step.input = step.scalar == c.input;
+    if (!step.input && !scalar(step.scalar)) return std::nullopt;
+    c.steps.push_back(step);
+    value = op.result;
+  }
+  if (*value != p.result) return std::nullopt;
+  return c;
+}
+
 }  // namespace
 
 std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
@@ -119,6 +164,7 @@ std::shared_ptr<const FusedProgram> compile_fused(const ir::Graph& body) {
   }
   if (!p->tiles) p->vector_ops.clear();
   p->f32 = p->tiles && all_f32;
+  p->chain = chain_of(body, *p);
   return p;
 }
 
@@ -178,8 +224,49 @@ void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::in
 /// [first + r * row_stride, first + r * row_stride + row_len), a tile at a time: each
 /// input is read once (in place when it has the output's shape), each op is one vectorised
 /// array loop, and the last op writes straight into the output.
+namespace {
+
+/// run_fused_f32_rows by the body's chain, when it has one and the launch's operands fit
+/// it (the input of the output's shape, the others one f32 element); else false.
+bool run_chain(const Launch& l, std::int64_t first, std::int64_t rows, std::int64_t row_len,
+               std::int64_t row_stride) {
+  const FusedProgram& p = *l.fused;
+  if (!p.chain) return false;
+  const View& o = l.out[0];
+  const auto view_of = [&](std::uint32_t v) -> const View* {
+    for (std::size_t k = 0; k < l.in.size(); ++k)
+      if (p.args[k] == v) return &l.in[k];
+    return nullptr;
+  };
+  const View* in = view_of(p.chain->input);
+  if (in == nullptr || in->dtype != DType::f32 || !same_dims(in->shape, o.shape)) return false;
+  vmath::ChainStep steps[ChainProgram::kMaxSteps];
+  const std::size_t count = p.chain->steps.size();
+  for (std::size_t s = 0; s < count; ++s) {
+    const ChainProgram::Step& step = p.chain->steps[s];
+    steps[s].f = step.f;
+    steps[s].flip = step.flip;
+    steps[s].input = step.input;
+    if (step.input) continue;
+    const View* scalar = view_of(step.scalar);
+    if (scalar == nullptr || scalar->dtype != DType::f32 || elements(scalar->shape) != 1)
+      return false;
+    steps[s].scalar = *reinterpret_cast<const float*>(scalar->data);
+  }
+  const auto* x = reinterpret_cast<const float*>(in->data);
+  auto* y = reinterpret_cast<float*>(o.data);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t begin = first + r * row_stride;
+    vmath::binary_chain(x + begin, steps, count, y + begin, static_cast<std::size_t>(row_len));
+  }
+  return true;
+}
+
+}  // namespace
+
 void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
                                 std::int64_t row_len, std::int64_t row_stride) {
+  if (run_chain(l, first, rows, row_len, row_stride)) return;
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
   // Set by prepare when an input is broadcast or bool (read by the gathers below, for no

@@ -3,6 +3,7 @@
 // kernels run it and the CUDA code generator writes it out.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,23 @@ struct VectorOp {
   std::uint32_t a = 0, b = 0, c = 0, result = 0;
 };
 
+/// A body that is one vmath::binary_chain: from an argument (the input), every op an
+/// add, sub, mul, div, maximum or minimum of the value before and either the input or a
+/// one-element argument, the last op the result (hard-swish and hard-sigmoid as ONNX
+/// exports write them, an affine map, a clamp). Run in one pass with the value in registers
+/// rather than one pass per op.
+struct ChainProgram {
+  static constexpr std::size_t kMaxSteps = 8;
+  struct Step {
+    vmath::Binary f = vmath::Binary::add;
+    bool flip = false;         // f(operand, value) rather than f(value, operand)
+    bool input = false;        // the operand is the input, else the argument `scalar`
+    std::uint32_t scalar = 0;  // a one-element argument's value
+  };
+  std::uint32_t input = 0;
+  std::vector<Step> steps;
+};
+
 struct FusedProgram {
   std::uint32_t num_values = 0;
   std::vector<std::uint32_t> args;
@@ -54,6 +72,9 @@ struct FusedProgram {
   // kernels and the matmul's post-ops take).
   bool f32 = false;
   std::vector<VectorOp> vector_ops;
+  // The body as one chain, when it is one (with `f32`); run_fused_f32_rows takes it when the
+  // input has the output's shape and the operands are one element at run time.
+  std::optional<ChainProgram> chain;
 };
 
 }  // namespace kiln::compiler

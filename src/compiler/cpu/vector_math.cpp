@@ -31,6 +31,7 @@ struct Table {
                           std::size_t, std::size_t, float, float*, std::size_t, std::size_t);
   void (*deinterleave)(const float*, std::size_t, float*, float*);
   void (*conv_channels8)(const ConvChannels8&);
+  void (*binary_chain)(const float*, const ChainStep*, std::size_t, float*, std::size_t);
 };
 
 #define KILN_TABLE(target)                                                                    \
@@ -38,7 +39,8 @@ struct Table {
 #target, target::unary, target::binary, target::select, target::sum, target::sum_squares, \
         target::max, target::softmax_row, target::normalize_row, target::matmul_panel,        \
         target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32,                \
-        target::depthwise_plane, target::deinterleave, target::conv_channels8                 \
+        target::depthwise_plane, target::deinterleave, target::conv_channels8,                \
+        target::binary_chain                                                                  \
   }
 
 const Table& table() {
@@ -97,6 +99,11 @@ void deinterleave(const float* x, std::size_t n, float* even, float* odd) {
 }
 
 void conv_channels8(const ConvChannels8& p) { table().conv_channels8(p); }
+
+void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,
+                  std::size_t n) {
+  table().binary_chain(x, steps, num_steps, y, n);
+}
 
 void round_bf16_f32(const float* x, float* y, std::size_t n, float scale) {
   table().round_bf16_f32(x, y, n, scale);

@@ -66,6 +66,18 @@ void unary(Unary f, const float* x, float* y, std::size_t n);
 /// a broadcast exponent of 1, 2 or 3 multiplies (the same values as libm's pow in double).
 void binary(Binary f, const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
             float* y, std::size_t n);
+/// One step of binary_chain: t = f(t, operand), or f(operand, t) when `flip`; the operand
+/// is the chain's input x[i] when `input`, else `scalar`. f: add, sub, mul, div, max, min.
+struct ChainStep {
+  Binary f = Binary::add;
+  bool flip = false;
+  bool input = false;
+  float scalar = 0;
+};
+/// y[i] = t after the steps in order from t = x[i], each rounded to f32: the bits of the
+/// steps as `binary` calls one by one, in one pass with t in registers (y may equal x).
+void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,
+                  std::size_t n);
 /// y[i] = mask[i] != 0 ? a[i] : b[i] (strides as in `binary`; y may be any of them).
 void select(const float* mask, std::size_t mask_stride, const float* a, std::size_t a_stride,
             const float* b, std::size_t b_stride, float* y, std::size_t n);

@@ -508,6 +508,23 @@ KILN_INLINE Vec16 vec_broadcast(float x) { return {_mm512_set1_ps(x)}; }
 KILN_INLINE Vec16 vec_load(const float* p) { return {_mm512_loadu_ps(p)}; }
 KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 KILN_INLINE void vec_store(float* p, Vec16 a) { _mm512_storeu_ps(p, a.v); }
+KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return {_mm512_div_ps(a.v, b.v)}; }
+/// b where \p take_b, else a.
+KILN_INLINE Vec16 vec_pick(__mmask16 take_b, Vec16 a, Vec16 b) {
+  return {_mm512_mask_blend_ps(take_b, a.v, b.v)};
+}
+// apply2's maximum and minimum: b when it is larger (smaller) or NaN, else a.
+KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) {
+  return vec_pick(
+      _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
+}
+KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) {
+  return vec_pick(
+      _mm512_cmp_ps_mask(b.v, a.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Vec16 {
   __m256 lo, hi;
@@ -521,6 +538,31 @@ KILN_INLINE void vec_store(float* p, Vec16 a) {
   _mm256_storeu_ps(p, a.lo);
   _mm256_storeu_ps(p + 8, a.hi);
 }
+KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) {
+  return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) {
+  return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+}
+KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) {
+  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) {
+  return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+}
+// apply2's maximum and minimum: b when it is larger (smaller) or NaN, else a.
+KILN_INLINE __m256 max8(__m256 a, __m256 b) {
+  const __m256 take_b =
+      _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(a, b, take_b);
+}
+KILN_INLINE __m256 min8(__m256 a, __m256 b) {
+  const __m256 take_b =
+      _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_LT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(a, b, take_b);
+}
+KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return {max8(a.lo, b.lo), max8(a.hi, b.hi)}; }
+KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return {min8(a.lo, b.lo), min8(a.hi, b.hi)}; }
 #else
 struct Vec16 {
   float v[16];
@@ -540,6 +582,17 @@ KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) {
   return c;
 }
 KILN_INLINE void vec_store(float* p, Vec16 a) { std::memcpy(p, a.v, sizeof a.v); }
+template <Binary F>
+KILN_INLINE Vec16 vec_lanes(Vec16 a, Vec16 b) {
+  for (std::size_t j = 0; j < 16; ++j) a.v[j] = apply2<F>(a.v[j], b.v[j]);
+  return a;
+}
+KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) { return vec_lanes<Binary::add>(a, b); }
+KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) { return vec_lanes<Binary::sub>(a, b); }
+KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return vec_lanes<Binary::mul>(a, b); }
+KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return vec_lanes<Binary::div>(a, b); }
+KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return vec_lanes<Binary::max>(a, b); }
+KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return vec_lanes<Binary::min>(a, b); }
 #endif
 
 /// Outputs [x, x + n) of R output rows of depthwise_plane (`top`: the first row's window
@@ -640,6 +693,79 @@ void conv_channels8(const ConvChannels8& p) {
     for (std::size_t x = 0; x < p.ow; x += 16)
       conv_channels8_rows<1>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
                              std::min<std::size_t>(16, p.ow - x));
+}
+
+namespace {
+/// One step of binary_chain on kChainVectors vectors at once (independent sums hide the ops'
+/// latency): t = f(t, o), or f(o, t) when flipped.
+constexpr std::size_t kChainVectors = 4;
+template <class Op>
+KILN_INLINE void chain_step(Vec16 (&t)[kChainVectors], const Vec16 (&o)[kChainVectors], bool flip,
+                            Op op) {
+  for (std::size_t r = 0; r < kChainVectors; ++r) t[r] = flip ? op(o[r], t[r]) : op(t[r], o[r]);
+}
+
+float chain_scalar(Binary f, float a, float b) {
+  switch (f) {
+    case Binary::add:
+      return apply2<Binary::add>(a, b);
+    case Binary::sub:
+      return apply2<Binary::sub>(a, b);
+    case Binary::mul:
+      return apply2<Binary::mul>(a, b);
+    case Binary::div:
+      return apply2<Binary::div>(a, b);
+    case Binary::max:
+      return apply2<Binary::max>(a, b);
+    default:
+      return apply2<Binary::min>(a, b);
+  }
+}
+}  // namespace
+
+void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,
+                  std::size_t n) {
+  constexpr std::size_t kBlock = 16 * kChainVectors;
+  std::size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    Vec16 in[kChainVectors], t[kChainVectors], o[kChainVectors];
+    for (std::size_t r = 0; r < kChainVectors; ++r) t[r] = in[r] = vec_load(x + i + 16 * r);
+    for (std::size_t s = 0; s < num_steps; ++s) {
+      const ChainStep& step = steps[s];
+      for (std::size_t r = 0; r < kChainVectors; ++r)
+        o[r] = step.input ? in[r] : vec_broadcast(step.scalar);
+      switch (step.f) {
+        case Binary::add:
+          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_add(a, b); });
+          break;
+        case Binary::sub:
+          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_sub(a, b); });
+          break;
+        case Binary::mul:
+          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_mul(a, b); });
+          break;
+        case Binary::div:
+          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_div(a, b); });
+          break;
+        case Binary::max:
+          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_max(a, b); });
+          break;
+        default:
+          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_min(a, b); });
+          break;
+      }
+    }
+    for (std::size_t r = 0; r < kChainVectors; ++r) vec_store(y + i + 16 * r, t[r]);
+  }
+  for (; i < n; ++i) {
+    const float in = x[i];
+    float t = in;
+    for (std::size_t s = 0; s < num_steps; ++s) {
+      const float o = steps[s].input ? in : steps[s].scalar;
+      t = steps[s].flip ? chain_scalar(steps[s].f, o, t) : chain_scalar(steps[s].f, t, o);
+    }
+    y[i] = t;
+  }
 }
 
 void deinterleave(const float* x, std::size_t n, float* even, float* odd) {

@@ -30,6 +30,8 @@
                        float bias, float* out, std::size_t oh, std::size_t ow);                  \
   void deinterleave(const float* x, std::size_t n, float* even, float* odd);                     \
   void conv_channels8(const ConvChannels8& p);                                                   \
+  void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,     \
+                    std::size_t n);                                                              \
   }
 KILN_VMATH_DECLARE_TARGET(avx512)
 KILN_VMATH_DECLARE_TARGET(avx2)
