@@ -549,16 +549,24 @@ void run_depthwise(const Launch& l, const Depthwise& d) {
 }
 
 /// Runs a pointwise tile's GEMMs, each followed by the bias on its rows (in cache).
-bool run_pointwise(const ConvTile& tile) {
+/// Then \p epilogue (or null) on the same rows, image by image: a batch's outputs need not
+/// fit in cache (MobileNetV3's first expansion at batch 8: 7 MiB).
+bool run_pointwise(const ConvTile& tile, const Launch* epilogue) {
   for (std::size_t k = 0; k < tile.images.size(); ++k) {
     if (!tile.images[k].run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
       return false;
-    if (tile.bias == nullptr) continue;
     float* rows = tile.out + static_cast<std::int64_t>(k) * tile.image_stride;
-    for (std::int64_t m = 0; m < tile.m1 - tile.m0; ++m) {
-      float* row = rows + m * tile.plane;
-      const float b = tile.bias[m];
-      for (std::int64_t j = 0; j < tile.plane; ++j) row[j] += b;
+    if (tile.bias != nullptr) {
+      for (std::int64_t m = 0; m < tile.m1 - tile.m0; ++m) {
+        float* row = rows + m * tile.plane;
+        const float b = tile.bias[m];
+        for (std::int64_t j = 0; j < tile.plane; ++j) row[j] += b;
+      }
+    }
+    if (epilogue != nullptr) {
+      const std::int64_t image = tile.n0 + static_cast<std::int64_t>(k);
+      run_fused_f32_rows(*epilogue, image * tile.image_stride + tile.m0 * tile.plane, 1,
+                         (tile.m1 - tile.m0) * tile.plane, 0);
     }
   }
   return true;
@@ -663,15 +671,15 @@ void run_window_conv(const Launch& l, bool transposed) {
     for (std::int64_t r = 0; r < tile.rows; ++r)  // emulated bf16: the input rounded
       vmath::round_bf16_f32(tile.from + r * tile.stride, tile.to + r * tile.run,
                             static_cast<std::size_t>(tile.run), 1.0f);
-    const bool ran = !tile.images.empty()
-                         ? run_pointwise(tile)
-                         : tile.src_in.run(tile.stream) && tile.step.run(tile.stream) &&
-                               tile.dst_out.run(tile.stream) &&
-                               dnnl_stream_wait(tile.stream.get()) == dnnl_success;
+    const bool pointwise_tile = !tile.images.empty();
+    const bool ran = pointwise_tile ? run_pointwise(tile, l.epilogue)
+                                    : tile.src_in.run(tile.stream) && tile.step.run(tile.stream) &&
+                                          tile.dst_out.run(tile.stream) &&
+                                          dnnl_stream_wait(tile.stream.get()) == dnnl_success;
     if (!ran)
       throw DeviceError(
           cat(l.view().describe(), ": oneDNN failed on tile ", t, " of ", p->tiles.size()));
-    if (l.epilogue != nullptr) {
+    if (l.epilogue != nullptr && !pointwise_tile) {
       const std::int64_t row = p->m * p->out_plane;
       run_fused_f32_rows(*l.epilogue, tile.n0 * row + tile.m0 * p->out_plane, tile.n1 - tile.n0,
                          (tile.m1 - tile.m0) * p->out_plane, row);
