@@ -135,6 +135,18 @@ TEST(VectorMath, SpecialValues) {
       const float want = std::exp(low[i]);
       EXPECT_NEAR(e[i], want, std::max(want * 2e-6f, 1.5e-45f)) << "exp(" << low[i] << ")";
     }
+    // Below -104 exactly 0 (made without an underflowing step: a masked score is -3.4e38),
+    // and a softmax row with masked scores gives them 0 and the rest their share.
+    const float lowest = std::numeric_limits<float>::lowest();
+    const std::vector<float> masked = {lowest, -104.01f, -1e30f, -inf};
+    std::vector<float> z(masked.size(), -7.0f);
+    unary(Unary::exp, masked.data(), z.data(), masked.size());
+    for (std::size_t i = 0; i < masked.size(); ++i)
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(z[i]), 0u) << "exp(" << masked[i] << ")";
+    const std::vector<float> row = {0.5f, lowest, 0.5f, lowest, lowest};
+    std::vector<float> p(row.size());
+    softmax_row(row.data(), p.data(), row.size());
+    EXPECT_EQ(p, (std::vector<float>{0.5f, 0.0f, 0.5f, 0.0f, 0.0f}));
   }
   unary(Unary::log, x.data(), y.data(), x.size());
   EXPECT_TRUE(std::isnan(y[0]));

@@ -55,8 +55,11 @@ KILN_INLINE float pow2_minus1(float k) {
 // to e^-103.97, the smallest): scaled by 2^(k+64), a normal float, then exactly by 2^-64,
 // so that it is rounded once, into the denormal.
 KILN_INLINE float exp_f(float x) {
+  // Below -104 e^x rounds to 0: computed from 0 instead and then replaced, so that no lane
+  // underflows (x86 takes a microcode assist per instruction whose result underflows: a
+  // softmax over masked scores, -3.4e38, ran 3x slower).
   float c = x > 89.0f ? 89.0f : x;  // e^89 overflows to inf, as it should
-  c = c < -104.0f ? -104.0f : c;    // e^-104 rounds to 0, as it should
+  c = c < -104.0f ? 0.0f : c;       // e^c < 2^-150 rounds to 0: made so below
   c = c != c ? 0.0f : c;            // NaN (returned below) never reaches the int conversion
   const float k = round_to_int(c * 1.44269504088896341f);
   float r = fmadd(k, -0.693359375f, c);
@@ -66,7 +69,8 @@ KILN_INLINE float exp_f(float x) {
   const bool denormal = k < -125.0f;
   const float e = (fmadd(p, r * r, r) + 1.0f) * 2.0f * pow2_minus1(denormal ? k + 64.0f : k);
   const float scaled = denormal ? e * 5.42101086242752217e-20f : e;  // 2^-64
-  return x != x ? x : scaled;
+  const float result = x < -104.0f ? 0.0f : scaled;
+  return x != x ? x : result;
 }
 
 // log: x = m 2^e with m in [√½, √2); log m = 2 atanh(s), s = (m-1)/(m+1), |s| <= 0.1716,
