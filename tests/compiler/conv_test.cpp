@@ -384,27 +384,21 @@ TEST(Conv, Bf16ConvsRoundInputAndWeightsOnceAndSumInF32) {
   }
 }
 
-TEST(Conv, DepthwiseConvsOnKilnsLoopsMatchTheReference) {
-  // Depthwise convs whose output rows are at least 16 wide run kiln's own loops (padded
-  // planes, stride-2 rows split into even and odd columns): every stride pair, even, odd
-  // and asymmetric pads (some past what the windows reach), 1-D and 2-D, with and without
-  // a bias, weights fixed or passed per call, an epilogue, on 1 to 3 workers.
-  struct Case {
-    Ints x, w;
-    Window window;
-  };
-  const std::vector<Case> cases = {
-      {{2, 8, 33, 40}, {8, 1, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 8}},
-      {{1, 5, 20, 35}, {5, 1, 5, 5}, {.strides = {1, 2}, .pads = {2, 1, 2, 0}, .groups = 5}},
-      {{1, 3, 17, 18}, {3, 1, 3, 3}, {.strides = {2, 1}, .pads = {0, 2, 3, 1}, .groups = 3}},
-      {{3, 4, 16, 19}, {4, 1, 7, 3}, {.strides = {1, 1}, .pads = {3, 1, 3, 1}, .groups = 4}},
-      {{1, 6, 50}, {6, 1, 4}, {.strides = {2}, .pads = {3, 0}, .groups = 6}},
-  };
+/// A conv for kiln's own loops: its input and weight dims and window.
+struct LoopCase {
+  Ints x, w;
+  Window window;
+};
+
+/// Each case compiled and run against the reference (random values from \p seed): with
+/// weights and bias fixed and a hard-swish-like epilogue, and with weights passed per call,
+/// on 1 to 3 workers.
+void expect_convs_match(const std::vector<LoopCase>& cases, std::uint64_t seed) {
   for (std::size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 20 + k, -2, 2);
-    const Tensor w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), 30 + k, -1, 1);
-    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 40 + k, -1, 1);
+    const LoopCase& c = cases[k];
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), seed + k, -2, 2);
+    const Tensor w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), seed + 10 + k, -1, 1);
+    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), seed + 20 + k, -1, 1);
     SCOPED_TRACE("case " + std::to_string(k));
     const StagedGraph fixed = stage([&](Tensor xs) {  // weights and bias as constants
       const Tensor y = conv(xs, w, b, c.window);
@@ -419,40 +413,35 @@ TEST(Conv, DepthwiseConvsOnKilnsLoopsMatchTheReference) {
   }
 }
 
+TEST(Conv, DepthwiseConvsOnKilnsLoopsMatchTheReference) {
+  // Depthwise convs whose output rows are at least 16 wide run kiln's own loops (padded
+  // planes, stride-2 rows split into even and odd columns): every stride pair, even, odd
+  // and asymmetric pads (some past what the windows reach), 1-D and 2-D, with and without
+  // a bias, weights fixed or passed per call, an epilogue, on 1 to 3 workers.
+  const std::vector<LoopCase> cases = {
+      {{2, 8, 33, 40}, {8, 1, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 8}},
+      {{1, 5, 20, 35}, {5, 1, 5, 5}, {.strides = {1, 2}, .pads = {2, 1, 2, 0}, .groups = 5}},
+      {{1, 3, 17, 18}, {3, 1, 3, 3}, {.strides = {2, 1}, .pads = {0, 2, 3, 1}, .groups = 3}},
+      {{3, 4, 16, 19}, {4, 1, 7, 3}, {.strides = {1, 1}, .pads = {3, 1, 3, 1}, .groups = 4}},
+      {{1, 6, 50}, {6, 1, 4}, {.strides = {2}, .pads = {3, 0}, .groups = 6}},
+  };
+  expect_convs_match(cases, 20);
+}
+
 TEST(Conv, FewChannelConvsOnKilnsLoopsMatchTheReference) {
   // Convs of at most 4 input channels whose output rows are at least 16 wide (a network's
   // stem) run kiln's own loops: eight output channels at a time (and a tail of fewer), in
   // bands of padded rows split among the workers when the batch is smaller than they are.
   // MobileNet's and ResNet's stems, stride pairs, odd and asymmetric pads, 1-D and 2-D,
   // with and without a bias, weights fixed or passed per call, an epilogue, 1 to 3 workers.
-  struct Case {
-    Ints x, w;
-    Window window;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<LoopCase> cases = {
       {{1, 3, 48, 40}, {16, 3, 3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}}},
       {{2, 3, 37, 45}, {13, 3, 7, 7}, {.strides = {2, 2}, .pads = {3, 3, 3, 3}}},
       {{1, 1, 19, 33}, {5, 1, 3, 5}, {.strides = {1, 2}, .pads = {0, 2, 1, 0}}},
       {{3, 4, 21, 17}, {8, 4, 2, 2}, {.strides = {2, 1}, .pads = {1, 0, 0, 1}}},
       {{1, 2, 70}, {9, 2, 5}, {.strides = {2}, .pads = {2, 1}}},
   };
-  for (std::size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 50 + k, -2, 2);
-    const Tensor w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), 60 + k, -1, 1);
-    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 70 + k, -1, 1);
-    SCOPED_TRACE("case " + std::to_string(k));
-    const StagedGraph fixed = stage([&](Tensor xs) {  // weights and bias as constants
-      const Tensor y = conv(xs, w, b, c.window);
-      return y * minimum(relu(y + 3.0), scalar_like(y, 6.0));
-    })(x.layout());
-    const StagedGraph passed =
-        stage([&](Tensor xs, Tensor ws) { return conv(xs, ws, c.window); })(x.layout(), w.layout());
-    for (int threads : {1, 2, 3}) {
-      both(fixed, {x}, 1e-5, threads);
-      both(passed, {x, w}, 1e-5, threads);
-    }
-  }
+  expect_convs_match(cases, 50);
 }
 
 TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
