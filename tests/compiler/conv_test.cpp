@@ -444,6 +444,32 @@ TEST(Conv, FewChannelConvsOnKilnsLoopsMatchTheReference) {
   expect_convs_match(cases, 50);
 }
 
+TEST(Conv, BandsOfOutputRowsMatchTheReference) {
+  // A 2-D conv with fixed weights, fewer batch entries than workers and output planes of
+  // 1024 or more splits into bands of output rows, each reading its input rows and padding
+  // only at the plane's edges: Winograd's 3x3 (where the CPU has it) and direct kernels,
+  // strides, dilation and asymmetric pads, an epilogue on each band's rows, 2 and 3 workers.
+  const std::vector<LoopCase> cases = {
+      {{1, 16, 40, 36}, {32, 16, 3, 3}, {.pads = {1, 1, 1, 1}}},
+      {{2, 8, 70, 66}, {12, 8, 5, 3}, {.strides = {2, 2}, .pads = {2, 0, 1, 1}}},
+      {{1, 4, 48, 40},
+       {8, 4, 3, 3},
+       {.strides = {1, 1}, .pads = {0, 3, 2, 1}, .dilations = {2, 1}}},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const LoopCase& c = cases[k];
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 80 + k, -2, 2);
+    const Tensor w = Tensor::random(TensorLayout(DType::f32, shape_of(c.w)), 90 + k, -1, 1);
+    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.w[0]}), 95 + k, -1, 1);
+    SCOPED_TRACE("case " + std::to_string(k));
+    const StagedGraph fixed = stage([&](Tensor xs) {
+      const Tensor y = conv(xs, w, b, c.window);
+      return relu(y) + 0.5 * y;
+    })(x.layout());
+    for (int threads : {2, 3}) both(fixed, {x}, 1e-5, threads);
+  }
+}
+
 TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
   // CompileOptions::winograd_convs: 3x3 stride-1 f32 convs with fixed weights over whole
   // vectors of 16 channels run Winograd's algorithm where the CPU has oneDNN's kernels

@@ -134,10 +134,12 @@ void direct_conv(const Launch& l, bool transposed) {
 using Desc = dnnl::memory::desc;
 using DnnlDims = dnnl::memory::dims;
 
-/// One tile: batch entries [n0, n1) and output channels [m0, m1) (whole groups when
-/// grouped), computed by one primitive execution.
+/// One tile: batch entries [n0, n1), output channels [m0, m1) (whole groups when
+/// grouped) and output rows [oy0, oy1) of a 2-D conv (oy1 0: every row), computed by one
+/// primitive execution.
 struct ConvTile {
   std::int64_t n0 = 0, n1 = 0, m0 = 0, m1 = 0;
+  std::int64_t oy0 = 0, oy1 = 0;
   onednn::Step step;
   // When the primitive reads and writes blocked layouts (its fast kernels do): the tile's
   // input reordered into one, and its output reordered back, around `step`.
@@ -177,8 +179,9 @@ struct PreparedConv final : PreparedLaunch {
   std::vector<ConvTile> tiles;
   std::vector<dnnl::memory> weights;  // fixed weights reordered for oneDNN's kernel
   std::int64_t m = 0, out_plane = 0;
-  bool bf16 = false;      // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
-  bool winograd = false;  // the tiles run Winograd's algorithm (`Launch::winograd`)
+  std::int64_t out_rows = 1;  // a 2-D conv's output rows a plane (tiles may be bands of them)
+  bool bf16 = false;          // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
+  bool winograd = false;      // the tiles run Winograd's algorithm (`Launch::winograd`)
   std::unique_ptr<Depthwise> depthwise;  // or, without tiles, kiln's depthwise loops
   std::unique_ptr<FewChannelConv> few;   // or kiln's loops for few input channels
 };
@@ -243,9 +246,17 @@ std::pair<Desc, std::int64_t> weights_desc(const Geometry& g, bool transposed, s
 /// unchanged).
 constexpr std::int64_t kTileMacs = std::int64_t{1} << 18;
 
-/// The tiles of \p g over \p threads workers: batch entries first, then output channels
-/// (at least 16 a tile) or whole groups.
-std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
+/// Output planes from which a 2-D conv with fewer batch entries than workers splits into
+/// bands of output rows rather than output channels: each channel tile reorders the whole
+/// input into oneDNN's blocked layout (and Winograd's transforms it whole), a row band only
+/// its rows and a few more. ResNet-18's 56x56 layers at batch 1 took 0.87-0.94x their
+/// one-thread time on two workers by channels.
+constexpr std::int64_t kRowBandPlane = 1024;
+
+/// The tiles of \p g over \p threads workers: batch entries first, then bands of output
+/// rows (\p row_bands allowed and large planes) or output channels (at least 16 a tile) or
+/// whole groups.
+std::vector<ConvTile> plan_tiles(const Geometry& g, int threads, bool row_bands = false) {
   // In double: a hostile geometry's product may exceed int64.
   const double macs = static_cast<double>(g.n) * static_cast<double>(g.m) *
                       static_cast<double>(g.out_plane()) * static_cast<double>(g.c / g.groups) *
@@ -255,18 +266,25 @@ std::vector<ConvTile> plan_tiles(const Geometry& g, int threads) {
   const std::int64_t unit = g.groups == 1 ? 1 : g.m / g.groups;  // channels that stay together
   const std::int64_t units = g.m / unit;
   const std::int64_t by_batch = std::min(g.n, want);
+  const std::int64_t by_rows = row_bands && by_batch < want && g.spatial == 2 && g.groups == 1 &&
+                                       g.out_plane() >= kRowBandPlane
+                                   ? std::min((want + by_batch - 1) / by_batch, g.out[1] / 2)
+                                   : 1;
   const std::int64_t by_channel =
-      by_batch >= want
+      by_rows > 1 ? 1
+      : by_batch >= want
           ? 1
           : std::clamp<std::int64_t>((want + by_batch - 1) / by_batch, 1,
                                      g.groups == 1 ? std::max<std::int64_t>(1, units / 16) : units);
   std::vector<ConvTile> tiles;
   for (std::int64_t b = 0; b < by_batch; ++b)
-    for (std::int64_t c = 0; c < by_channel; ++c)
+    for (std::int64_t c = 0; c < by_channel * by_rows; ++c)
       tiles.push_back({.n0 = g.n * b / by_batch,
                        .n1 = g.n * (b + 1) / by_batch,
-                       .m0 = units * c / by_channel * unit,
-                       .m1 = units * (c + 1) / by_channel * unit,
+                       .m0 = by_rows > 1 ? 0 : units * c / by_channel * unit,
+                       .m1 = by_rows > 1 ? g.m : units * (c + 1) / by_channel * unit,
+                       .oy0 = by_rows > 1 ? g.out[1] * c / by_rows : 0,
+                       .oy1 = by_rows > 1 ? g.out[1] * (c + 1) / by_rows : 0,
                        .step = {},
                        .src_in = {},
                        .dst_out = {},
@@ -321,8 +339,30 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   // A grouped tile reads its groups' input channels; an ungrouped one all of them.
   const std::int64_t c0 = g.groups == 1 ? 0 : tile.m0 / (g.m / g.groups) * (g.c / g.groups);
   const std::int64_t ins = g.groups == 1 ? g.c : outs / (g.m / g.groups) * (g.c / g.groups);
-  const Desc src = activation_desc(rows, ins, g.c, g.in, g.spatial),
-             dst = activation_desc(rows, outs, g.m, g.out, g.spatial);
+  Desc src = activation_desc(rows, ins, g.c, g.in, g.spatial),
+       dst = activation_desc(rows, outs, g.m, g.out, g.spatial);
+  DnnlDims pad_l = tail(g.pad_begin, g.spatial), pad_r = tail(g.pad_end, g.spatial);
+  std::int64_t src_offset = 0, dst_offset = 0;  // a band's first row in its planes
+  if (tile.oy1 != 0) {  // a band of output rows: the input rows it reads, the rest padding
+    const std::size_t h = kMaxSpatial - 2;
+    const std::int64_t first = tile.oy0 * g.stride[h] - g.pad_begin[h];
+    const std::int64_t end =
+        (tile.oy1 - 1) * g.stride[h] - g.pad_begin[h] + (g.kernel[h] - 1) * g.dilation[h] + 1;
+    const std::int64_t in0 = std::max<std::int64_t>(0, first), in1 = std::min(g.in[h], end);
+    pad_l[0] = in0 - first;
+    pad_r[0] = end - in1;
+    const auto band = [&](const Desc& whole, std::int64_t band_rows) {
+      DnnlDims dims = whole.dims();
+      dims[2] = band_rows;
+      const auto& blocking = whole.data.format_desc.blocking;
+      return Desc(dims, dnnl::memory::data_type::f32,
+                  DnnlDims(blocking.strides, blocking.strides + whole.data.ndims));
+    };
+    src = band(src, in1 - in0);
+    dst = band(dst, tile.oy1 - tile.oy0);
+    src_offset = in0 * g.in[h + 1];
+    dst_offset = tile.oy0 * g.out[h + 1];
+  }
   const auto [weights, w_offset] = weights_desc(g, transposed, tile.m0, tile.m1);
   const bool fixed = l.pack_rhs;
   // With fixed weights every layout is oneDNN's choice: its direct kernels read blocked
@@ -339,8 +379,7 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
              asked_src = fixed ? any(src, operands) : src, asked_dst = fixed ? any(dst, f32) : dst;
   const bool has_bias = l.in.size() > 2;
   const Desc bias = has_bias ? Desc({outs}, dnnl::memory::data_type::f32, DnnlDims{1}) : Desc();
-  const DnnlDims strides = tail(g.stride, g.spatial), dilates = tail(g.dilation, g.spatial, 1),
-                 pad_l = tail(g.pad_begin, g.spatial), pad_r = tail(g.pad_end, g.spatial);
+  const DnnlDims strides = tail(g.stride, g.spatial), dilates = tail(g.dilation, g.spatial, 1);
   const dnnl::primitive_attr attr = onednn::user_scratchpad();
   // A deconvolution's descriptor takes the same arguments as a convolution's.
   const auto make = [&]<class P>(P*, dnnl::algorithm algorithm) {
@@ -395,7 +434,8 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
                                   : onednn::reorder_step(blocked, user);
     tile.step.add(arg, blocked);
   };
-  bind(DNNL_ARG_SRC, dnnl::memory(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane())),
+  bind(DNNL_ARG_SRC,
+       dnnl::memory(src, engine, at(l.in[0], (tile.n0 * g.c + c0) * g.in_plane() + src_offset)),
        chosen_src, tile.src_in);
   dnnl::memory given(weights, engine, at(l.in[1], w_offset));
   if (chosen != weights) {  // fixed weights only (others are asked for as they are)
@@ -426,7 +466,8 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
   tile.step.add(DNNL_ARG_WEIGHTS, given);
   if (has_bias) tile.step.add(DNNL_ARG_BIAS, dnnl::memory(bias, engine, at(l.in[2], tile.m0)));
   bind(DNNL_ARG_DST,
-       dnnl::memory(dst, engine, at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane())),
+       dnnl::memory(dst, engine,
+                    at(l.out[0], (tile.n0 * g.m + tile.m0) * g.out_plane() + dst_offset)),
        chosen_dst, tile.dst_out);
   tile.step.add_scratchpad(scratchpad, engine);
   tile.stream = dnnl::stream(engine);
@@ -621,9 +662,12 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
       bool winograd = winograd_candidate(l, g, transposed, bf16);
       do {
         prepared = std::make_unique<PreparedConv>();
-        prepared->tiles = plan_tiles(g, workers);
+        // Row bands with fixed weights (the activations then reordered, whatever their
+        // strides) in f32 (emulated bf16 rounds whole planes).
+        prepared->tiles = plan_tiles(g, workers, l.pack_rhs && !bf16 && !transposed);
         prepared->m = g.m;
         prepared->out_plane = g.out_plane();
+        prepared->out_rows = g.spatial == 2 ? g.out[kMaxSpatial - 2] : 1;
         prepared->bf16 = bf16;
         prepared->winograd = winograd;
         reference = false;
@@ -679,7 +723,11 @@ void run_window_conv(const Launch& l, bool transposed) {
     if (!ran)
       throw DeviceError(
           cat(l.view().describe(), ": oneDNN failed on tile ", t, " of ", p->tiles.size()));
-    if (l.epilogue != nullptr && !pointwise_tile) {
+    if (l.epilogue != nullptr && !pointwise_tile && tile.oy1 != 0) {  // rows of every plane
+      const std::int64_t width = p->out_plane / p->out_rows;
+      run_fused_f32_rows(*l.epilogue, tile.n0 * p->m * p->out_plane + tile.oy0 * width,
+                         (tile.n1 - tile.n0) * p->m, (tile.oy1 - tile.oy0) * width, p->out_plane);
+    } else if (l.epilogue != nullptr && !pointwise_tile) {
       const std::int64_t row = p->m * p->out_plane;
       run_fused_f32_rows(*l.epilogue, tile.n0 * row + tile.m0 * p->out_plane, tile.n1 - tile.n0,
                          (tile.m1 - tile.m0) * p->out_plane, row);
