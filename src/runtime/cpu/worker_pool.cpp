@@ -16,12 +16,6 @@
 #endif
 
 namespace kiln::detail {
-namespace {
-// How long an idle thread polls before sleeping: long enough to catch the next kernel of
-// a burst of launches, short enough not to steal a shared core for long.
-constexpr int kSpinIterations = 2000;
-}  // namespace
-
 void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
@@ -132,14 +126,9 @@ void WorkerPool::parallel_for(std::uint64_t n, const BlockRunner& body) {
   // its core) finds the job closed and never touches it. seq_cst on both sides: either a
   // helper's entry is seen here, or the helper sees the job closed.
   open_.store(0, std::memory_order_seq_cst);
-  int spins = 0;
-  for (int r; (r = inside_.load(std::memory_order_seq_cst)) != 0;) {
-    if (++spins < kSpinIterations) {
-      cpu_relax();
-    } else {
+  if (!spin_until([this] { return inside_.load(std::memory_order_seq_cst) == 0; }))
+    for (int r; (r = inside_.load(std::memory_order_seq_cst)) != 0;)
       inside_.wait(r, std::memory_order_acquire);
-    }
-  }
   job_ = nullptr;
   if (job.error) std::rethrow_exception(job.error);
 }
@@ -147,11 +136,8 @@ void WorkerPool::parallel_for(std::uint64_t n, const BlockRunner& body) {
 void WorkerPool::helper_main(std::uint64_t participant) {
   std::uint32_t seen = 0;
   for (;;) {
-    std::uint32_t e = epoch_.load(std::memory_order_acquire);
-    for (int i = 0; e == seen && i < kSpinIterations; ++i) {
-      cpu_relax();
-      e = epoch_.load(std::memory_order_acquire);
-    }
+    std::uint32_t e = seen;
+    spin_until([&] { return (e = epoch_.load(std::memory_order_acquire)) != seen; });
     while (e == seen) {
       epoch_.wait(seen, std::memory_order_acquire);
       e = epoch_.load(std::memory_order_acquire);
