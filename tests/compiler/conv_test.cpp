@@ -154,17 +154,20 @@ TEST(Conv, AnEpilogueRunsOnEachTile) {
 }
 
 TEST(Conv, PointwiseGemmsTakeBiasAndEpilogueOnEveryTile) {
-  // hardswish-like tail on a 1x1 conv over 16x16 planes (the GEMM path), split over 1, 2
-  // and 3 workers into tiles of batch entries and output channels.
-  const Tensor x = Tensor::random(TensorLayout(DType::f32, {3, 32, 16, 16}), 8),
-               w = Tensor::random(TensorLayout(DType::f32, {48, 32, 1, 1}), 9),
-               b = Tensor::random(TensorLayout(DType::f32, {48}), 10);
-  const StagedGraph staged = stage([&](Tensor xs) {
-    const Tensor y = conv(xs, w, b, Window{});
-    const Tensor six = minimum(relu(y + 3.0), scalar_like(y, 6.0));
-    return y * six * (1.0 / 6.0);
-  })(x.layout());
-  for (int threads : {1, 2, 3}) both(staged, {x}, 1e-5, threads);
+  // hardswish-like tail on a 1x1 conv over 16x16 planes (the GEMM path), and over 7x7
+  // ones (GEMMs with several batch entries, oneDNN's conv with one), split over 1, 2 and 3
+  // workers into tiles of batch entries and output channels.
+  for (const Shape& in : {Shape{3, 32, 16, 16}, Shape{2, 32, 7, 7}, Shape{1, 32, 7, 7}}) {
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, in), 8),
+                 w = Tensor::random(TensorLayout(DType::f32, {48, 32, 1, 1}), 9),
+                 b = Tensor::random(TensorLayout(DType::f32, {48}), 10);
+    const StagedGraph staged = stage([&](Tensor xs) {
+      const Tensor y = conv(xs, w, b, Window{});
+      const Tensor six = minimum(relu(y + 3.0), scalar_like(y, 6.0));
+      return y * six * (1.0 / 6.0);
+    })(x.layout());
+    for (int threads : {1, 2, 3}) both(staged, {x}, 1e-5, threads);
+  }
 }
 
 TEST(ConvTranspose, WorkedByHandAndRandomGeometries) {

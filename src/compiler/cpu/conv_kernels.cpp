@@ -477,8 +477,10 @@ bool build_tile(const Launch& l, const Geometry& g, bool transposed, ConvTile& t
 /// Output planes from which a pointwise conv runs as GEMMs on kiln's layout: there the
 /// reorders into and out of oneDNN's blocked layout cost more than its conv kernel saves
 /// (measured on MobileNetV3's 1x1 convs: 56x56 planes 71 us vs 223, 14x14 34-51 vs
-/// 43-60, 7x7 67 vs 56).
-constexpr std::int64_t kGemmPlane = 128;
+/// 43-60, 7x7 67 vs 56, on an AMD EPYC). With several batch entries from 32: the conv's
+/// reorders then stream the whole batch (on an Intel Xeon MobileNetV3's six 7x7 1x1 convs
+/// at batch 8 took 2.8 ms as GEMMs, 3.4 as oneDNN convs; at batch 1 345 us vs 360).
+constexpr std::int64_t kGemmPlane = 128, kGemmPlaneBatched = 32;
 
 /// Whether \p g is a 1x1 conv over whole planes (no stride, padding or groups): per batch
 /// entry the GEMM w [m, c] x [c, plane], with every operand as kiln lays it out.
@@ -642,7 +644,8 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
     l.prepared = std::move(prepared);
     return;
   }
-  if (!transposed && !want_bf16 && pointwise(g) && g.out_plane() >= kGemmPlane) {
+  if (!transposed && !want_bf16 && pointwise(g) &&
+      g.out_plane() >= (g.n > 1 ? kGemmPlaneBatched : kGemmPlane)) {
     try {
       prepared = prepare_pointwise(l, g, threads);
     } catch (const dnnl::error&) {
