@@ -226,6 +226,44 @@ void gather_f32(const View& in, Dims strides, Dims out, std::int64_t at, std::in
 /// array loop, and the last op writes straight into the output.
 namespace {
 
+/// Inputs read as one value per run (see constant_run): the shortest run worth it.
+constexpr std::int64_t kMinConstantRun = 16;
+
+/// The elements of \p l's output over which every broadcast input (neither of the output's
+/// shape nor one element) stays one value: the product of the trailing dims all of them are
+/// broadcast along (a per-channel scale over [N, C, H, W]: a plane). 0 when there is no
+/// such input, one is bool, or the run is shorter than kMinConstantRun.
+std::int64_t constant_run(const Launch& l, const ReadStrides* read) {
+  const View& o = l.out[0];
+  std::size_t trailing = o.shape.size();  // the dims from here on: broadcast by all
+  bool any = false;
+  for (std::size_t k = 0; k < l.in.size(); ++k) {
+    const View& in = l.in[k];
+    if (elements(in.shape) == 1 || (in.dtype != DType::bool_ && same_dims(in.shape, o.shape)))
+      continue;
+    if (in.dtype == DType::bool_ || read == nullptr) return 0;
+    any = true;
+    const Index& strides = read->strides[k];
+    std::size_t d = strides.size();
+    while (d > 0 && strides[d - 1] == 0) --d;
+    trailing = std::min(trailing, d);
+  }
+  if (!any) return 0;
+  std::int64_t run = 1;
+  for (std::size_t d = trailing; d < o.shape.size(); ++d) run *= o.shape[d];
+  return run >= kMinConstantRun ? run : 0;
+}
+
+/// Where element \p at of the output reads input \p strides (broadcast: stride 0).
+std::int64_t broadcast_offset(Dims out, const Index& strides, std::int64_t at) {
+  std::int64_t offset = 0;
+  for (std::size_t d = out.size(); d-- > 0;) {
+    offset += at % out[d] * strides[d];
+    at /= out[d];
+  }
+  return offset;
+}
+
 /// run_fused_f32_rows by the body's chain, when it has one and the launch's operands fit
 /// it (the input of the output's shape, the others one f32 element); else false.
 bool run_chain(const Launch& l, std::int64_t first, std::int64_t rows, std::int64_t row_len,
@@ -296,15 +334,23 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
     stride[p.args[k]] = 0;
   }
   auto* out = reinterpret_cast<float*>(o.data);
+  // Tiles end where runs of constant broadcast inputs end; such inputs are then one value
+  // a tile (stride 0), not gathered.
+  const std::int64_t run = constant_run(l, read);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t begin = first + r * row_stride, end = begin + row_len;
-    for (std::int64_t at = begin; at < end; at += kTile) {
-      const std::int64_t len = std::min(kTile, end - at);
+    for (std::int64_t at = begin, len = 0; at < end; at += len) {
+      len = std::min(kTile, end - at);
+      if (run > 0) len = std::min(len, run - at % run);
       for (std::size_t k = 0; k < l.in.size(); ++k) {
         const std::uint32_t v = p.args[k];
         const bool mask = l.in[k].dtype == DType::bool_;
         if (same_dims(l.in[k].shape, o.shape) && !mask) {
           value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
+        } else if (run > 0 && elements(l.in[k].shape) != 1) {  // one value this tile
+          value[v] = reinterpret_cast<const float*>(l.in[k].data) +
+                     broadcast_offset(o.shape, read->strides[k], at);
+          stride[v] = 0;
         } else if (stride[v] != 0) {
           if (mask) {
             gather_f32<std::uint8_t>(l.in[k], read->strides[k], o.shape, at, len, slot(v));
