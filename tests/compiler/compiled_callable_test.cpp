@@ -562,13 +562,14 @@ TEST(CompiledCallable, BroadcastsAlongTrailingDimsFillWholeRuns) {
   // broadcast along (whole planes for the first), and must land each run exactly where
   // the output's tiles start and end (planes of 7x7 do not divide tiles of 512).
   // Inputs constant over whole runs of 16 or more (planes here, with two such inputs of
-  // different batch dims in one body) are read as one value a tile, tiles ending with runs.
-  const auto model = [](Tensor x, Tensor s, Tensor r, Tensor h, Tensor u) {
-    return std::make_tuple(x * s + 1.0, x - r, x * h, u - x * s);
+  // different batch dims in one body) are read as one value a tile, tiles ending with runs;
+  // not when another input in the body varies along those dims (a row of W).
+  const auto model = [](Tensor x, Tensor s, Tensor r, Tensor h, Tensor u, Tensor t, Tensor w) {
+    return std::make_tuple(x * s + 1.0, x - r, x * h, u - x * s, x * t + w);
   };
   const StagedGraph staged =
       stage(model)(f32({3, 40, 7, 7}), f32({3, 40, 1, 1}), f32({3, 40, 7, 1}), f32({1, 1, 7, 1}),
-                   f32({1, 40, 1, 1}));
+                   f32({1, 40, 1, 1}), f32({3, 40, 1, 1}), f32({7}));
   const std::vector<Tensor> in = inputs_for(staged, 11);
   for (int threads : {1, 3}) {
     auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});

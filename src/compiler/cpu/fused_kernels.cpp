@@ -235,7 +235,7 @@ constexpr std::int64_t kMinConstantRun = 16;
 /// such input, one is bool, or the run is shorter than kMinConstantRun.
 std::int64_t constant_run(const Launch& l, const ReadStrides* read) {
   const View& o = l.out[0];
-  std::size_t trailing = o.shape.size();  // the dims from here on: broadcast by all
+  std::size_t trailing = 0;  // the dims from here on: broadcast by all
   bool any = false;
   for (std::size_t k = 0; k < l.in.size(); ++k) {
     const View& in = l.in[k];
@@ -246,7 +246,7 @@ std::int64_t constant_run(const Launch& l, const ReadStrides* read) {
     const Index& strides = read->strides[k];
     std::size_t d = strides.size();
     while (d > 0 && strides[d - 1] == 0) --d;
-    trailing = std::min(trailing, d);
+    trailing = std::max(trailing, d);
   }
   if (!any) return 0;
   std::int64_t run = 1;
