@@ -167,6 +167,55 @@ std::optional<std::pair<ir::Value, std::string>> gelu_input(const ir::Graph& g, 
   return std::nullopt;
 }
 
+/// Whether \p v is x²: pow(x, 2) or x·x.
+bool is_square_of(const ir::Graph& g, ir::Value v, ir::Value x) {
+  if (const std::optional<ir::OpView> p = made_by(g, v, "kiln.pow"))
+    return p->operand(0) == x && is_splat(g, p->operand(1), 2.0);
+  const std::optional<ir::OpView> m = made_by(g, v, "kiln.mul");
+  return m && m->operand(0) == x && m->operand(1) == x;
+}
+
+/// RMSNorm's x, gamma and eps as exporters write it out op by op (Llama's, ONNX before
+/// opset 23 has no RMSNormalization): the product of \p a and \p b with {a, b} = {gamma,
+/// x · 1 / √(mean(x²) + eps)}, each product and sum with its operands in either order, the
+/// mean over the last axis, kept; gamma one dim of x's last one. nullopt for anything else.
+struct RmsNorm {
+  ir::Value x, gamma;
+  double eps = 0;
+};
+std::optional<RmsNorm> rms_norm_of(const ir::Graph& g, ir::Value a, ir::Value b) {
+  // mean(x²) over the last axis, kept: its type is x's with the last dim 1.
+  const auto mean_of_squares = [&](ir::Value v, ir::Value x) {
+    const std::optional<ir::OpView> mean = made_by(g, v, "kiln.reduce_mean");
+    if (!mean || !is_square_of(g, mean->operand(0), x)) return false;
+    const std::vector<Dim>& in = g.type(x).shape.dims();
+    const std::vector<Dim>& got = g.type(v).shape.dims();
+    if (in.empty() || got.size() != in.size() || got.back() != Dim(1)) return false;
+    return std::equal(in.begin(), in.end() - 1, got.begin());
+  };
+  for (const auto& [gamma, y] : {std::pair{a, b}, std::pair{b, a}}) {
+    const std::vector<Dim>& w = g.type(gamma).shape.dims();
+    const std::optional<ir::OpView> scaled = made_by(g, y, "kiln.mul");
+    if (!scaled || w.size() != 1) continue;
+    for (std::size_t j = 0; j < 2; ++j) {
+      const ir::Value x = scaled->operand(j);
+      const std::vector<Dim>& xs = g.type(x).shape.dims();
+      if (xs.empty() || xs.back() != w[0] || g.type(gamma).dtype != g.type(x).dtype) continue;
+      const std::optional<ir::OpView> inverse = made_by(g, scaled->operand(1 - j), "kiln.div");
+      if (!inverse || !is_splat(g, inverse->operand(0), 1.0)) continue;
+      const std::optional<ir::OpView> root = made_by(g, inverse->operand(1), "kiln.sqrt");
+      if (!root) continue;
+      const std::optional<ir::OpView> sum = made_by(g, root->operand(0), "kiln.add");
+      if (!sum) continue;
+      for (std::size_t k = 0; k < 2; ++k) {
+        const std::optional<double> eps = splat_value(g, sum->operand(1 - k));
+        if (eps && *eps >= 0 && mean_of_squares(sum->operand(k), x)) return RmsNorm{x, gamma, *eps};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ir::Module dead_code_elimination(const ir::Module& module) {
@@ -286,6 +335,15 @@ ir::Module canonicalize(const ir::Module& module) {
           std::vector<ir::NamedAttribute> attributes;
           if (gelu->second == "tanh") attributes.push_back({"approximate", gelu->second});
           return std::vector<ir::Value>{out.add_op_typed(ir::lookup_op("kiln.gelu"), input,
+                                                         attributes, {result}, op.location())
+                                            .result(0)};
+        }
+        // RMSNorm written out op by op: one kiln.rms_norm (one pass over each row, in cache).
+        if (const auto norm = rms_norm_of(out, operands[0], operands[1]);
+            norm && same_type(norm->x)) {
+          const std::vector<ir::Value> inputs{norm->x, norm->gamma};
+          const std::vector<ir::NamedAttribute> attributes{{"eps", norm->eps}};
+          return std::vector<ir::Value>{out.add_op_typed(ir::lookup_op("kiln.rms_norm"), inputs,
                                                          attributes, {result}, op.location())
                                             .result(0)};
         }

@@ -151,6 +151,50 @@ TEST(Passes, CanonicalizationFindsGeluWrittenOutOpByOp) {
   EXPECT_THAT(ir::print(passes::canonicalize(halved.graph())), Not(HasSubstr("kiln.gelu")));
 }
 
+// RMSNorm as Llama's ONNX export writes it out (gamma · (x · 1 / √(mean(x², -1) + eps)))
+// becomes one kiln.rms_norm: the same function, its mean in double and rounded once.
+TEST(Passes, CanonicalizationFindsRmsNormWrittenOutOpByOp) {
+  const auto inverse_rms = [](const Tensor& x, bool square_by_pow) {
+    const Tensor square = square_by_pow ? pow(x, scalar_like(x, 2.0)) : x * x;
+    return scalar_like(x, 1.0) / sqrt(mean(square, {-1}, true) + 1e-6);
+  };
+  const std::vector<std::function<Tensor(Tensor, Tensor)>> forms = {
+      [&](Tensor x, Tensor g) { return g * (x * inverse_rms(x, true)); },   // Llama's export
+      [&](Tensor x, Tensor g) { return (inverse_rms(x, false) * x) * g; },  // operands swapped
+  };
+  for (std::size_t k = 0; k < forms.size(); ++k) {
+    const StagedGraph s =
+        stage([&](Tensor x, Tensor g) { return forms[k](x, g) + 1.0; })(f32({3, 5, 16}), f32({16}));
+    const ir::Module out = passes::dead_code_elimination(passes::canonicalize(s.graph()));
+    const std::string text = ir::print(out);
+    EXPECT_EQ(count(text, "\"kiln.rms_norm\""), 1u) << k << text;
+    EXPECT_THAT(text, Not(HasSubstr("kiln.sqrt"))) << k;
+    EXPECT_THAT(text, Not(HasSubstr("kiln.reduce_mean"))) << k;
+    EXPECT_TRUE(ir::verify(out).empty()) << text;
+    const std::vector<Tensor> in = {Tensor::random(f32({3, 5, 16}), 4, -3, 3),
+                                    Tensor::random(f32({16}), 5, -2, 2)};
+    const std::vector<double> want = reference_run(s.graph(), in)[0].to_doubles(),
+                              got = reference_run(out, in)[0].to_doubles();
+    for (std::size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << k << " at " << i;
+  }
+  // Not RMSNorm: the mean over another axis, x² of another value, gamma not of the last
+  // dim. Left as they are.
+  const auto other = [](Tensor x, Tensor y, Tensor g, std::int64_t axis) {
+    return g * (x * (scalar_like(x, 1.0) / sqrt(mean(y * y, {axis}, true) + 1e-6)));
+  };
+  for (const auto& [name, staged] :
+       {std::pair{"axis 0", stage([&](Tensor x, Tensor g) { return other(x, x, g, 0); })(
+                                f32({4, 16}), f32({16}))},
+        std::pair{"another value squared", stage([&](Tensor x, Tensor y, Tensor g) {
+                    return other(x, y, g, -1);
+                  })(f32({4, 16}), f32({4, 16}), f32({16}))},
+        std::pair{"gamma per row", stage([&](Tensor x, Tensor g) { return other(x, x, g, -1); })(
+                                       f32({4, 4}), f32({4, 1}))}})
+    EXPECT_THAT(ir::print(passes::canonicalize(staged.graph())), Not(HasSubstr("kiln.rms_norm")))
+        << name;
+}
+
 // x + 0.0 is +0.0 for x = -0.0: only folds exact for every input are made.
 TEST(Passes, CanonicalizationKeepsFoldsThatChangeTheSignOfZero) {
   const auto folded = [](double c, bool add) {

@@ -36,8 +36,9 @@ integers near ±2^63 and 2^53 ± 1) against NumPy, compiled and reference.
   `nearest` copies elements, any dtype, exactly. A tap of weight 0 is not read, so a NaN
   beside an output does not reach it (ONNX's reference multiplies it by 0 and gets NaN).
 - **Signed zero.** `canonicalize` folds only identities that are exact for every input
-  (its one rewrite that rounds differently makes GELU, written out op by op in its erf or
-  tanh form, one `kiln.gelu`, rounded once instead of after each op):
+  (its two rewrites that round differently make GELU, written out op by op in its erf or
+  tanh form, one `kiln.gelu`, and RMSNorm written out one `kiln.rms_norm`, each rounded
+  once instead of after each op):
   `x * 1`, `x / 1`, `x - 0.0` and `x + -0.0` go, `x + 0.0` stays (-0.0 + 0.0 is +0.0).
   `tanh(-0.0)` is -0.0. The sign of a zero from `maximum`/`minimum` of 0.0 and -0.0, from
   `reduce_max`/`reduce_min` over them and from `relu(-0.0)` is not specified.
