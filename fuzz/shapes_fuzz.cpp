@@ -92,11 +92,20 @@ kiln::Shape shape(Bytes& in) {
 
 /// Elements of \p type, saturated past 2^40 (what counts here is only "small or not").
 std::int64_t elements(const kiln::ir::TensorType& type) {
+  // At run time every name is 2 (the inputs' symbolic dims), so `n + 2^32` is 2^32 + 2.
+  const auto size = [](const kiln::Dim& d) -> std::int64_t {
+    if (d.is_static()) return d.size();
+    try {
+      return kiln::evaluate_dim(d, [](const std::string&) { return std::int64_t{2}; });
+    } catch (const kiln::UserError&) {  // negative, or out of int64: no real allocation
+      return std::int64_t{1} << 40;
+    }
+  };
   for (const kiln::Dim& d : type.shape.dims())
-    if (d.is_static() && d.size() == 0) return 0;
+    if (size(d) == 0) return 0;
   std::int64_t n = 1;
   for (const kiln::Dim& d : type.shape.dims()) {
-    const std::int64_t s = d.is_static() ? d.size() : 2;
+    const std::int64_t s = size(d);
     if (s > (std::int64_t{1} << 40) || n > (std::int64_t{1} << 40) / s)
       return std::int64_t{1} << 40;
     n *= s;
