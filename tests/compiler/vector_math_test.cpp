@@ -505,7 +505,7 @@ TEST(VectorMath, MatmulPanelsSumInOrderOnEveryInstructionSet) {
 }
 
 TEST(VectorMath, DepthwisePlanesSumInOrderOnEveryInstructionSet) {
-  // Planes of 1 to 9 rows (groups of 4 and the rest) and 1 to 40 columns (whole vectors of
+  // Planes of 1 to 9 rows (groups of 4 and the rest) and 1 to 49 columns (whole vectors of
   // 16 and tails), 3x3 and 5x2 windows, vertical steps 1 and 2, taps at any offsets: the
   // baseline copy against sums in double, every other copy bit for bit against it, and
   // nothing written outside the output plane.
@@ -515,7 +515,7 @@ TEST(VectorMath, DepthwisePlanesSumInOrderOnEveryInstructionSet) {
   for (const auto& [kh, kw] : {std::pair<std::size_t, std::size_t>{3, 3}, {5, 2}}) {
     for (std::size_t step : {1, 2}) {
       for (std::size_t oh : {1, 4, 9}) {
-        for (std::size_t ow : {1, 15, 16, 17, 40}) {
+        for (std::size_t ow : {1, 15, 16, 17, 32, 33, 40, 49}) {
           const std::size_t in_row = ow + 2 * kw + 3, rows = (oh - 1) * step + kh;
           std::vector<float> in(rows * in_row + kDepthwiseSlack), w(kh * kw);
           for (float& v : in) v = u(rng);
@@ -607,15 +607,28 @@ TEST(VectorMath, DepthwisePlanesSumInOrderOnEveryInstructionSet) {
       }
     }
   }
-  // deinterleave, odd and even lengths, on every copy.
-  for (std::size_t n : {0, 1, 2, 7, 64, 65}) {
-    std::vector<float> x(n);
-    for (float& v : x) v = u(rng);
-    std::vector<float> even((n + 1) / 2 + 1, -7.0f), odd(n / 2 + 1, -7.0f);
-    deinterleave(x.data(), n, even.data(), odd.data());
-    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ((i % 2 == 0 ? even : odd)[i / 2], x[i]) << n;
-    EXPECT_EQ(even.back(), -7.0f) << n;
-    EXPECT_EQ(odd.back(), -7.0f) << n;
+  // copy_rows: plain and split, lengths around the vectors' (odd and even, whole vectors,
+  // tails), from rows longer than what is copied, on every copy: every float in its place
+  // and nothing else written.
+  for (bool split : {false, true}) {
+    for (std::size_t n : {0, 1, 2, 7, 16, 17, 31, 32, 33, 64, 65}) {
+      const std::size_t w = n + 3, rows = 3, at = 2, half = (n + 1) / 2;
+      const std::size_t at_odd = split ? at + half + 1 : 0, cols = at + n + 4;
+      std::vector<float> from(rows * w);
+      for (float& v : from) v = u(rng);
+      std::vector<float> want(rows * cols, -7.0f);
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t x = 0; x < n; ++x)
+          want[r * cols + (!split ? at + x : (x % 2 == 0 ? at : at_odd) + x / 2)] = from[r * w + x];
+      for (const auto& [available, run] :
+           {std::pair{true, &base::copy_rows}, std::pair{avx2, &avx2::copy_rows},
+            std::pair{avx512, &avx512::copy_rows}, std::pair{true, &copy_rows}}) {
+        if (!available) continue;
+        std::vector<float> got(want.size(), -7.0f);
+        run(from.data(), w, n, rows, got.data(), cols, at, at_odd, split);
+        ASSERT_EQ(got, want) << (split ? "split, " : "") << n << " floats";
+      }
+    }
   }
 }
 

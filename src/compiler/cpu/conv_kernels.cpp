@@ -168,7 +168,8 @@ struct ConvTile {
 struct Depthwise {
   std::int64_t planes = 0, channels = 0;  // N C, and C
   PaddedPlane plane;
-  // Per block: a padded plane whose pad columns stay zero.
+  // Per block: a padded plane whose pad rows and columns stay zero (only input rows are
+  // written into it).
   std::vector<std::unique_ptr<float[]>> scratch;
 };
 
@@ -577,7 +578,7 @@ void run_depthwise(const Launch& l, const Depthwise& d) {
   constexpr std::int64_t kEpilogueRun = 8192;
   std::int64_t pending = first;  // the first plane the epilogue has not run on
   for (std::int64_t p = first; p < last; ++p) {
-    pp.fill_rows(in + p * pp.h * pp.w, plane, 0, pp.rows);
+    pp.fill_rows(in + p * pp.h * pp.w, plane, 0, pp.rows, /*pad_rows_zero=*/true);
     const std::int64_t c = p % d.channels;
     vmath::depthwise_plane(plane, static_cast<std::size_t>(pp.cols),
                            static_cast<std::size_t>(pp.sh), pp.taps.data(), weights + c * taps,

@@ -25,28 +25,31 @@ PaddedPlane::PaddedPlane(const WindowGeometry& g)
     taps.push_back(static_cast<std::size_t>(sw == 1 ? kx : kx / 2 + (kx % 2) * even));
 }
 
-void PaddedPlane::fill_rows(const float* from, float* to, std::int64_t first,
-                            std::int64_t last) const {
-  // The input columns that land inside the padded plane.
-  const std::int64_t copied = std::clamp<std::int64_t>(cols - pad_left, 0, w);
-  for (std::int64_t p = first; p < last; ++p) {
-    float* row = to + (p - first) * cols;
-    const std::int64_t r = p - pad_top;  // the input row
-    if (r < 0 || r >= h) {
-      std::memset(row, 0, static_cast<std::size_t>(cols) * sizeof(float));
-      continue;
-    }
-    const float* src = from + r * w;
-    if (sw == 1) {
-      std::memcpy(row + pad_left, src, static_cast<std::size_t>(copied) * sizeof(float));
-    } else {  // x lands in column x + pad_left: of the even half, or of the odd one
-      const std::int64_t half = pad_left / 2;
-      const bool shifted = pad_left % 2 != 0;  // even x in odd columns, odd x in even ones
-      vmath::deinterleave(src, static_cast<std::size_t>(copied),
-                          shifted ? row + even + half : row + half,
-                          shifted ? row + half + 1 : row + even + half);
-    }
+void PaddedPlane::fill_rows(const float* from, float* to, std::int64_t first, std::int64_t last,
+                            bool pad_rows_zero) const {
+  // The padded rows [in0, in1) of [first, last) hold input rows; the others are zero.
+  const std::int64_t in0 = std::clamp(pad_top, first, last);
+  const std::int64_t in1 = std::clamp(pad_top + h, in0, last);
+  if (!pad_rows_zero) {
+    std::memset(to, 0, static_cast<std::size_t>((in0 - first) * cols) * sizeof(float));
+    std::memset(to + (in1 - first) * cols, 0,
+                static_cast<std::size_t>((last - in1) * cols) * sizeof(float));
   }
+  if (in0 == in1) return;
+  // The input columns that land inside the padded plane: x in column x + pad_left, which for
+  // stride 2 is in the even half or in the odd one.
+  const std::int64_t copied = std::clamp<std::int64_t>(cols - pad_left, 0, w);
+  std::int64_t at = pad_left, at_odd = 0;
+  if (sw == 2) {
+    const std::int64_t half = pad_left / 2;
+    const bool shifted = pad_left % 2 != 0;  // even x in odd columns, odd x in even ones
+    at = shifted ? even + half : half;
+    at_odd = shifted ? half + 1 : even + half;
+  }
+  vmath::copy_rows(from + (in0 - pad_top) * w, static_cast<std::size_t>(w),
+                   static_cast<std::size_t>(copied), static_cast<std::size_t>(in1 - in0),
+                   to + (in0 - first) * cols, static_cast<std::size_t>(cols),
+                   static_cast<std::size_t>(at), static_cast<std::size_t>(at_odd), sw == 2);
 }
 
 bool plane_conv_fits(const WindowGeometry& g) {

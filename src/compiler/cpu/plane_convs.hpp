@@ -28,8 +28,10 @@ struct PaddedPlane {
   explicit PaddedPlane(const WindowGeometry& g);
   /// Writes padded rows [first, last) to \p to (row `first` at to[0]) from the input plane
   /// \p from: input rows between the pad columns, which must be zero already (they are
-  /// never written), and rows above or below the input zeroed.
-  void fill_rows(const float* from, float* to, std::int64_t first, std::int64_t last) const;
+  /// never written), and rows above or below the input zeroed, unless \p pad_rows_zero says
+  /// they are already (a whole plane's buffer, filled again for each plane).
+  void fill_rows(const float* from, float* to, std::int64_t first, std::int64_t last,
+                 bool pad_rows_zero = false) const;
 };
 
 /// Whether kiln's plane loops take \p g (either kind): at most 2-D, undilated, strides 1

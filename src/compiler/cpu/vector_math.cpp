@@ -29,18 +29,18 @@ struct Table {
   void (*round_bf16_f32)(const float*, float*, std::size_t, float);
   void (*depthwise_plane)(const float*, std::size_t, std::size_t, const std::size_t*, const float*,
                           std::size_t, std::size_t, float, float*, std::size_t, std::size_t);
-  void (*deinterleave)(const float*, std::size_t, float*, float*);
+  void (*copy_rows)(const float*, std::size_t, std::size_t, std::size_t, float*, std::size_t,
+                    std::size_t, std::size_t, bool);
   void (*conv_channels8)(const ConvChannels8&);
   void (*binary_chain)(const float*, const ChainStep*, std::size_t, float*, std::size_t);
 };
 
-#define KILN_TABLE(target)                                                                    \
-  Table {                                                                                     \
-#target, target::unary, target::binary, target::select, target::sum, target::sum_squares, \
-        target::max, target::softmax_row, target::normalize_row, target::matmul_panel,        \
-        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32,                \
-        target::depthwise_plane, target::deinterleave, target::conv_channels8,                \
-        target::binary_chain                                                                  \
+#define KILN_TABLE(target)                                                                       \
+  Table {                                                                                        \
+#target, target::unary, target::binary, target::select, target::sum, target::sum_squares,    \
+        target::max, target::softmax_row, target::normalize_row, target::matmul_panel,           \
+        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32,                   \
+        target::depthwise_plane, target::copy_rows, target::conv_channels8, target::binary_chain \
   }
 
 const Table& table() {
@@ -94,8 +94,9 @@ void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
   table().depthwise_plane(in, in_row, row_step, taps, w, kh, kw, bias, out, oh, ow);
 }
 
-void deinterleave(const float* x, std::size_t n, float* even, float* odd) {
-  table().deinterleave(x, n, even, odd);
+void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows, float* to,
+               std::size_t cols, std::size_t at, std::size_t at_odd, bool split) {
+  table().copy_rows(from, w, n, rows, to, cols, at, at_odd, split);
 }
 
 void conv_channels8(const ConvChannels8& p) { table().conv_channels8(p); }

@@ -162,9 +162,12 @@ struct ConvChannels8 {
 };
 void conv_channels8(const ConvChannels8& p);
 
-/// even[i] = x[2i] for i < (n + 1) / 2 and odd[i] = x[2i + 1] for i < n / 2 (vectorised):
-/// a row split for depthwise_plane's stride 2.
-void deinterleave(const float* x, std::size_t n, float* even, float* odd);
+/// Rows of a padded plane for depthwise_plane or conv_channels8 from input rows: for
+/// r < rows, the first n floats of from[r·w ...] go to the row to[r·cols ...]; without
+/// \p split, x to column at + x; with it (stride 2 along rows), even x to column at + x/2 and
+/// odd x to column at_odd + x/2. Nothing else is written or read (vectorised).
+void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows, float* to,
+               std::size_t cols, std::size_t at, std::size_t at_odd, bool split);
 
 /// \p x rounded to the nearest bfloat16 (ties to even; NaN stays NaN).
 inline std::uint16_t to_bf16(float x) {

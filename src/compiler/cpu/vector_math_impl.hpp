@@ -529,6 +529,28 @@ KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) {
   return vec_pick(
       _mm512_cmp_ps_mask(b.v, a.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
 }
+KILN_INLINE __mmask16 first_lanes(std::size_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
+KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
+  return {_mm512_maskz_loadu_ps(first_lanes(n), p)};
+}
+/// Stores a's first n lanes, n <= 16.
+KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
+  _mm512_mask_storeu_ps(p, first_lanes(n), a.v);
+}
+/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
+KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
+  const __m512i evens =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  even = {_mm512_permutex2var_ps(a.v, evens, b.v)};
+  odd = {_mm512_permutex2var_ps(a.v, odds, b.v)};
+}
+/// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows of one column
+/// (eight sums in all: twice the multiply-add's latency times its two units).
+inline constexpr std::size_t kDepthwiseVectors = 2, kDepthwiseRows = 8;
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Vec16 {
   __m256 lo, hi;
@@ -567,6 +589,38 @@ KILN_INLINE __m256 min8(__m256 a, __m256 b) {
 }
 KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return {max8(a.lo, b.lo), max8(a.hi, b.hi)}; }
 KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return {min8(a.lo, b.lo), min8(a.hi, b.hi)}; }
+/// Lanes j < n of eight set (n may exceed 8).
+KILN_INLINE __m256i first_lanes8(std::size_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<std::size_t>(n, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
+KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
+  return {_mm256_maskload_ps(p, first_lanes8(n)),
+          _mm256_maskload_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0))};
+}
+/// Stores a's first n lanes, n <= 16.
+KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
+  _mm256_maskstore_ps(p, first_lanes8(n), a.lo);
+  _mm256_maskstore_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0), a.hi);
+}
+/// Of x = a then b (16 floats): the lanes kPick chooses from each 128-bit half, in order
+/// (0x88: the even-indexed ones, 0xdd: the odd ones).
+template <int kPick>
+KILN_INLINE __m256 pick8(__m256 a, __m256 b) {
+  // shuffle_ps picks within 128-bit lanes, [a0 a2 b0 b2 | a4 a6 b4 b6] for 0x88; the
+  // 64-bit pairs are then put in order.
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, kPick)), 0xd8));
+}
+/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
+KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
+  even = {pick8<0x88>(a.lo, a.hi), pick8<0x88>(b.lo, b.hi)};
+  odd = {pick8<0xdd>(a.lo, a.hi), pick8<0xdd>(b.lo, b.hi)};
+}
+/// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows (eight
+/// registers of sums).
+inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
 #else
 struct Vec16 {
   float v[16];
@@ -597,36 +651,98 @@ KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return vec_lanes<Binary::mul>(a, b
 KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return vec_lanes<Binary::div>(a, b); }
 KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return vec_lanes<Binary::max>(a, b); }
 KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return vec_lanes<Binary::min>(a, b); }
+/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
+KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
+  Vec16 r = vec_broadcast(0.0f);
+  std::memcpy(r.v, p, n * sizeof(float));
+  return r;
+}
+/// Stores a's first n lanes, n <= 16.
+KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
+  std::memcpy(p, a.v, n * sizeof(float));
+}
+/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
+KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
+  for (std::size_t j = 0; j < 8; ++j) {
+    even.v[j] = a.v[2 * j], odd.v[j] = a.v[2 * j + 1];
+    even.v[8 + j] = b.v[2 * j], odd.v[8 + j] = b.v[2 * j + 1];
+  }
+}
+/// Columns of 16 outputs depthwise_plane keeps per row, and rows.
+inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
 #endif
 
-/// Outputs [x, x + n) of R output rows of depthwise_plane (`top`: the first row's window
-/// tops, `out` its outputs), n <= 16: all 16 computed (the input has kDepthwiseSlack floats
-/// to read past each row), n stored. R independent sums hide the multiply-add's latency.
-template <std::size_t R>
-KILN_INLINE void depthwise_rows(const float* top, std::size_t in_row, std::size_t row_step,
-                                const std::size_t* taps, const float* w, std::size_t kh,
-                                std::size_t kw, float bias, float* out, std::size_t ow,
+/// depthwise_plane's arguments.
+struct DepthwiseArgs {
+  const float* in;
+  std::size_t in_row, row_step;
+  const std::size_t* taps;
+  const float* w;
+  std::size_t kh, kw;
+  float bias;
+  float* out;
+  std::size_t oh, ow;
+};
+
+/// Outputs [x, x + n) of R output rows of depthwise_plane from row oy, 16 (C - 1) < n <=
+/// 16 C: all 16 C computed (the input has kDepthwiseSlack floats to read past each row), n
+/// stored. R x C independent sums hide the multiply-add's latency. KW: the window's width,
+/// or 0 for a.kw (a known width unrolls the taps).
+template <std::size_t R, std::size_t C, std::size_t KW>
+KILN_INLINE void depthwise_rows(const DepthwiseArgs& a, std::size_t oy, std::size_t x,
                                 std::size_t n) {
-  Vec16 acc[R];
-  for (std::size_t r = 0; r < R; ++r) acc[r] = vec_broadcast(bias);
-  for (std::size_t ky = 0; ky < kh; ++ky) {
-    const float* row = top + ky * in_row;
+  const std::size_t kw = KW != 0 ? KW : a.kw, in_step = a.row_step * a.in_row;
+  const float* top = a.in + oy * in_step + x;
+  Vec16 acc[R][C];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t c = 0; c < C; ++c) acc[r][c] = vec_broadcast(a.bias);
+  for (std::size_t ky = 0; ky < a.kh; ++ky) {
+    const float* row = top + ky * a.in_row;
     for (std::size_t kx = 0; kx < kw; ++kx) {
-      const Vec16 wv = vec_broadcast(w[ky * kw + kx]);
-      const float* s = row + taps[kx];
+      const Vec16 wv = vec_broadcast(a.w[ky * kw + kx]);
+      const float* s = row + a.taps[kx];
       for (std::size_t r = 0; r < R; ++r)
-        acc[r] = vec_fma(wv, vec_load(s + r * row_step * in_row), acc[r]);
+        for (std::size_t c = 0; c < C; ++c)
+          acc[r][c] = vec_fma(wv, vec_load(s + r * in_step + 16 * c), acc[r][c]);
     }
   }
+  float* out = a.out + oy * a.ow + x;
   for (std::size_t r = 0; r < R; ++r) {
-    if (n == 16) {
-      vec_store(out + r * ow, acc[r]);
-    } else {
-      float lanes[16];
-      vec_store(lanes, acc[r]);
-      std::memcpy(out + r * ow, lanes, n * sizeof(float));
+    for (std::size_t c = 0; c + 1 < C; ++c) vec_store(out + r * a.ow + 16 * c, acc[r][c]);
+    const std::size_t last = n - 16 * (C - 1);
+    if (last == 16)
+      vec_store(out + r * a.ow + 16 * (C - 1), acc[r][C - 1]);
+    else
+      vec_store_n(out + r * a.ow + 16 * (C - 1), acc[r][C - 1], last);
+  }
+}
+
+/// Outputs [x, x + n) of every row, R rows at a time; the last block overlaps the one before
+/// it rather than leaving rows to fewer sums (it writes the same values again). Planes of
+/// fewer rows take blocks of R / 2.
+template <std::size_t R, std::size_t C, std::size_t KW>
+KILN_INLINE void depthwise_columns(const DepthwiseArgs& a, std::size_t x, std::size_t n) {
+  if constexpr (R > 1) {
+    if (a.oh < R) {
+      depthwise_columns<R / 2, C, KW>(a, x, n);
+      return;
     }
   }
+  for (std::size_t oy = 0;; oy += R) {
+    oy = std::min(oy, a.oh - R);
+    depthwise_rows<R, C, KW>(a, oy, x, n);
+    if (oy + R >= a.oh) break;
+  }
+}
+
+template <std::size_t KW>
+void depthwise_plane_of(const DepthwiseArgs& a) {
+  std::size_t x = 0;
+  if constexpr (kDepthwiseVectors == 2)
+    for (; x + 16 < a.ow; x += 32)
+      depthwise_columns<kDepthwiseRows / 2, 2, KW>(a, x, std::min<std::size_t>(32, a.ow - x));
+  for (; x < a.ow; x += 16)
+    depthwise_columns<kDepthwiseRows, 1, KW>(a, x, std::min<std::size_t>(16, a.ow - x));
 }
 }  // namespace
 
@@ -634,16 +750,36 @@ void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
                      const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,
                      float bias, float* out, std::size_t oh, std::size_t ow) {
   static_assert(16 <= kDepthwiseSlack);
-  constexpr std::size_t kRows = 4;
-  std::size_t oy = 0;
-  for (; oy + kRows <= oh; oy += kRows)
-    for (std::size_t x = 0; x < ow; x += 16)
-      depthwise_rows<kRows>(in + oy * row_step * in_row + x, in_row, row_step, taps, w, kh, kw,
-                            bias, out + oy * ow + x, ow, std::min<std::size_t>(16, ow - x));
-  for (; oy < oh; ++oy)
-    for (std::size_t x = 0; x < ow; x += 16)
-      depthwise_rows<1>(in + oy * row_step * in_row + x, in_row, row_step, taps, w, kh, kw, bias,
-                        out + oy * ow + x, ow, std::min<std::size_t>(16, ow - x));
+  if (oh == 0 || ow == 0) return;
+  const DepthwiseArgs a{in, in_row, row_step, taps, w, kh, kw, bias, out, oh, ow};
+  if (kw == 3)
+    depthwise_plane_of<3>(a);
+  else if (kw == 5)
+    depthwise_plane_of<5>(a);
+  else
+    depthwise_plane_of<0>(a);
+}
+
+void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows, float* to,
+               std::size_t cols, std::size_t at, std::size_t at_odd, bool split) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* src = from + r * w;
+    float* row = to + r * cols;
+    if (!split) {
+      std::size_t x = 0;
+      for (; x + 16 <= n; x += 16) vec_store(row + at + x, vec_load(src + x));
+      if (x < n) vec_store_n(row + at + x, vec_load_n(src + x, n - x), n - x);
+      continue;
+    }
+    for (std::size_t x = 0; x < n; x += 32) {
+      const std::size_t m = std::min<std::size_t>(32, n - x);
+      Vec16 even, odd;
+      vec_split(vec_load_n(src + x, std::min<std::size_t>(m, 16)),
+                vec_load_n(src + x + 16, m > 16 ? m - 16 : 0), even, odd);
+      vec_store_n(row + at + x / 2, even, (m + 1) / 2);
+      vec_store_n(row + at_odd + x / 2, odd, m / 2);
+    }
+  }
 }
 
 namespace {
@@ -770,15 +906,6 @@ void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps,
     }
     y[i] = t;
   }
-}
-
-void deinterleave(const float* x, std::size_t n, float* even, float* odd) {
-  const std::size_t pairs = n / 2;
-  for (std::size_t i = 0; i < pairs; ++i) {
-    even[i] = x[2 * i];
-    odd[i] = x[2 * i + 1];
-  }
-  if (n % 2 != 0) even[pairs] = x[n - 1];
 }
 
 }  // namespace kiln::compiler::vmath::KILN_VMATH_TARGET

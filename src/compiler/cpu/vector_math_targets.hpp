@@ -28,7 +28,8 @@
   void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,                \
                        const std::size_t* taps, const float* w, std::size_t kh, std::size_t kw,  \
                        float bias, float* out, std::size_t oh, std::size_t ow);                  \
-  void deinterleave(const float* x, std::size_t n, float* even, float* odd);                     \
+  void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows, float* to,   \
+                 std::size_t cols, std::size_t at, std::size_t at_odd, bool split);              \
   void conv_channels8(const ConvChannels8& p);                                                   \
   void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,     \
                     std::size_t n);                                                              \
