@@ -386,6 +386,9 @@ struct CompiledCallable::Impl {
       compiler::fold_views(*plan);
       compiler::hoist_invariant(*plan);
       if (fuse_epilogues) compiler::absorb_epilogues(*plan);
+      // bf16 plans run attention's batched matmuls in bf16 (BatchedBf16Matmul) instead.
+      if (fuse_epilogues && matmul_precision == MatmulPrecision::f32)
+        compiler::absorb_attention(*plan);
     }
     const compiler::ArenaSizes sizes = compiler::place_values(*plan, devices.size());
     const auto too_big = [&](std::size_t bytes) {
@@ -404,6 +407,7 @@ struct CompiledCallable::Impl {
     stats.peak_arena_bytes = std::max(stats.peak_arena_bytes, need);
     compiler::bind_launches(*plan, prepack_weights, matmul_precision, &packs, winograd_convs);
     compiler::link_epilogues(*plan);
+    compiler::link_attention(*plan);
     compiler::skip_empty_launches(*plan);
     return plan;
   }
@@ -425,8 +429,12 @@ struct CompiledCallable::Impl {
       std::size_t hoisted = 0;
       for (std::size_t i = 0; i < plan->launches.size(); ++i)
         hoisted += plan->invariant[i] && !plan->absorbed[i] ? 1 : 0;
-      stats.launches = plan->launches.size() - plan->epilogues - plan->views - hoisted;
+      const auto in_attention = static_cast<std::size_t>(
+          std::count(plan->in_attention.begin(), plan->in_attention.end(), true));
+      stats.launches =
+          plan->launches.size() - plan->epilogues - plan->views - hoisted - in_attention;
       stats.epilogues = plan->epilogues;
+      stats.attentions = plan->attentions;
       stats.views = plan->views;
       stats.hoisted = hoisted;
       stats.packed_matmuls = static_cast<std::size_t>(

@@ -384,6 +384,76 @@ TEST(AbsorbEpilogues, AnEpilogueAfterAReshapeOfTheMatmulRunsInsideIt) {
   }
 }
 
+/// Attention as exports write it, over head views of q, k, v [b, s, 64] (4 heads of 16):
+/// scores Q Kᵀ, scaled, plus an additive mask [b, 1, 1, s] (a padding mask: -inf where a key
+/// is padding); softmax; NaN (a row with every key masked) to 0; the context P V. Variants
+/// leave out the epilogues, also return the probabilities, or add to the context.
+StagedGraph attention(bool epilogues, bool probabilities_out, bool context_epilogue) {
+  return stage([=](Tensor q, Tensor k, Tensor v, Tensor mask) -> std::vector<Tensor> {
+    const Dim b = q.shape().dims()[0], s = q.shape().dims()[1];
+    const auto heads = [&](const Tensor& t) {
+      return permute(reshape(t, Shape{b, s, 4, 16}), {0, 2, 1, 3});  // [b, 4, s, 16]
+    };
+    Tensor scores = matmul(heads(q), transpose(heads(k), -1, -2));
+    if (epilogues) scores = scores * 0.25 + mask;
+    Tensor p = softmax(scores, -1);
+    if (epilogues) p = where(equal(p, p), p, Tensor::scalar(0.0));
+    Tensor context = matmul(p, heads(v));
+    if (context_epilogue) context = context + 1.0;
+    if (probabilities_out) return {context, p};
+    return {context};
+  })(f32({"b", "s", 64}), f32({"b", "s", 64}), f32({"b", "s", 64}), f32({"b", 1, 1, "s"}));
+}
+
+TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference) {
+  // The scores, their epilogue, the softmax, the probabilities' epilogue and the context
+  // run as one kernel, a block of query rows at a time (300 keys: blocks of 54 rows, the
+  // last one short), on 1 to 3 workers; masked keys, and a batch entry whose keys are all
+  // masked (its rows NaN, then 0). Not when the probabilities are also an output, or when
+  // the context has an epilogue of its own. Always the reference's results.
+  for (const auto& [epilogues, probabilities_out, context_epilogue, fused] :
+       {std::tuple{true, false, false, 1u},
+        {false, false, false, 1u},
+        {true, true, false, 0u},
+        {true, false, true, 0u}}) {
+    const StagedGraph staged = attention(epilogues, probabilities_out, context_epilogue);
+    for (const int threads : {1, 2, 3}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      CompiledCallable compiled(staged, {}, {.context = ctx});
+      const std::string what = std::string(epilogues ? "epilogues" : "no epilogues") +
+                               (probabilities_out ? ", probabilities out" : "") +
+                               (context_epilogue ? ", context + 1" : "") + ", threads " +
+                               std::to_string(threads);
+      for (const auto& [batch, seq] : {std::pair{2, 300}, {3, 5}}) {
+        std::vector<Tensor> in;
+        for (std::uint64_t i = 0; i < 3; ++i)
+          in.push_back(Tensor::random(f32({batch, seq, 64}), 20 + i, -1, 1));
+        std::vector<double> mask(static_cast<std::size_t>(batch * seq), 0.0);
+        for (std::size_t i = 0; i < mask.size(); ++i)
+          if (i % 7 == 3 || i < static_cast<std::size_t>(seq)) mask[i] = -INFINITY;  // entry 0: all
+        in.push_back(Tensor::constant(mask, Shape{batch, 1, 1, seq}));
+        const std::vector<Tensor> got = compiled.run(in),
+                                  want = reference_run(staged.graph(), in, {});
+        const std::string at = what + ", " + std::to_string(batch) + "x" + std::to_string(seq);
+        ASSERT_EQ(got.size(), want.size()) << at;
+        for (std::size_t o = 0; o < got.size(); ++o) {
+          const std::vector<double> g = got[o].to_doubles(), r = want[o].to_doubles();
+          ASSERT_EQ(g.size(), r.size()) << at;
+          for (std::size_t k = 0; k < g.size(); ++k) {
+            if (std::isnan(r[k])) {
+              ASSERT_TRUE(std::isnan(g[k])) << at << " output " << o << " element " << k;
+              continue;
+            }
+            ASSERT_NEAR(g[k], r[k], 2e-5 * (1 + std::fabs(r[k])))
+                << at << " output " << o << " element " << k;
+          }
+        }
+        EXPECT_EQ(compiled.stats().attentions, fused) << at;
+      }
+    }
+  }
+}
+
 TEST(SharedArena, ShapesNoBiggerThanTheLargestSoFarAddNoMemory) {
   // Every plan's calls use one arena (calls never overlap): a new shape that fits in it
   // adds no memory and touches no new page; a bigger one grows it. The plans made before

@@ -162,6 +162,9 @@ class CompiledCallable {
                                        ///< only its hoisted values' memory
     std::size_t launches = 0;          ///< kernel launches per call, newest plan
     std::size_t epilogues = 0;         ///< of its elementwise ops, those run inside a matmul
+    std::size_t attentions = 0;        ///< softmax(Q Kᵀ) V run as one kernel (two batched
+                                       ///< matmuls and the softmax between them, a block of
+                                       ///< query rows at a time), newest plan
     std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)
     std::size_t hoisted = 0;         ///< launches that read only weights and constants (a causal
                                      ///< mask, a weight transposed): run once when the plan is

@@ -267,7 +267,7 @@ std::int64_t broadcast_offset(Dims out, const Index& strides, std::int64_t at) {
 /// run_fused_f32_rows by the body's chain, when it has one and the launch's operands fit
 /// it (the input of the output's shape, the others one f32 element); else false.
 bool run_chain(const Launch& l, std::int64_t first, std::int64_t rows, std::int64_t row_len,
-               std::int64_t row_stride) {
+               std::int64_t row_stride, const RowsAt& rows_at) {
   const FusedProgram& p = *l.fused;
   if (!p.chain) return false;
   const View& o = l.out[0];
@@ -291,11 +291,16 @@ bool run_chain(const Launch& l, std::int64_t first, std::int64_t rows, std::int6
       return false;
     steps[s].scalar = *reinterpret_cast<const float*>(scalar->data);
   }
+  const bool redirected = rows_at.rows != nullptr;
   const auto* x = reinterpret_cast<const float*>(in->data);
   auto* y = reinterpret_cast<float*>(o.data);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t begin = first + r * row_stride;
-    vmath::binary_chain(x + begin, steps, count, y + begin, static_cast<std::size_t>(row_len));
+    const float* from = redirected && in->data == rows_at.matmul_out
+                            ? rows_at.rows + (begin - rows_at.origin)
+                            : x + begin;
+    float* to = redirected ? rows_at.rows + (begin - rows_at.origin) : y + begin;
+    vmath::binary_chain(from, steps, count, to, static_cast<std::size_t>(row_len));
   }
   return true;
 }
@@ -303,8 +308,10 @@ bool run_chain(const Launch& l, std::int64_t first, std::int64_t rows, std::int6
 }  // namespace
 
 void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
-                                std::int64_t row_len, std::int64_t row_stride) {
-  if (run_chain(l, first, rows, row_len, row_stride)) return;
+                                std::int64_t row_len, std::int64_t row_stride,
+                                const RowsAt& rows_at) {
+  if (run_chain(l, first, rows, row_len, row_stride, rows_at)) return;
+  const bool redirected = rows_at.rows != nullptr;
   const FusedProgram& p = *l.fused;
   const View& o = l.out[0];
   // Set by prepare when an input is broadcast or bool (read by the gathers below, for no
@@ -342,11 +349,14 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
     for (std::int64_t at = begin, len = 0; at < end; at += len) {
       len = std::min(kTile, end - at);
       if (run > 0) len = std::min(len, run - at % run);
+      float* target = redirected ? rows_at.rows + (at - rows_at.origin) : out + at;
       for (std::size_t k = 0; k < l.in.size(); ++k) {
         const std::uint32_t v = p.args[k];
         const bool mask = l.in[k].dtype == DType::bool_;
         if (same_dims(l.in[k].shape, o.shape) && !mask) {
-          value[v] = reinterpret_cast<const float*>(l.in[k].data) + at;
+          value[v] = redirected && l.in[k].data == rows_at.matmul_out
+                         ? rows_at.rows + (at - rows_at.origin)
+                         : reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (run > 0 && elements(l.in[k].shape) != 1) {  // one value this tile
           value[v] = reinterpret_cast<const float*>(l.in[k].data) +
                      broadcast_offset(o.shape, read->strides[k], at);
@@ -361,7 +371,7 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
         }
       }
       for (const VectorOp& op : p.vector_ops) {
-        float* dst = op.result == p.result ? out + at : slot(op.result);
+        float* dst = op.result == p.result ? target : slot(op.result);
         const auto count = static_cast<std::size_t>(len);
         if (op.is_select) {
           vmath::select(value[op.a], stride[op.a], value[op.b], stride[op.b], value[op.c],
@@ -378,8 +388,8 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
         value[op.result] = dst;
         stride[op.result] = 1;
       }
-      if (value[p.result] != out + at)  // the body returns an argument unchanged
-        for (std::int64_t i = 0; i < len; ++i) out[at + i] = value[p.result][stride[p.result] * i];
+      if (value[p.result] != target)  // the body returns an argument unchanged
+        for (std::int64_t i = 0; i < len; ++i) target[i] = value[p.result][stride[p.result] * i];
     }
   }
 }

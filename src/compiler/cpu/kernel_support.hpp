@@ -154,11 +154,20 @@ std::uint32_t blocks_for(const Launch& l, int threads);
 
 /// Elements per array op of an f32 body: every live tile stays in L1/L2.
 constexpr std::int64_t kTile = 512;
+/// Where run_fused_f32_rows reads the output of the matmul it is the epilogue of, and writes
+/// its own, when that matmul keeps a block of rows in scratch (attention's scores): element
+/// `at` of both at rows[at - origin], not where their views say. An input is the matmul's
+/// output when its data is `matmul_out`. Default: every view where it says.
+struct RowsAt {
+  const std::byte* matmul_out = nullptr;
+  std::int64_t origin = 0;
+  float* rows = nullptr;
+};
 /// A fused f32 body over \p rows runs of its output, run r being the elements
 /// [first + r * row_stride, first + r * row_stride + row_len) (matmul epilogues run it on
 /// each output tile).
 void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
-                        std::int64_t row_len, std::int64_t row_stride);
+                        std::int64_t row_len, std::int64_t row_stride, const RowsAt& at = {});
 
 // ---- matmul_kernels.cpp: matmul ---------------------------------------------------------------
 

@@ -44,10 +44,10 @@ struct FusedProgram;
 
 /// What `prepare` (or the planner, for collectives) works out once for a launch, so that
 /// running it computes no layout and allocates nothing: one kind per family of kernels,
-/// each defined beside its kernels (`ReadStrides`, `MatmulLayout`, `PreparedConv`,
-/// `CollectiveLaunch`, `PreparedResize`).
+/// each defined beside its kernels (`ReadStrides`, `MatmulLayout`, `PreparedAttention`,
+/// `PreparedConv`, `CollectiveLaunch`, `PreparedResize`).
 struct PreparedLaunch {
-  enum class Kind : std::uint8_t { read_strides, matmul, conv, collective, resize };
+  enum class Kind : std::uint8_t { read_strides, matmul, attention, conv, collective, resize };
   explicit PreparedLaunch(Kind k) : kind(k) {}
   PreparedLaunch(const PreparedLaunch&) = delete;
   PreparedLaunch& operator=(const PreparedLaunch&) = delete;
@@ -72,6 +72,14 @@ struct Launch {
   // each tile of the output as soon as it is computed (while it is in cache); the plan does
   // not launch it separately.
   const Launch* epilogue = nullptr;
+  // batched matmul launches of attention's scores, Q·Kᵀ (set by the planner, see
+  // absorb_attention): the softmax over the scores (or over the epilogue's output), an
+  // elementwise launch over the probabilities (or null) and the context matmul of the
+  // probabilities and V run here too, a block of rows at a time, so that the scores never
+  // leave the cache; the plan launches none of them.
+  const Launch* softmax = nullptr;
+  const Launch* probs_epilogue = nullptr;
+  const Launch* context = nullptr;
   // Set by the planner: in[1] stays the same for the plan's life (a weight or a constant),
   // so prepare may pack it once for oneDNN (matmuls: PackedMatmul; convs: reordered).
   bool pack_rhs = false;

@@ -102,6 +102,20 @@ struct PreparedMatmul final : PreparedLaunch {
   const MatmulLayout layout;
 };
 
+/// A scores matmul's attention kernel (see Launch::softmax): per batch entry and block of
+/// `rows` query rows, S = Q Kᵀ in the worker's scratch, the epilogue, the softmax and the
+/// probabilities' epilogue on S's rows there, then S V into the context's output.
+struct PreparedAttention final : PreparedLaunch {
+  static constexpr Kind kKind = Kind::attention;
+  PreparedAttention() : PreparedLaunch(kKind) {}
+  Matrices q, kt, v;
+  Index batch;
+  std::int64_t s = 0, t = 0, d = 0, dv = 0;       // query rows, keys, head dims of Q·K and of V
+  std::int64_t rows = 0, row_blocks = 0;          // query rows a block, blocks a batch entry
+  float* out = nullptr;                           // the context, [batch..., s, dv] dense
+  std::vector<std::unique_ptr<float[]>> scratch;  // per block of the grid: rows x t floats
+};
+
 /// The prepared layout of the f32 matmul launch \p l, else null.
 const MatmulLayout* matmul_of(const Launch& l) {
   const PreparedMatmul* p = l.prepared_as<PreparedMatmul>();
@@ -242,7 +256,13 @@ void skinny_matmul(const SkinnyMatmul& skinny, std::int64_t m, std::int64_t n,
   if (epilogue != nullptr) run_fused_f32_rows(*epilogue, c0, m, skinny.first_column(last) - c0, n);
 }
 
+void run_attention(const Launch& l, const PreparedAttention& a);
+
 void run_matmul(const Launch& l) {
+  if (const PreparedAttention* a = l.prepared_as<PreparedAttention>()) {
+    run_attention(l, *a);
+    return;
+  }
   if (const MatmulLayout* p = matmul_of(l)) {
     if (p->skinny != nullptr) {
       skinny_matmul(*p->skinny, p->m, p->n, l.epilogue);
@@ -344,11 +364,73 @@ void prepare_batched_bf16(Launch& launch, MatmulLayout& layout) {
   }
 }
 
+/// Scores a block of rows in scratch at most (so that they stay in the second-level cache
+/// between the products and the softmax), and the fewest query rows a block.
+constexpr std::int64_t kAttentionScores = 16384, kAttentionRows = 16;
+
+/// The attention kernel of the scores matmul \p launch, with its softmax and context
+/// launches linked (absorb_attention checked their shapes and dtypes).
+void prepare_attention(Launch& launch, int threads) {
+  const Launch& context = *launch.context;
+  auto a = std::make_unique<PreparedAttention>();
+  const Dims scores = launch.out[0].shape;
+  a->batch = Index(scores.begin(), scores.end() - 2);
+  a->s = scores[scores.size() - 2], a->t = scores.back();
+  a->d = launch.in[0].shape.back(), a->dv = context.out[0].shape.back();
+  a->q = matrices(launch.in[0], launch.in[0].shape, a->batch);
+  a->kt = matrices(launch.in[1], launch.in[1].shape, a->batch);
+  a->v = matrices(context.in[1], context.in[1].shape, a->batch);
+  a->out = reinterpret_cast<float*>(context.out[0].data);
+  a->rows = std::clamp(kAttentionScores / std::max<std::int64_t>(a->t, 1), kAttentionRows, a->s);
+  a->row_blocks = (a->s + a->rows - 1) / a->rows;
+  const std::int64_t tasks = elements(a->batch) * a->row_blocks;
+  launch.blocks = static_cast<std::uint32_t>(std::clamp<std::int64_t>(tasks, 1, threads));
+  for (std::uint32_t b = 0; b < launch.blocks; ++b)
+    a->scratch.push_back(std::make_unique<float[]>(static_cast<std::size_t>(a->rows * a->t)));
+  launch.prepared = std::move(a);
+}
+
+void run_attention(const Launch& l, const PreparedAttention& a) {
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // as in matmul_f32
+  float* scores = a.scratch[static_cast<std::size_t>(kiln::block_idx().x)].get();
+  const auto [first, last] = block_range(elements(a.batch) * a.row_blocks);
+  for (std::int64_t task = first; task < last; ++task) {
+    const std::int64_t bi = task / a.row_blocks, r0 = task % a.row_blocks * a.rows;
+    const std::int64_t rows = std::min(a.rows, a.s - r0);
+    const float* q = a.q.data + batch_offset(bi, a.batch, a.q.batch_strides) + r0 * a.q.row;
+    const float* kt = a.kt.data + batch_offset(bi, a.batch, a.kt.batch_strides);
+    const float* v = a.v.data + batch_offset(bi, a.batch, a.v.batch_strides);
+    if (a.d == 0) {
+      std::fill(scores, scores + rows * a.t, 0.0f);
+    } else if (dnnl_sgemm(a.q.trans(), a.kt.trans(), rows, a.t, a.d, 1.0f, q, a.q.lead(), kt,
+                          a.kt.lead(), 0.0f, scores, a.t) != dnnl_success) {
+      throw DeviceError(cat("oneDNN sgemm failed for attention's scores, a [", rows, ", ", a.d,
+                            "] x [", a.d, ", ", a.t, "] tile"));
+    }
+    const std::int64_t at = (bi * a.s + r0) * a.t;  // the rows' place in the scores
+    if (l.epilogue != nullptr)
+      run_fused_f32_rows(*l.epilogue, at, rows, a.t, a.t, RowsAt{l.out[0].data, at, scores});
+    for (std::int64_t r = 0; r < rows; ++r)
+      vmath::softmax_row(scores + r * a.t, scores + r * a.t, static_cast<std::size_t>(a.t));
+    if (l.probs_epilogue != nullptr)
+      run_fused_f32_rows(*l.probs_epilogue, at, rows, a.t, a.t,
+                         RowsAt{l.softmax->out[0].data, at, scores});
+    if (dnnl_sgemm('N', a.v.trans(), rows, a.dv, a.t, 1.0f, scores, a.t, v, a.v.lead(), 0.0f,
+                   a.out + (bi * a.s + r0) * a.dv, a.dv) != dnnl_success)
+      throw DeviceError(cat("oneDNN sgemm failed for attention's context, a [", rows, ", ", a.t,
+                            "] x [", a.t, ", ", a.dv, "] tile"));
+  }
+}
+
 }  // namespace
 
 void kernel::matmul(const Launch& l) { run_matmul(l); }
 
 void kernel::prepare_matmul(Launch& launch, int threads) {
+  if (launch.softmax != nullptr) {
+    prepare_attention(launch, threads);
+    return;
+  }
   if (std::optional<MatmulLayout> layout = matmul_layout(launch)) {
     const MatrixRef a{layout->a.data, layout->a.row, layout->a.col},
         b{layout->b.data, layout->b.row, layout->b.col};

@@ -197,6 +197,7 @@ std::unique_ptr<Plan> instantiate_plan(const PlanSetup& setup, const std::vector
   plan->outputs = instantiation.instantiate(entry, args, "");
   plan->absorbed.assign(plan->launches.size(), false);
   plan->is_view.assign(plan->launches.size(), false);
+  plan->in_attention.assign(plan->launches.size(), false);
   plan->invariant.assign(plan->launches.size(), false);
   return plan;
 }

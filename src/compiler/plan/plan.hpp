@@ -12,6 +12,7 @@
 //   fold_views.cpp        reshapes and transposes that readers read in place: no launch
 //   hoist_invariant.cpp   launches that read only weights and constants: run once
 //   absorb_epilogues.cpp  elementwise launches run inside the matmul before them
+//   absorb_attention.cpp  softmax(Q Kᵀ) V run as one kernel, the scores kept in cache
 //   memory_plan.cpp       liveness and arena offsets, linear in the launches
 //   instantiate.cpp       (bind_launches) each launch's views over the placed memory
 // and a Lowering (compiler/lowering.hpp) prepares and records it: CPU kernels in CPU
@@ -106,10 +107,14 @@ struct Plan {
   // because its result is a view of its input.
   std::vector<bool> absorbed;
   std::vector<bool> is_view;
+  // Per launch: absorbed as the softmax or the context matmul of an attention kernel that
+  // runs in the matmul before them (see absorb_attention), not as an epilogue.
+  std::vector<bool> in_attention;
   // Per launch: reads only weights, constants and other invariant launches' outputs, so it
   // runs once when the plan is recorded, not on each call (see hoist_invariant).
   std::vector<bool> invariant;
   std::size_t epilogues = 0, views = 0;
+  std::size_t attentions = 0;     // attention kernels (each absorbs two launches)
   std::size_t bf16_handoffs = 0;  // see hand_off_bf16
   // Per device: the call's values (places are reused only by the device's own later
   // launches). The lowering may give every plan of a callable the same memory.

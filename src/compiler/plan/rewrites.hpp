@@ -32,10 +32,24 @@ void hoist_invariant(Plan& plan);
 /// is placed.
 void absorb_epilogues(Plan& plan);
 
+/// Marks each softmax over the last axis of a batched f32 matmul's output (or of its
+/// absorbed epilogue's: a mask, a scale) that is that output's only reader, and whose output
+/// only a matmul reads, as its left operand, to run with both matmuls as one kernel:
+/// attention's softmax(Q Kᵀ + mask) V a block of query rows at a time, the scores in a
+/// worker's scratch rather than in memory (at batch 16, 8 heads and 128 tokens, 8 MB written
+/// and read three times). Q, K, V and the epilogue's operands then stay live until the
+/// context matmul's slot. After absorb_epilogues, before memory is placed.
+void absorb_attention(Plan& plan);
+
 /// After memory is placed and the views bound: points each matmul at its absorbed epilogue
 /// (`Launch::epilogue`). \throws InternalError if an epilogue's output was placed over an
 /// operand its matmul still reads (which absorb_epilogues' liveness rules out).
 void link_epilogues(Plan& plan);
+
+/// After memory is placed and the views bound: points each attention's scores matmul at its
+/// softmax and context launches (`Launch::softmax`, `Launch::context`). \throws
+/// InternalError if the context was placed over an operand the kernel still reads.
+void link_attention(Plan& plan);
 
 /// bf16 plans, after the CPU lowering prepared the launches: a bf16 weight matmul whose
 /// output (or fused epilogue's) only another bf16 weight matmul reads, as its left operand
