@@ -410,7 +410,9 @@ TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference
   // run as one kernel, a block of query rows at a time (300 keys: blocks of 54 rows, the
   // last one short), on 1 to 3 workers; masked keys, and a batch entry whose keys are all
   // masked (its rows NaN, then 0). Not when the probabilities are also an output, or when
-  // the context has an epilogue of its own. Always the reference's results.
+  // the context has an epilogue of its own. Always the reference's results. The scores
+  // take no bytes of the arena: at 2x300 they are 2.9 MB, unfused two such arrays at once.
+  std::map<std::pair<bool, int>, std::size_t> arena;  // (fused, threads): peak bytes at 2x300
   for (const auto& [epilogues, probabilities_out, context_epilogue, fused] :
        {std::tuple{true, false, false, 1u},
         {false, false, false, 1u},
@@ -449,9 +451,16 @@ TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference
           }
         }
         EXPECT_EQ(compiled.stats().attentions, fused) << at;
+        if (batch == 2 && epilogues)
+          arena[std::pair{fused != 0, threads}] = compiled.stats().peak_arena_bytes;
       }
     }
   }
+  const std::size_t scores = 2 * 4 * 300 * 300 * sizeof(float);
+  const auto peak = [&](bool fused, int threads) { return arena[std::pair{fused, threads}]; };
+  for (const int threads : {1, 2, 3})
+    EXPECT_LT(peak(true, threads) + scores, peak(false, threads)) << threads;
+  EXPECT_LT(peak(true, 1), scores) << "the fused plan's arena holds the scores";
 }
 
 TEST(SharedArena, ShapesNoBiggerThanTheLargestSoFarAddNoMemory) {

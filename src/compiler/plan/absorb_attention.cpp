@@ -165,6 +165,12 @@ void absorb_attention(Plan& plan) {
         read.insert(read.end(), plan.in(std::size_t(e)).begin(), plan.in(std::size_t(e)).end());
     read.push_back(plan.in(c)[1]);
     for (std::size_t s : read) plan.storage[plan.root(s)].readers.push_back(c);
+    // The scores and probabilities, and their epilogues' outputs, live in the kernel's
+    // scratch: no bytes in the arena (placement still gives each its own address).
+    std::vector<std::size_t> kept_in_scratch{plan.out(i)[0], plan.out(parts->softmax)[0]};
+    for (std::int64_t e : {epilogue, parts->probs_epilogue})
+      if (e >= 0) kept_in_scratch.push_back(plan.out(std::size_t(e))[0]);
+    for (std::size_t s : kept_in_scratch) plan.storage[s].bytes = 0;
     // `kiln.matmul + kiln.add + kiln.softmax + kiln.matmul (attention) ...`: after the
     // epilogue's part (` + kiln.add`, ` + kiln.fused @fused_2`).
     std::size_t at = plan.launches[i].view().name().size();

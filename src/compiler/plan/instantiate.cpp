@@ -236,7 +236,9 @@ void skip_empty_launches(Plan& plan) {
     const std::unique_ptr<PreparedLaunch>& prepared = plan.launches[i].prepared;
     const bool collective =
         prepared != nullptr && prepared->kind == PreparedLaunch::Kind::collective;
-    if (writes_nothing && !collective) plan.absorbed[i] = true;
+    // An attention kernel writes the context, not its own (scratch) output.
+    const bool attention = plan.launches[i].softmax != nullptr;
+    if (writes_nothing && !collective && !attention) plan.absorbed[i] = true;
   }
 }
 

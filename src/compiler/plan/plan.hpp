@@ -59,7 +59,7 @@ struct Storage {
   bool kept = false;       // an invariant launch's output: in the plan's kept arena, not the call's
   std::size_t device = 0;  // which of the callable's devices (arena) holds it
   std::byte* fixed = nullptr;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0;  // 0 also for a value an attention kernel keeps in scratch
   DType dtype = DType::f32;
   Index shape;
   std::int64_t producer = -1;  // launch that writes it, -1: none (input, fixed)

@@ -37,8 +37,9 @@ void absorb_epilogues(Plan& plan);
 /// only a matmul reads, as its left operand, to run with both matmuls as one kernel:
 /// attention's softmax(Q Kᵀ + mask) V a block of query rows at a time, the scores in a
 /// worker's scratch rather than in memory (at batch 16, 8 heads and 128 tokens, 8 MB written
-/// and read three times). Q, K, V and the epilogue's operands then stay live until the
-/// context matmul's slot. After absorb_epilogues, before memory is placed.
+/// and read three times), which takes no bytes of the arena. Q, K, V and the epilogue's
+/// operands then stay live until the context matmul's slot. After absorb_epilogues, before
+/// memory is placed.
 void absorb_attention(Plan& plan);
 
 /// After memory is placed and the views bound: points each matmul at its absorbed epilogue
