@@ -226,6 +226,47 @@ TEST(VectorMath, EveryInstructionSetComputesTheSameBits) {
   EXPECT_NE(std::string(instruction_set()), "");
 }
 
+TEST(VectorMath, ExponentialsGiveTheSameBitsOnEveryInstructionSetOverTheirWholeRange) {
+  // exp and the functions built on it (the AVX-512 copy computes them sixteen lanes at a
+  // time, by vscalefps): every input from the overflow past e^89 down through the
+  // denormal results (below -87.3) and the zeros (below -104), the specials, and a row
+  // with a tail; softmax rows that reach the denormals too.
+  std::vector<float> x;
+  for (float v = -120.0f; v < 100.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {88.72f, 88.7228f, 89.0f, 89.5f, -87.33f, -103.97f, -103.99f, -104.0f, -104.01f,
+                  0.0f, -0.0f, 1e-30f, -1e-30f, INFINITY, -INFINITY, NAN, -NAN, 3.4e38f, -3.4e38f})
+    x.push_back(v);
+  x.push_back(0.5f);  // a tail
+  std::vector<float> want(x.size()), got(x.size());
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  for (Unary f : {Unary::exp, Unary::sigmoid, Unary::silu, Unary::gelu_tanh}) {
+    base::unary(f, x.data(), want.data(), x.size());
+    for (const auto& [available, run] :
+         {std::pair{avx2, &avx2::unary}, std::pair{avx512, &avx512::unary}}) {
+      if (!available) continue;
+      run(f, x.data(), got.data(), x.size());
+      for (std::size_t i = 0; i < x.size(); ++i)
+        ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(want[i]) ||
+                    (std::isnan(got[i]) && std::isnan(want[i])))
+            << "function " << static_cast<int>(f) << " at " << x[i] << ": " << got[i] << " vs "
+            << want[i];
+    }
+  }
+  for (const auto& [available, run] :
+       {std::pair{avx2, &avx2::softmax_row}, std::pair{avx512, &avx512::softmax_row}}) {
+    if (!available) continue;
+    for (const float spread : {1.0f, 30.0f, 110.0f}) {  // 110: denormal and zero results
+      std::vector<float> row(37);
+      for (std::size_t i = 0; i < row.size(); ++i)
+        row[i] = spread * static_cast<float>(i % 11) / 10.0f - (i == 5 ? 3.4e38f : 0.0f);
+      std::vector<float> w(row.size()), g(row.size());
+      base::softmax_row(row.data(), w.data(), row.size());
+      run(row.data(), g.data(), row.size());
+      EXPECT_EQ(g, w) << "spread " << spread;
+    }
+  }
+}
+
 TEST(VectorMath, ReductionsMatchDoublePrecision) {
   std::vector<float> x = samples(-3, 3);
   double s = 0, ss = 0;

@@ -250,9 +250,263 @@ KILN_INLINE bool small_integer_pow(const float* a, std::size_t sa, float e, floa
   return true;
 }
 
+// Sixteen floats: one AVX-512 register, two AVX2 ones, or an array (the baseline copy).
+// Written with intrinsics: the vectoriser kept depthwise_plane's sixteen sums in scalar
+// registers. Every copy multiplies and adds by fused multiply-adds, as everywhere here.
+#if defined(__AVX512F__)
+struct Vec16 {
+  __m512 v;
+};
+KILN_INLINE Vec16 vec_broadcast(float x) { return {_mm512_set1_ps(x)}; }
+KILN_INLINE Vec16 vec_load(const float* p) { return {_mm512_loadu_ps(p)}; }
+KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+KILN_INLINE void vec_store(float* p, Vec16 a) { _mm512_storeu_ps(p, a.v); }
+KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return {_mm512_div_ps(a.v, b.v)}; }
+/// b where \p take_b, else a.
+KILN_INLINE Vec16 vec_pick(__mmask16 take_b, Vec16 a, Vec16 b) {
+  return {_mm512_mask_blend_ps(take_b, a.v, b.v)};
+}
+// apply2's maximum and minimum: b when it is larger (smaller) or NaN, else a.
+KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) {
+  return vec_pick(
+      _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
+}
+KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) {
+  return vec_pick(
+      _mm512_cmp_ps_mask(b.v, a.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
+}
+KILN_INLINE __mmask16 first_lanes(std::size_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
+KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
+  return {_mm512_maskz_loadu_ps(first_lanes(n), p)};
+}
+/// Stores a's first n lanes, n <= 16.
+KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
+  _mm512_mask_storeu_ps(p, first_lanes(n), a.v);
+}
+/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
+KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
+  const __m512i evens =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  even = {_mm512_permutex2var_ps(a.v, evens, b.v)};
+  odd = {_mm512_permutex2var_ps(a.v, odds, b.v)};
+}
+/// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows of one column
+/// (eight sums in all: twice the multiply-add's latency times its two units).
+inline constexpr std::size_t kDepthwiseVectors = 2, kDepthwiseRows = 8;
+/// exp_f on sixteen lanes, the same bits: (q + 1) 2^k by vscalefps (one rounding, into the
+/// denormals too) instead of exp_f's two multiplies by powers of two and its selects, a
+/// third of the instructions.
+inline constexpr bool kVecExp = true;
+KILN_INLINE Vec16 vec_exp(Vec16 x) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-104.0f), _CMP_LT_OQ);
+  // NaN lanes compute NaN and are replaced by x at the end, as exp_f's.
+  const __m512 most = _mm512_set1_ps(89.0f);
+  const __m512 c = _mm512_mask_mov_ps(
+      _mm512_mask_mov_ps(x.v, _mm512_cmp_ps_mask(x.v, most, _CMP_GT_OQ), most), tiny, zero);
+  const __m512 magic = _mm512_set1_ps(12582912.0f);  // round_to_int's
+  const __m512 k = _mm512_sub_ps(
+      _mm512_add_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)), magic), magic);
+  __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-0.693359375f), c);
+  r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  for (const float coefficient :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(coefficient));
+  const __m512 q = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  // (The masked form: GCC 12 warns that the unmasked one reads an uninitialised source.)
+  const __m512 e = _mm512_mask_mov_ps(_mm512_mask_scalef_ps(q, 0xffff, q, k), tiny, zero);
+  return {_mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), x.v)};
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+struct Vec16 {
+  __m256 lo, hi;
+};
+KILN_INLINE Vec16 vec_broadcast(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+KILN_INLINE Vec16 vec_load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+KILN_INLINE void vec_store(float* p, Vec16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) {
+  return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) {
+  return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+}
+KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) {
+  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) {
+  return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+}
+// apply2's maximum and minimum: b when it is larger (smaller) or NaN, else a.
+KILN_INLINE __m256 max8(__m256 a, __m256 b) {
+  const __m256 take_b =
+      _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(a, b, take_b);
+}
+KILN_INLINE __m256 min8(__m256 a, __m256 b) {
+  const __m256 take_b =
+      _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_LT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+  return _mm256_blendv_ps(a, b, take_b);
+}
+KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return {max8(a.lo, b.lo), max8(a.hi, b.hi)}; }
+KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return {min8(a.lo, b.lo), min8(a.hi, b.hi)}; }
+/// Lanes j < n of eight set (n may exceed 8).
+KILN_INLINE __m256i first_lanes8(std::size_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<std::size_t>(n, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
+KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
+  return {_mm256_maskload_ps(p, first_lanes8(n)),
+          _mm256_maskload_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0))};
+}
+/// Stores a's first n lanes, n <= 16.
+KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
+  _mm256_maskstore_ps(p, first_lanes8(n), a.lo);
+  _mm256_maskstore_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0), a.hi);
+}
+/// Of x = a then b (16 floats): the lanes kPick chooses from each 128-bit half, in order
+/// (0x88: the even-indexed ones, 0xdd: the odd ones).
+template <int kPick>
+KILN_INLINE __m256 pick8(__m256 a, __m256 b) {
+  // shuffle_ps picks within 128-bit lanes, [a0 a2 b0 b2 | a4 a6 b4 b6] for 0x88; the
+  // 64-bit pairs are then put in order.
+  return _mm256_castpd_ps(
+      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, kPick)), 0xd8));
+}
+/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
+KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
+  even = {pick8<0x88>(a.lo, a.hi), pick8<0x88>(b.lo, b.hi)};
+  odd = {pick8<0xdd>(a.lo, a.hi), pick8<0xdd>(b.lo, b.hi)};
+}
+/// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows (eight
+/// registers of sums).
+inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
+/// exp_f on sixteen lanes (this copy: lane by lane, where the caller's loop vectorises it).
+inline constexpr bool kVecExp = false;
+KILN_INLINE Vec16 vec_exp(Vec16 x) {
+  float lanes[16];
+  vec_store(lanes, x);
+  for (float& v : lanes) v = exp_f(v);
+  return vec_load(lanes);
+}
+#else
+struct Vec16 {
+  float v[16];
+};
+KILN_INLINE Vec16 vec_broadcast(float x) {
+  Vec16 r;
+  for (float& e : r.v) e = x;
+  return r;
+}
+KILN_INLINE Vec16 vec_load(const float* p) {
+  Vec16 r;
+  std::memcpy(r.v, p, sizeof r.v);
+  return r;
+}
+KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) {
+  for (std::size_t j = 0; j < 16; ++j) c.v[j] = fmadd(a.v[j], b.v[j], c.v[j]);
+  return c;
+}
+KILN_INLINE void vec_store(float* p, Vec16 a) { std::memcpy(p, a.v, sizeof a.v); }
+template <Binary F>
+KILN_INLINE Vec16 vec_lanes(Vec16 a, Vec16 b) {
+  for (std::size_t j = 0; j < 16; ++j) a.v[j] = apply2<F>(a.v[j], b.v[j]);
+  return a;
+}
+KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) { return vec_lanes<Binary::add>(a, b); }
+KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) { return vec_lanes<Binary::sub>(a, b); }
+KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return vec_lanes<Binary::mul>(a, b); }
+KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return vec_lanes<Binary::div>(a, b); }
+KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return vec_lanes<Binary::max>(a, b); }
+KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return vec_lanes<Binary::min>(a, b); }
+/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
+KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
+  Vec16 r = vec_broadcast(0.0f);
+  std::memcpy(r.v, p, n * sizeof(float));
+  return r;
+}
+/// Stores a's first n lanes, n <= 16.
+KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
+  std::memcpy(p, a.v, n * sizeof(float));
+}
+/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
+KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
+  for (std::size_t j = 0; j < 8; ++j) {
+    even.v[j] = a.v[2 * j], odd.v[j] = a.v[2 * j + 1];
+    even.v[8 + j] = b.v[2 * j], odd.v[8 + j] = b.v[2 * j + 1];
+  }
+}
+/// Columns of 16 outputs depthwise_plane keeps per row, and rows.
+inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
+/// exp_f on sixteen lanes (this copy: lane by lane, where the caller's loop vectorises it).
+inline constexpr bool kVecExp = false;
+KILN_INLINE Vec16 vec_exp(Vec16 x) {
+  float lanes[16];
+  vec_store(lanes, x);
+  for (float& v : lanes) v = exp_f(v);
+  return vec_load(lanes);
+}
+#endif
+}  // namespace
+
+namespace {
+
+/// The functions of exp that vec_exp computes sixteen lanes at a time where it is fast (the
+/// same operations as `apply`'s, in the same order: the same bits).
+template <Unary F>
+KILN_INLINE Vec16 vec_apply(Vec16 x) {
+  const Vec16 one = vec_broadcast(1.0f);
+  const auto sigmoid = [&](Vec16 v) {
+    return vec_div(one, vec_add(one, vec_exp(vec_sub(vec_broadcast(0.0f), v))));
+  };
+  if constexpr (F == Unary::exp) return vec_exp(x);
+  if constexpr (F == Unary::sigmoid) return sigmoid(x);
+  if constexpr (F == Unary::silu) return vec_mul(x, sigmoid(x));
+  if constexpr (F == Unary::gelu_tanh) {
+    const Vec16 cube = vec_mul(vec_mul(vec_mul(vec_broadcast(0.044715f), x), x), x);
+    return vec_mul(x, sigmoid(vec_mul(vec_broadcast(1.5957691216057308f), vec_add(x, cube))));
+  }
+  return x;
+}
+
+template <Unary F>
+void unary_vec_loop(const float* x, float* y, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) vec_store(y + i, vec_apply<F>(vec_load(x + i)));
+  for (; i < n; ++i) y[i] = apply(F, x[i]);
+}
+
 }  // namespace
 
 void unary(Unary f, const float* x, float* y, std::size_t n) {
+  if constexpr (kVecExp) {
+    switch (f) {
+      case Unary::exp:
+        return unary_vec_loop<Unary::exp>(x, y, n);
+      case Unary::sigmoid:
+        return unary_vec_loop<Unary::sigmoid>(x, y, n);
+      case Unary::silu:
+        return unary_vec_loop<Unary::silu>(x, y, n);
+      case Unary::gelu_tanh:
+        return unary_vec_loop<Unary::gelu_tanh>(x, y, n);
+      default:
+        break;
+    }
+  }
   switch (f) {
 #define KILN_CASE(name)               \
   case Unary::name:                   \
@@ -391,13 +645,20 @@ void softmax_row(const float* x, float* y, std::size_t n) {
   std::size_t i = 0;
   while (i < n) {
     const std::size_t end = std::min(n, i + 1024);
-    float acc[16] = {};
-    for (; i + 16 <= end; i += 16)
-      for (std::size_t j = 0; j < 16; ++j) {
-        const float e = exp_f(x[i + j] - mx);
-        y[i + j] = e;
-        acc[j] += e;
+    // The sums in a register (as an array on the stack every add waited for the last).
+    Vec16 sums = vec_broadcast(0.0f);
+    for (; i + 16 <= end; i += 16) {
+      if constexpr (kVecExp) {
+        const Vec16 e = vec_exp(vec_sub(vec_load(x + i), vec_broadcast(mx)));
+        vec_store(y + i, e);
+        sums = vec_add(sums, e);
+      } else {
+        for (std::size_t j = 0; j < 16; ++j) y[i + j] = exp_f(x[i + j] - mx);
+        sums = vec_add(sums, vec_load(y + i));
       }
+    }
+    float acc[16];
+    vec_store(acc, sums);
     for (std::size_t j = 0; i < end; ++i, ++j) {
       const float e = exp_f(x[i] - mx);
       y[i] = e;
@@ -501,176 +762,6 @@ void matmul_panel_bf16(const float* a, std::size_t a_row, std::size_t a_col, std
 }
 
 namespace {
-// Sixteen floats: one AVX-512 register, two AVX2 ones, or an array (the baseline copy).
-// Written with intrinsics: the vectoriser kept depthwise_plane's sixteen sums in scalar
-// registers. Every copy multiplies and adds by fused multiply-adds, as everywhere here.
-#if defined(__AVX512F__)
-struct Vec16 {
-  __m512 v;
-};
-KILN_INLINE Vec16 vec_broadcast(float x) { return {_mm512_set1_ps(x)}; }
-KILN_INLINE Vec16 vec_load(const float* p) { return {_mm512_loadu_ps(p)}; }
-KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
-KILN_INLINE void vec_store(float* p, Vec16 a) { _mm512_storeu_ps(p, a.v); }
-KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) { return {_mm512_add_ps(a.v, b.v)}; }
-KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
-KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
-KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return {_mm512_div_ps(a.v, b.v)}; }
-/// b where \p take_b, else a.
-KILN_INLINE Vec16 vec_pick(__mmask16 take_b, Vec16 a, Vec16 b) {
-  return {_mm512_mask_blend_ps(take_b, a.v, b.v)};
-}
-// apply2's maximum and minimum: b when it is larger (smaller) or NaN, else a.
-KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) {
-  return vec_pick(
-      _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
-}
-KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) {
-  return vec_pick(
-      _mm512_cmp_ps_mask(b.v, a.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
-}
-KILN_INLINE __mmask16 first_lanes(std::size_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
-/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
-KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
-  return {_mm512_maskz_loadu_ps(first_lanes(n), p)};
-}
-/// Stores a's first n lanes, n <= 16.
-KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
-  _mm512_mask_storeu_ps(p, first_lanes(n), a.v);
-}
-/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
-KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
-  const __m512i evens =
-      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  even = {_mm512_permutex2var_ps(a.v, evens, b.v)};
-  odd = {_mm512_permutex2var_ps(a.v, odds, b.v)};
-}
-/// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows of one column
-/// (eight sums in all: twice the multiply-add's latency times its two units).
-inline constexpr std::size_t kDepthwiseVectors = 2, kDepthwiseRows = 8;
-#elif defined(__AVX2__) && defined(__FMA__)
-struct Vec16 {
-  __m256 lo, hi;
-};
-KILN_INLINE Vec16 vec_broadcast(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
-KILN_INLINE Vec16 vec_load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) {
-  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
-}
-KILN_INLINE void vec_store(float* p, Vec16 a) {
-  _mm256_storeu_ps(p, a.lo);
-  _mm256_storeu_ps(p + 8, a.hi);
-}
-KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) {
-  return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
-}
-KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) {
-  return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
-}
-KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) {
-  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
-}
-KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) {
-  return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
-}
-// apply2's maximum and minimum: b when it is larger (smaller) or NaN, else a.
-KILN_INLINE __m256 max8(__m256 a, __m256 b) {
-  const __m256 take_b =
-      _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(a, b, take_b);
-}
-KILN_INLINE __m256 min8(__m256 a, __m256 b) {
-  const __m256 take_b =
-      _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_LT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(a, b, take_b);
-}
-KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return {max8(a.lo, b.lo), max8(a.hi, b.hi)}; }
-KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return {min8(a.lo, b.lo), min8(a.hi, b.hi)}; }
-/// Lanes j < n of eight set (n may exceed 8).
-KILN_INLINE __m256i first_lanes8(std::size_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<std::size_t>(n, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
-KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
-  return {_mm256_maskload_ps(p, first_lanes8(n)),
-          _mm256_maskload_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0))};
-}
-/// Stores a's first n lanes, n <= 16.
-KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
-  _mm256_maskstore_ps(p, first_lanes8(n), a.lo);
-  _mm256_maskstore_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0), a.hi);
-}
-/// Of x = a then b (16 floats): the lanes kPick chooses from each 128-bit half, in order
-/// (0x88: the even-indexed ones, 0xdd: the odd ones).
-template <int kPick>
-KILN_INLINE __m256 pick8(__m256 a, __m256 b) {
-  // shuffle_ps picks within 128-bit lanes, [a0 a2 b0 b2 | a4 a6 b4 b6] for 0x88; the
-  // 64-bit pairs are then put in order.
-  return _mm256_castpd_ps(
-      _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, kPick)), 0xd8));
-}
-/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
-KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
-  even = {pick8<0x88>(a.lo, a.hi), pick8<0x88>(b.lo, b.hi)};
-  odd = {pick8<0xdd>(a.lo, a.hi), pick8<0xdd>(b.lo, b.hi)};
-}
-/// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows (eight
-/// registers of sums).
-inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
-#else
-struct Vec16 {
-  float v[16];
-};
-KILN_INLINE Vec16 vec_broadcast(float x) {
-  Vec16 r;
-  for (float& e : r.v) e = x;
-  return r;
-}
-KILN_INLINE Vec16 vec_load(const float* p) {
-  Vec16 r;
-  std::memcpy(r.v, p, sizeof r.v);
-  return r;
-}
-KILN_INLINE Vec16 vec_fma(Vec16 a, Vec16 b, Vec16 c) {
-  for (std::size_t j = 0; j < 16; ++j) c.v[j] = fmadd(a.v[j], b.v[j], c.v[j]);
-  return c;
-}
-KILN_INLINE void vec_store(float* p, Vec16 a) { std::memcpy(p, a.v, sizeof a.v); }
-template <Binary F>
-KILN_INLINE Vec16 vec_lanes(Vec16 a, Vec16 b) {
-  for (std::size_t j = 0; j < 16; ++j) a.v[j] = apply2<F>(a.v[j], b.v[j]);
-  return a;
-}
-KILN_INLINE Vec16 vec_add(Vec16 a, Vec16 b) { return vec_lanes<Binary::add>(a, b); }
-KILN_INLINE Vec16 vec_sub(Vec16 a, Vec16 b) { return vec_lanes<Binary::sub>(a, b); }
-KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return vec_lanes<Binary::mul>(a, b); }
-KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return vec_lanes<Binary::div>(a, b); }
-KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return vec_lanes<Binary::max>(a, b); }
-KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return vec_lanes<Binary::min>(a, b); }
-/// p[0, n) and zeros, n <= 16; reads nothing past p[n).
-KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
-  Vec16 r = vec_broadcast(0.0f);
-  std::memcpy(r.v, p, n * sizeof(float));
-  return r;
-}
-/// Stores a's first n lanes, n <= 16.
-KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
-  std::memcpy(p, a.v, n * sizeof(float));
-}
-/// Of x = a then b (32 floats): its even-indexed ones and its odd-indexed ones.
-KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
-  for (std::size_t j = 0; j < 8; ++j) {
-    even.v[j] = a.v[2 * j], odd.v[j] = a.v[2 * j + 1];
-    even.v[8 + j] = b.v[2 * j], odd.v[8 + j] = b.v[2 * j + 1];
-  }
-}
-/// Columns of 16 outputs depthwise_plane keeps per row, and rows.
-inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
-#endif
 
 /// depthwise_plane's arguments.
 struct DepthwiseArgs {
