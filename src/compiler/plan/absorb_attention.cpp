@@ -14,6 +14,10 @@ namespace kiln::compiler {
 
 namespace {
 
+/// The most keys an attention kernel takes: its scratch is at least 16 rows of them per
+/// worker (64 MiB here). Longer rows run op by op, where the arena's size check sees them.
+constexpr std::int64_t kMostKeys = std::int64_t{1} << 20;
+
 std::int64_t elements_of(const Index& shape) {
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
@@ -74,7 +78,8 @@ std::optional<AttentionParts> attention_after(const Plan& plan, std::size_t i,
   const ir::Attribute* axis = plan.launches[k].view().find("axis");
   const auto rank = static_cast<std::int64_t>(s.shape.size());
   if (axis == nullptr || (axis->as_int() != rank - 1 && axis->as_int() != -1) ||
-      s.dtype != DType::f32 || !read_only_by(plan, scores, k, is_output))
+      s.dtype != DType::f32 || s.shape.back() > kMostKeys ||
+      !read_only_by(plan, scores, k, is_output))
     return std::nullopt;
   std::size_t probs = plan.out(k)[0];
   std::size_t c = plan.next_launch(k);
