@@ -230,16 +230,17 @@ namespace {
 constexpr std::int64_t kMinConstantRun = 16;
 
 /// The elements of \p l's output over which every broadcast input (neither of the output's
-/// shape nor one element) stays one value: the product of the trailing dims all of them are
-/// broadcast along (a per-channel scale over [N, C, H, W]: a plane). 0 when there is no
-/// such input, one is bool, or the run is shorter than kMinConstantRun.
-std::int64_t constant_run(const Launch& l, const ReadStrides* read) {
+/// shape nor one element, nor read in place: see direct_run) stays one value: the product of the
+/// trailing dims all of them are broadcast along (a per-channel scale over [N, C, H, W]: a plane).
+/// 0 when there is no such input, one is bool, or the run is shorter than kMinConstantRun.
+std::int64_t constant_run(const Launch& l, const ReadStrides* read, const std::int64_t* direct) {
   const View& o = l.out[0];
   std::size_t trailing = 0;  // the dims from here on: broadcast by all
   bool any = false;
   for (std::size_t k = 0; k < l.in.size(); ++k) {
     const View& in = l.in[k];
-    if (elements(in.shape) == 1 || (in.dtype != DType::bool_ && same_dims(in.shape, o.shape)))
+    if (elements(in.shape) == 1 || (in.dtype != DType::bool_ && same_dims(in.shape, o.shape)) ||
+        direct[k] > 0)
       continue;
     if (in.dtype == DType::bool_ || read == nullptr) return 0;
     any = true;
@@ -252,6 +253,30 @@ std::int64_t constant_run(const Launch& l, const ReadStrides* read) {
   std::int64_t run = 1;
   for (std::size_t d = trailing; d < o.shape.size(); ++d) run *= o.shape[d];
   return run >= kMinConstantRun ? run : 0;
+}
+
+/// Broadcast inputs read in place where a tile lies in one run of them (see direct_run):
+/// the shortest run worth it.
+constexpr std::int64_t kMinDirectRun = 64;
+
+/// The elements of \p l's output over which its broadcast input \p k is read in order, one
+/// after the other (the output's trailing dims, not broadcast: a mask [b, 1, s, t] added to
+/// scores [b, h, s, t] in runs of s t): read in place, not gathered. 0 when the run is
+/// shorter than kMinDirectRun, or the input is not f32 or not broadcast.
+std::int64_t direct_run(const Launch& l, const ReadStrides* read, std::size_t k) {
+  const View& in = l.in[k];
+  const View& o = l.out[0];
+  if (read == nullptr || in.dtype != DType::f32 || elements(in.shape) == 1 ||
+      same_dims(in.shape, o.shape))
+    return 0;
+  const Index& strides = read->strides[k];
+  std::int64_t run = 1;
+  for (std::size_t d = o.shape.size(); d-- > 0;) {
+    if (o.shape[d] == 1) continue;
+    if (strides[d] != run) break;
+    run *= o.shape[d];
+  }
+  return run >= kMinDirectRun ? run : 0;
 }
 
 /// Where element \p at of the output reads input \p strides (broadcast: stride 0).
@@ -343,12 +368,16 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
   auto* out = reinterpret_cast<float*>(o.data);
   // Tiles end where runs of constant broadcast inputs end; such inputs are then one value
   // a tile (stride 0), not gathered.
-  const std::int64_t run = constant_run(l, read);
+  Scratch<std::int64_t, kStackValues> direct(l.in.size());
+  for (std::size_t k = 0; k < l.in.size(); ++k) direct[k] = direct_run(l, read, k);
+  const std::int64_t run = constant_run(l, read, direct.data());
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t begin = first + r * row_stride, end = begin + row_len;
     for (std::int64_t at = begin, len = 0; at < end; at += len) {
       len = std::min(kTile, end - at);
       if (run > 0) len = std::min(len, run - at % run);
+      for (std::size_t k = 0; k < l.in.size(); ++k)  // tiles end where in-place runs end
+        if (direct[k] > 0) len = std::min(len, direct[k] - at % direct[k]);
       float* target = redirected ? rows_at.rows + (at - rows_at.origin) : out + at;
       for (std::size_t k = 0; k < l.in.size(); ++k) {
         const std::uint32_t v = p.args[k];
@@ -357,6 +386,9 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
           value[v] = redirected && l.in[k].data == rows_at.matmul_out
                          ? rows_at.rows + (at - rows_at.origin)
                          : reinterpret_cast<const float*>(l.in[k].data) + at;
+        } else if (direct[k] > 0) {  // in place: this tile is within one run of it
+          value[v] = reinterpret_cast<const float*>(l.in[k].data) +
+                     broadcast_offset(o.shape, read->strides[k], at);
         } else if (run > 0 && elements(l.in[k].shape) != 1) {  // one value this tile
           value[v] = reinterpret_cast<const float*>(l.in[k].data) +
                      broadcast_offset(o.shape, read->strides[k], at);
