@@ -395,14 +395,6 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 /// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows (eight
 /// registers of sums).
 inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
-/// exp_f on sixteen lanes (this copy: lane by lane, where the caller's loop vectorises it).
-inline constexpr bool kVecExp = false;
-KILN_INLINE Vec16 vec_exp(Vec16 x) {
-  float lanes[16];
-  vec_store(lanes, x);
-  for (float& v : lanes) v = exp_f(v);
-  return vec_load(lanes);
-}
 #else
 struct Vec16 {
   float v[16];
@@ -452,6 +444,8 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 }
 /// Columns of 16 outputs depthwise_plane keeps per row, and rows.
 inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
+#endif
+#if !defined(__AVX512F__)
 /// exp_f on sixteen lanes (this copy: lane by lane, where the caller's loop vectorises it).
 inline constexpr bool kVecExp = false;
 KILN_INLINE Vec16 vec_exp(Vec16 x) {
