@@ -187,6 +187,7 @@ void register_compiled(nb::module_& m) {
                 {"arena_bytes", &Stats::arena_bytes},
                 {"launches", &Stats::launches},
                 {"epilogues", &Stats::epilogues},
+                {"attentions", &Stats::attentions},
                 {"views", &Stats::views},
                 {"hoisted", &Stats::hoisted},
                 {"packed_matmuls", &Stats::packed_matmuls},

@@ -243,3 +243,18 @@ def test_python_exceptions_inside_staging_pass_through_and_leave_kiln_usable():
     numpy.testing.assert_array_equal(kiln.CompiledCallable(staged)(numpy.zeros(2, numpy.float32)), [1, 1])
     with pytest.raises(kiln.UserError, match="no function is being staged"):
         kiln.relu(kiln.Tensor(f32(2)))
+
+
+def test_attention_runs_as_one_kernel_and_matches_numpy():
+    # softmax(Q Kᵀ / 8) V over [batch, heads, seq, 16]: one kernel (stats), NumPy's values.
+    def attention(q, k, v):
+        return kiln.softmax(q @ kiln.transpose(k, -1, -2) * 0.125, -1) @ v
+
+    staged = kiln.stage(attention)(f32(2, 3, 40, 16), f32(2, 3, 40, 16), f32(2, 3, 40, 16))
+    compiled = kiln.CompiledCallable(staged, threads=1)
+    q, k, v = (rng.standard_normal((2, 3, 40, 16)).astype(numpy.float32) for _ in range(3))
+    scores = (q.astype(numpy.float64) @ k.swapaxes(-1, -2)) * 0.125
+    p = numpy.exp(scores - scores.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    numpy.testing.assert_allclose(compiled(q, k, v), want, rtol=1e-5, atol=1e-6)
+    assert compiled.stats()["attentions"] == 1

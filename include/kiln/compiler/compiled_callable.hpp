@@ -60,6 +60,8 @@ struct CompileOptions {
   /// Run an elementwise op (fused or single) that is the only reader of a matmul's f32
   /// result, and comes right after it, inside the matmul, on each output tile as soon as it
   /// is computed: bias, scale, activation and residual add cost no extra pass over memory.
+  /// In f32 it also runs attention, softmax(Q Kᵀ [+ mask]) V, as one kernel a block of query
+  /// rows at a time, the scores in cache and in no arena (`Stats::attentions`).
   bool fuse_epilogues = true;
   /// Prepare once per plan, for each f32 matmul that reads a weight or constant (a Linear
   /// layer), the weight in the layout the GEMM reads (oneDNN's packed form, or column
