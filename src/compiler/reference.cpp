@@ -366,8 +366,9 @@ const std::unordered_map<std::string, Evaluator>& table() {
   return evaluators;
 }
 
-/// Refuses, before it runs, an op whose results would pass kiln's size limit at the
-/// interpreter's 16 bytes per element (symbols bound by the entry's inputs).
+/// Refuses, before it runs, an op whose results would pass kiln's size limit for one tensor
+/// (at their dtype's size, as compiled calls check it) or need more than this machine's
+/// memory at the interpreter's 16 bytes per element (symbols bound by the entry's inputs).
 /// Returns the results' concrete shapes (none when a symbol is not bound here).
 std::optional<std::vector<Index>> check_result_sizes(const Context& ctx, const ir::Graph& graph,
                                                      const ir::OpView& op) {
@@ -383,9 +384,14 @@ std::optional<std::vector<Index>> check_result_sizes(const Context& ctx, const i
       throw UserError(cat("reference: result ", r, " of ", op.describe(), " in @", graph.name(),
                           ": ", why, "; run it on smaller inputs"));
     };
+    // kiln's limit for one tensor at the value's own element size (as the compiler checks
+    // it: an empty [0, 2^53, 80] f32 is within it), then the interpreter's 16 bytes an
+    // element against the machine.
     std::size_t bytes = 0;
     try {
-      bytes = static_cast<std::size_t>(checked_tensor_bytes(shape, sizeof(Num)));
+      (void)checked_tensor_bytes(shape, size_of(graph.type(op.result(r)).dtype));
+      const auto elements = static_cast<std::size_t>(checked_volume(shape));
+      bytes = elements > SIZE_MAX / sizeof(Num) ? SIZE_MAX : elements * sizeof(Num);
     } catch (const UserError& e) {
       refuse(e.what());
     }
