@@ -388,21 +388,27 @@ TEST(AbsorbEpilogues, AnEpilogueAfterAReshapeOfTheMatmulRunsInsideIt) {
 /// scores Q Kᵀ, scaled, plus an additive mask [b, 1, 1, s] (a padding mask: -inf where a key
 /// is padding); softmax; NaN (a row with every key masked) to 0; the context P V. Variants
 /// leave out the epilogues, also return the probabilities, or add to the context.
-StagedGraph attention(bool epilogues, bool probabilities_out, bool context_epilogue) {
+/// \p exported: the epilogues as torch's exporter writes them (scores + mask, a mask row
+/// per query row; where(p != p, 0, p)), which the kernel applies row by row itself.
+StagedGraph attention(bool epilogues, bool probabilities_out, bool context_epilogue,
+                      bool exported = false) {
+  const Dim rows = exported ? Dim("s") : Dim(1);
   return stage([=](Tensor q, Tensor k, Tensor v, Tensor mask) -> std::vector<Tensor> {
     const Dim b = q.shape().dims()[0], s = q.shape().dims()[1];
     const auto heads = [&](const Tensor& t) {
       return permute(reshape(t, Shape{b, s, 4, 16}), {0, 2, 1, 3});  // [b, 4, s, 16]
     };
     Tensor scores = matmul(heads(q), transpose(heads(k), -1, -2));
+    if (exported) scores = scores + mask;
     if (epilogues) scores = scores * 0.25 + mask;
     Tensor p = softmax(scores, -1);
+    if (exported) p = where(not_equal(p, p), Tensor::scalar(0.0), p);
     if (epilogues) p = where(equal(p, p), p, Tensor::scalar(0.0));
     Tensor context = matmul(p, heads(v));
     if (context_epilogue) context = context + 1.0;
     if (probabilities_out) return {context, p};
     return {context};
-  })(f32({"b", "s", 64}), f32({"b", "s", 64}), f32({"b", "s", 64}), f32({"b", 1, 1, "s"}));
+  })(f32({"b", "s", 64}), f32({"b", "s", 64}), f32({"b", "s", 64}), f32({"b", 1, rows, "s"}));
 }
 
 TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference) {
@@ -410,19 +416,24 @@ TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference
   // run as one kernel, a block of query rows at a time (300 keys: blocks of 54 rows, the
   // last one short), on 1 to 3 workers; masked keys, and a batch entry whose keys are all
   // masked (its rows NaN, then 0). Not when the probabilities are also an output, or when
-  // the context has an epilogue of its own. Always the reference's results. The scores
+  // the context has an epilogue of its own; with the exporter's epilogues (a causal mask
+  // row per query row, applied with the softmax row by row). Always the reference's
+  // results. The scores
   // take no bytes of the arena: at 2x300 they are 2.9 MB, unfused two such arrays at once.
   std::map<std::pair<bool, int>, std::size_t> arena;  // (fused, threads): peak bytes at 2x300
-  for (const auto& [epilogues, probabilities_out, context_epilogue, fused] :
-       {std::tuple{true, false, false, 1u},
-        {false, false, false, 1u},
-        {true, true, false, 0u},
-        {true, false, true, 0u}}) {
-    const StagedGraph staged = attention(epilogues, probabilities_out, context_epilogue);
+  for (const auto& [epilogues, probabilities_out, context_epilogue, fused, exported] :
+       {std::tuple{true, false, false, 1u, false},
+        {false, false, false, 1u, false},
+        {true, true, false, 0u, false},
+        {true, false, true, 0u, false},
+        {false, false, false, 1u, true}}) {
+    const StagedGraph staged = attention(epilogues, probabilities_out, context_epilogue, exported);
     for (const int threads : {1, 2, 3}) {
       auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
       CompiledCallable compiled(staged, {}, {.context = ctx});
-      const std::string what = std::string(epilogues ? "epilogues" : "no epilogues") +
+      const std::string what = std::string(exported    ? "exported epilogues"
+                                           : epilogues ? "epilogues"
+                                                       : "no epilogues") +
                                (probabilities_out ? ", probabilities out" : "") +
                                (context_epilogue ? ", context + 1" : "") + ", threads " +
                                std::to_string(threads);
@@ -430,10 +441,16 @@ TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference
         std::vector<Tensor> in;
         for (std::uint64_t i = 0; i < 3; ++i)
           in.push_back(Tensor::random(f32({batch, seq, 64}), 20 + i, -1, 1));
-        std::vector<double> mask(static_cast<std::size_t>(batch * seq), 0.0);
-        for (std::size_t i = 0; i < mask.size(); ++i)
-          if (i % 7 == 3 || i < static_cast<std::size_t>(seq)) mask[i] = -INFINITY;  // entry 0: all
-        in.push_back(Tensor::constant(mask, Shape{batch, 1, 1, seq}));
+        const std::int64_t rows = exported ? seq : 1;
+        std::vector<double> mask(static_cast<std::size_t>(batch * rows * seq), 0.0);
+        for (std::size_t i = 0; i < mask.size(); ++i) {
+          const auto row = static_cast<std::int64_t>(i) / seq % rows,
+                     key = static_cast<std::int64_t>(i) % seq;
+          const bool causal = exported && key > row;
+          if (causal || i % 7 == 3 || i < static_cast<std::size_t>(rows * seq))
+            mask[i] = -INFINITY;  // entry 0: all
+        }
+        in.push_back(Tensor::constant(mask, Shape{batch, 1, rows, seq}));
         const std::vector<Tensor> got = compiled.run(in),
                                   want = reference_run(staged.graph(), in, {});
         const std::string at = what + ", " + std::to_string(batch) + "x" + std::to_string(seq);

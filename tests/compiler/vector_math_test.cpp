@@ -313,6 +313,72 @@ TEST(VectorMath, SoftmaxRowsMatchDoublePrecisionShortAndLong) {
   }
 }
 
+TEST(VectorMath, SoftmaxRowsGiveTheBitsOfAddSoftmaxAndNanReplacementOneByOne) {
+  // Attention's rows with their mask added and NaNs replaced in one call: per row, the bits
+  // of binary add, softmax_row and a select, on every instruction set. Rows of a few
+  // lengths (tails of the 16-float vectors, more than one piece of 1024), one mask row for
+  // every row or one per row, no mask, masked keys (-inf), a row masked whole (NaN, then
+  // the replacement) and a NaN score; rows `row` apart with the gap between them untouched.
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  const float replacement = 0.0f, other = -2.5f;
+  for (const std::size_t n : {1, 5, 16, 33, 128, 1100}) {
+    const std::size_t rows = 4, row = n + 3;
+    std::vector<float> x(rows * row), mask(rows * n);
+    for (float& v : x) v = normal(rng);
+    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 5 == 1 ? -inf : normal(rng);
+    for (std::size_t i = 0; i < n; ++i) mask[2 * n + i] = -inf;  // row 2 masked whole
+    x[3 * row + n / 2] = nan;                                    // row 3: a NaN score
+    for (const std::size_t add_row : {std::size_t{0}, n})
+      for (const bool masked : {false, true})
+        for (const float* nan_to : {static_cast<const float*>(nullptr), &replacement, &other}) {
+          std::vector<float> want = x;
+          for (std::size_t r = 0; r < rows; ++r) {
+            float* w = want.data() + r * row;
+            if (masked) base::binary(Binary::add, w, 1, mask.data() + r * add_row, 1, w, n);
+            base::softmax_row(w, w, n);
+            if (nan_to != nullptr)
+              for (std::size_t i = 0; i < n; ++i) w[i] = std::isnan(w[i]) ? *nan_to : w[i];
+          }
+          for (const auto& [available, run, name] :
+               {std::tuple{true, &base::softmax_rows, "base"},
+                std::tuple{avx2, &avx2::softmax_rows, "avx2"},
+                std::tuple{avx512, &avx512::softmax_rows, "avx512"}}) {
+            if (!available) continue;
+            std::vector<float> got = x;
+            run({.x = got.data(),
+                 .rows = rows,
+                 .n = n,
+                 .row = row,
+                 .add = masked ? mask.data() : nullptr,
+                 .add_row = add_row,
+                 .nan_to = nan_to});
+            for (std::size_t i = 0; i < got.size(); ++i)
+              ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) ==
+                              std::bit_cast<std::uint32_t>(want[i]) ||
+                          (std::isnan(got[i]) && std::isnan(want[i])))
+                  << name << ": n " << n << ", add_row " << add_row << ", masked " << masked
+                  << ", nan_to " << (nan_to ? *nan_to : 1.0f) << ", element " << i << ": " << got[i]
+                  << " vs " << want[i];
+          }
+          if (masked && nan_to != nullptr) {  // the replacement did happen
+            std::vector<float> got = x;
+            softmax_rows({.x = got.data(),
+                          .rows = rows,
+                          .n = n,
+                          .row = row,
+                          .add = mask.data(),
+                          .add_row = add_row,
+                          .nan_to = nan_to});
+            EXPECT_EQ(got[2 * row], add_row == 0 ? got[2 * row] : *nan_to) << n;
+            EXPECT_EQ(got[3 * row], *nan_to) << n;
+          }
+        }
+  }
+}
+
 TEST(VectorMath, NormalizedRowsAreAccurateFarFromZeroToo) {
   // Rows around 0 and around 1000 (where x - mean in one f32 step would lose the small
   // differences a norm is about), with and without beta; against the double formula.

@@ -114,6 +114,11 @@ struct PreparedAttention final : PreparedLaunch {
   std::int64_t rows = 0, row_blocks = 0;          // query rows a block, blocks a batch entry
   float* out = nullptr;                           // the context, [batch..., s, dv] dense
   std::vector<std::unique_ptr<float[]>> scratch;  // per block of the grid: rows x t floats
+  // The epilogues vmath::softmax_rows applies itself (see additive_rows, nan_replacement):
+  // the scores' rows plus those of `mask` (row stride mask.row), the NaNs of the
+  // probabilities replaced by *nan_to.
+  std::optional<Matrices> mask;
+  const float* nan_to = nullptr;
 };
 
 /// The prepared layout of the f32 matmul launch \p l, else null.
@@ -368,6 +373,59 @@ void prepare_batched_bf16(Launch& launch, MatmulLayout& layout) {
 /// between the products and the softmax), and the fewest query rows a block.
 constexpr std::int64_t kAttentionScores = 16384, kAttentionRows = 16;
 
+/// The input of the elementwise launch \p l whose data is \p data, else -1.
+int input_at(const Launch& l, const std::byte* data) {
+  for (std::size_t k = 0; k < l.in.size(); ++k)
+    if (l.in[k].data == data) return static_cast<int>(k);
+  return -1;
+}
+
+/// The scores' epilogue \p e as rows that softmax_rows adds: x + M (or M + x), M an f32
+/// input of rank 2 or more whose rows are the keys (last dim t, dense), broadcast over the
+/// scores [batch..., s, t]; else nullopt (the epilogue runs as a fused launch).
+std::optional<Matrices> additive_rows(const Launch& e, const View& scores, Dims batch) {
+  const FusedProgram* p = e.fused.get();
+  if (p == nullptr || !p->tiles || p->vector_ops.size() != 1 || e.in.size() != 2 ||
+      !same_dims(e.out[0].shape, scores.shape))
+    return {};
+  const std::int64_t t = scores.shape.back();
+  const VectorOp& op = p->vector_ops[0];
+  const int x = input_at(e, scores.data);
+  if (x < 0 || op.is_select || !op.is_binary || op.binary != vmath::Binary::add ||
+      op.result != p->result)
+    return {};
+  const View& m = e.in[static_cast<std::size_t>(1 - x)];
+  const std::uint32_t xv = p->args[static_cast<std::size_t>(x)],
+                      mv = p->args[static_cast<std::size_t>(1 - x)];
+  if (!((op.a == xv && op.b == mv) || (op.a == mv && op.b == xv)) || xv == mv) return {};
+  if (m.dtype != DType::f32 || !m.strides.empty() || m.shape.size() < 2 ||
+      m.shape.size() > batch.size() + 2 || m.shape.back() != t)
+    return {};
+  Matrices rows = matrices(m, m.shape, batch);
+  if (m.shape[m.shape.size() - 2] == 1) rows.row = 0;  // one row for every query
+  return rows;
+}
+
+/// The probabilities' epilogue \p e as softmax_rows' NaN replacement: where(p != p, c, p)
+/// or where(p == p, p, c), c a one-element f32 input; its address, else null.
+const float* nan_replacement(const Launch& e, const std::byte* probabilities) {
+  const FusedProgram* p = e.fused.get();
+  if (p == nullptr || !p->tiles || p->vector_ops.size() != 2 || e.in.size() != 2) return nullptr;
+  const int x = input_at(e, probabilities);
+  if (x < 0) return nullptr;
+  const View& c = e.in[static_cast<std::size_t>(1 - x)];
+  if (c.dtype != DType::f32 || elements(c.shape) != 1) return nullptr;
+  const std::uint32_t xv = p->args[static_cast<std::size_t>(x)],
+                      cv = p->args[static_cast<std::size_t>(1 - x)];
+  const VectorOp &test = p->vector_ops[0], &pick = p->vector_ops[1];
+  if (xv == cv || !test.is_binary || test.is_select || test.a != xv || test.b != xv ||
+      !pick.is_select || pick.a != test.result || pick.result != p->result)
+    return nullptr;
+  const bool ne = test.binary == vmath::Binary::ne && pick.b == cv && pick.c == xv;
+  const bool eq = test.binary == vmath::Binary::eq && pick.b == xv && pick.c == cv;
+  return ne || eq ? reinterpret_cast<const float*>(c.data) : nullptr;
+}
+
 /// The attention kernel of the scores matmul \p launch, with its softmax and context
 /// launches linked (absorb_attention checked their shapes and dtypes).
 void prepare_attention(Launch& launch, int threads) {
@@ -381,6 +439,10 @@ void prepare_attention(Launch& launch, int threads) {
   a->kt = matrices(launch.in[1], launch.in[1].shape, a->batch);
   a->v = matrices(context.in[1], context.in[1].shape, a->batch);
   a->out = reinterpret_cast<float*>(context.out[0].data);
+  if (launch.epilogue != nullptr)
+    a->mask = additive_rows(*launch.epilogue, launch.out[0], a->batch);
+  if (launch.probs_epilogue != nullptr)
+    a->nan_to = nan_replacement(*launch.probs_epilogue, launch.softmax->out[0].data);
   a->rows = std::clamp(kAttentionScores / std::max<std::int64_t>(a->t, 1), kAttentionRows, a->s);
   a->row_blocks = (a->s + a->rows - 1) / a->rows;
   const std::int64_t tasks = elements(a->batch) * a->row_blocks;
@@ -408,11 +470,22 @@ void run_attention(const Launch& l, const PreparedAttention& a) {
                             "] x [", a.d, ", ", a.t, "] tile"));
     }
     const std::int64_t at = (bi * a.s + r0) * a.t;  // the rows' place in the scores
-    if (l.epilogue != nullptr)
+    if (l.epilogue != nullptr && !a.mask)
       run_fused_f32_rows(*l.epilogue, at, rows, a.t, a.t, RowsAt{l.out[0].data, at, scores});
-    for (std::int64_t r = 0; r < rows; ++r)
-      vmath::softmax_row(scores + r * a.t, scores + r * a.t, static_cast<std::size_t>(a.t));
-    if (l.probs_epilogue != nullptr)
+    // Each row's mask, softmax and NaN replacement while the row is in the first-level
+    // cache (a block's scores are not: a pass over them each was 3x slower).
+    vmath::SoftmaxRows softmax{.x = scores,
+                               .rows = static_cast<std::size_t>(rows),
+                               .n = static_cast<std::size_t>(a.t),
+                               .row = static_cast<std::size_t>(a.t),
+                               .nan_to = a.nan_to};
+    if (a.mask) {
+      softmax.add =
+          a.mask->data + batch_offset(bi, a.batch, a.mask->batch_strides) + r0 * a.mask->row;
+      softmax.add_row = static_cast<std::size_t>(a.mask->row);
+    }
+    vmath::softmax_rows(softmax);
+    if (l.probs_epilogue != nullptr && a.nan_to == nullptr)
       run_fused_f32_rows(*l.probs_epilogue, at, rows, a.t, a.t,
                          RowsAt{l.softmax->out[0].data, at, scores});
     if (dnnl_sgemm('N', a.v.trans(), rows, a.dv, a.t, 1.0f, scores, a.t, v, a.v.lead(), 0.0f,

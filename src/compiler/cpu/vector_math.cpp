@@ -18,6 +18,7 @@ struct Table {
   double (*sum_squares)(const float*, std::size_t, double);
   float (*max)(const float*, std::size_t);
   void (*softmax_row)(const float*, float*, std::size_t);
+  void (*softmax_rows)(const SoftmaxRows&);
   void (*normalize_row)(const float*, double, double, const float*, const float*, float*,
                         std::size_t);
   void (*matmul_panel)(const float*, std::size_t, std::size_t, std::size_t, const float*,
@@ -35,12 +36,13 @@ struct Table {
   void (*binary_chain)(const float*, const ChainStep*, std::size_t, float*, std::size_t);
 };
 
-#define KILN_TABLE(target)                                                                       \
-  Table {                                                                                        \
-#target, target::unary, target::binary, target::select, target::sum, target::sum_squares,    \
-        target::max, target::softmax_row, target::normalize_row, target::matmul_panel,           \
-        target::matmul_panel_bf16, target::round_bf16, target::round_bf16_f32,                   \
-        target::depthwise_plane, target::copy_rows, target::conv_channels8, target::binary_chain \
+#define KILN_TABLE(target)                                                                    \
+  Table {                                                                                     \
+#target, target::unary, target::binary, target::select, target::sum, target::sum_squares, \
+        target::max, target::softmax_row, target::softmax_rows, target::normalize_row,        \
+        target::matmul_panel, target::matmul_panel_bf16, target::round_bf16,                  \
+        target::round_bf16_f32, target::depthwise_plane, target::copy_rows,                   \
+        target::conv_channels8, target::binary_chain                                          \
   }
 
 const Table& table() {
@@ -80,6 +82,8 @@ double sum_squares(const float* x, std::size_t n, double center) {
 float max(const float* x, std::size_t n) { return table().max(x, n); }
 
 void softmax_row(const float* x, float* y, std::size_t n) { table().softmax_row(x, y, n); }
+
+void softmax_rows(const SoftmaxRows& p) { table().softmax_rows(p); }
 
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,
                    float* y, std::size_t n) {

@@ -97,6 +97,18 @@ float max(const float* x, std::size_t n);
 /// their sum in one pass (per 1024 elements sixteen interleaved f32 partial sums, added
 /// pairwise; those in double). y may equal x.
 void softmax_row(const float* x, float* y, std::size_t n);
+/// Rows of attention's scores, each softmaxed in place while it is in the first-level
+/// cache, with what the ops around a softmax usually add fused in.
+struct SoftmaxRows {
+  float* x = nullptr;  // `rows` rows of n >= 1 floats, `row` apart
+  std::size_t rows = 0, n = 0, row = 0;
+  const float* add = nullptr;     // nullptr, or rows added first: add[r · add_row + i]
+  std::size_t add_row = 0;        // 0: the same row added to every row
+  const float* nan_to = nullptr;  // nullptr, or the value that replaces NaN results
+};
+/// Per row: x = x + add (f32), softmax_row(x, x, n), then x = isnan(x) ? *nan_to : x; the
+/// same bits as those steps one by one.
+void softmax_rows(const SoftmaxRows& p);
 /// y[i] = (x[i] - mean) · scale · gamma[i] + beta[i] in f32 arithmetic, within 3e-7 of
 /// |(x[i] - mean) · scale · gamma[i]| + |beta[i]| (the mean is subtracted in two parts, so
 /// that rows far from 0 keep their small differences); beta nullptr adds 0.

@@ -629,7 +629,9 @@ float max(const float* x, std::size_t n) {
   return best;
 }
 
-void softmax_row(const float* x, float* y, std::size_t n) {
+namespace {
+/// softmax_row's exponentials t of x, in y, and 1 / Σ t.
+KILN_INLINE float softmax_exponentials(const float* x, float* y, std::size_t n) {
   const float mx = max(x, n);
   // The exponentials and their sum in one pass: per piece of 1024, sixteen lanes of f32
   // partial sums (one AVX-512 register, two AVX2 ones or sixteen scalars: the same on
@@ -662,8 +664,38 @@ void softmax_row(const float* x, float* y, std::size_t n) {
       for (std::size_t j = 0; j < width; ++j) acc[j] += acc[j + width];
     total += static_cast<double>(acc[0]);
   }
-  const float inverse = 1.0f / static_cast<float>(total);  // a multiply is cheaper
-  for (i = 0; i < n; ++i) y[i] = y[i] * inverse;
+  return 1.0f / static_cast<float>(total);  // a multiply is cheaper
+}
+}  // namespace
+
+void softmax_row(const float* x, float* y, std::size_t n) {
+  const float inverse = softmax_exponentials(x, y, n);
+  for (std::size_t i = 0; i < n; ++i) y[i] = y[i] * inverse;
+}
+
+void softmax_rows(const SoftmaxRows& p) {
+  for (std::size_t r = 0; r < p.rows; ++r) {
+    float* x = p.x + r * p.row;
+    if (p.add != nullptr) {
+      const float* a = p.add + r * p.add_row;
+      std::size_t i = 0;
+      for (; i + 16 <= p.n; i += 16) vec_store(x + i, vec_add(vec_load(x + i), vec_load(a + i)));
+      if (i < p.n) {
+        const std::size_t left = p.n - i;
+        vec_store_n(x + i, vec_add(vec_load_n(x + i, left), vec_load_n(a + i, left)), left);
+      }
+    }
+    const float inverse = softmax_exponentials(x, x, p.n);
+    if (p.nan_to == nullptr) {
+      for (std::size_t i = 0; i < p.n; ++i) x[i] = x[i] * inverse;
+      continue;
+    }
+    const float to = *p.nan_to;
+    for (std::size_t i = 0; i < p.n; ++i) {
+      const float y = x[i] * inverse;
+      x[i] = y != y ? to : y;
+    }
+  }
 }
 
 void normalize_row(const float* x, double mean, double scale, const float* gamma, const float* beta,

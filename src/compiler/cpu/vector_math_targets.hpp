@@ -15,6 +15,7 @@
   double sum_squares(const float* x, std::size_t n, double center);                              \
   float max(const float* x, std::size_t n);                                                      \
   void softmax_row(const float* x, float* y, std::size_t n);                                     \
+  void softmax_rows(const SoftmaxRows& p);                                                       \
   void normalize_row(const float* x, double mean, double scale, const float* gamma,              \
                      const float* beta, float* y, std::size_t n);                                \
   void matmul_panel(const float* a, std::size_t a_row, std::size_t a_col, std::size_t rows,      \
