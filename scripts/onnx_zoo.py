@@ -304,7 +304,7 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
     import torch
 
     sys.path.insert(0, str(ROOT / "bench" / "peers"))
-    from served import ServedTimer, median
+    from served import SETTLE_S, ServedTimer, median
 
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(kiln), "bench", str(path), "--threads", str(threads), "--serve",
@@ -379,11 +379,14 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
         log(f"{name}: kiln run failed: {problems[-1]}")
     times = {"kiln": [], **{peer: [] for peer in runs}}
     probes = {probe: [] for probe in (ceilings.timers if ceilings else {})}
-    for r in range(rounds):
+    for r in range(rounds):  # each turn after a pause (SETTLE_S: the threads before sleep)
+        time.sleep(SETTLE_S)
         times["kiln"] += kiln_timer(iterations)
         for peer, f in runs.items():
+            time.sleep(SETTLE_S)
             times[peer] += timed(f, iterations)
         for probe in probes:
+            time.sleep(SETTLE_S)
             probes[probe] += ceilings.timers[probe](iterations)
         log(f"{name}: round {r + 1}/{rounds}: " +
             ", ".join(f"{k} {median(v):.2f} ms" for k, v in times.items()))
@@ -399,6 +402,8 @@ def bench_model(name, path, model, in_names, feeds, kiln, threads, rounds, itera
         if compute and read:
             floor["ms"] = max(need["flops"] / compute, need["weight_bytes"] / read) * 1e3
             floor["compute_gflops"] = compute / 1e9
+            log(f"{name}: ceilings in the same rounds: {compute / 1e9:.0f} GFLOP/s, reading "
+                f"{read / 1e9:.1f} GB/s")
         else:
             floor["why"] = "; ".join(f"{k}: {v}" for k, v in ceilings.errors.items())
     return {k: median(v) for k, v in times.items()}, errors, floor

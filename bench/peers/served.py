@@ -4,6 +4,11 @@ child process that times calls on request, medians and durations."""
 import subprocess
 import tempfile
 
+# A pause before each system's turn in a round, longer than the worker threads of the
+# system before it spin before they sleep (OpenMP's, ONNX Runtime's): without it the next
+# system, or the ceiling probe, would share the cores with them.
+SETTLE_S = 0.05
+
 
 def duration(ms):
     """ms as "12.34ms", or "56.7us" under a millisecond."""

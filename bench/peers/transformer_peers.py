@@ -42,7 +42,7 @@ import types
 import numpy as np
 
 import roofline
-from served import ServedTimer, duration, median  # noqa: F401 (max_peer.py imports median)
+from served import SETTLE_S, ServedTimer, duration, median  # noqa: F401 (max_peer.py imports median)
 
 # MAX is installed in a venv of its own, apart from the other peers; max_peer.py runs there.
 # The default is the one scripts/bench-peers.sh installs.
@@ -97,9 +97,6 @@ def time_calls(fn, iterations):
     """The median of `iterations` timed calls of fn, after one to warm up."""
     fn()
     return median(time_each(fn, iterations))
-
-
-SETTLE_S = 0.05  # longer than the worker threads of the peers spin before they sleep
 
 
 def interleave(timers, iterations, rounds):
