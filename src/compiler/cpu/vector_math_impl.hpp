@@ -300,6 +300,8 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 /// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows of one column
 /// (eight sums in all: twice the multiply-add's latency times its two units).
 inline constexpr std::size_t kDepthwiseVectors = 2, kDepthwiseRows = 8;
+/// Output rows and channels conv_channels8 keeps in registers at once (16 sums of 16).
+inline constexpr std::size_t kConvRows = 2, kConvChannels = 8;
 /// exp_f on sixteen lanes, the same bits: (q + 1) 2^k by vscalefps (one rounding, into the
 /// denormals too) instead of exp_f's two multiplies by powers of two and its selects, a
 /// third of the instructions.
@@ -395,6 +397,10 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 /// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows (eight
 /// registers of sums).
 inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
+/// Output rows and channels conv_channels8 keeps in registers at once: eight registers of
+/// sums, of sixteen (two rows of eight channels, as with AVX-512, spilled: ResNet-18's stem
+/// ran at a seventh of the FMA ceiling on an AMD EPYC).
+inline constexpr std::size_t kConvRows = 1, kConvChannels = 4;
 #else
 struct Vec16 {
   float v[16];
@@ -444,6 +450,8 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 }
 /// Columns of 16 outputs depthwise_plane keeps per row, and rows.
 inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
+/// Output rows and channels conv_channels8 computes at once.
+inline constexpr std::size_t kConvRows = 1, kConvChannels = 4;
 #endif
 #if !defined(__AVX512F__)
 /// exp_f on sixteen lanes (this copy: lane by lane, where the caller's loop vectorises it).
@@ -900,34 +908,37 @@ void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows
 }
 
 namespace {
-/// Outputs [x, x + n) of R rows of conv_channels8 (`top`: the first row's window tops in
-/// plane 0, `out` its outputs in channel 0), n <= 16: 8 channels x R rows of 16 sums.
-template <std::size_t R>
+/// Outputs [x, x + n) of R rows of conv_channels8's channels [J0, J0 + J) (`top`: the first
+/// row's window tops in plane 0, `out` its outputs in channel 0), n <= 16: J channels x R
+/// rows of 16 sums.
+template <std::size_t R, std::size_t J0, std::size_t J>
 KILN_INLINE void conv_channels8_rows(const ConvChannels8& p, const float* top, float* out,
                                      std::size_t n) {
-  Vec16 acc[R][8];
-  for (std::size_t j = 0; j < 8; ++j) {
-    const Vec16 b = vec_broadcast(p.bias[j]);
+  static_assert(J0 + J <= 8);
+  if (J0 >= p.channels) return;
+  Vec16 acc[R][J];
+  for (std::size_t j = 0; j < J; ++j) {
+    const Vec16 b = vec_broadcast(p.bias[J0 + j]);
     for (std::size_t r = 0; r < R; ++r) acc[r][j] = b;
   }
   const std::size_t down = p.row_step * p.in_row;
-  const float* w = p.w;
+  const float* w = p.w + J0;
   for (std::size_t ci = 0; ci < p.c; ++ci) {
     for (std::size_t ky = 0; ky < p.kh; ++ky) {
       const float* row = top + ci * p.in_plane + ky * p.in_row;
       for (std::size_t kx = 0; kx < p.kw; ++kx, w += 8) {
         Vec16 v[R];
         for (std::size_t r = 0; r < R; ++r) v[r] = vec_load(row + p.taps[kx] + r * down);
-        for (std::size_t j = 0; j < 8; ++j) {
+        for (std::size_t j = 0; j < J; ++j) {
           const Vec16 wj = vec_broadcast(w[j]);
           for (std::size_t r = 0; r < R; ++r) acc[r][j] = vec_fma(wj, v[r], acc[r][j]);
         }
       }
     }
   }
-  for (std::size_t j = 0; j < p.channels; ++j)
+  for (std::size_t j = 0; j < J && J0 + j < p.channels; ++j)
     for (std::size_t r = 0; r < R; ++r) {
-      float* o = out + j * p.out_plane + r * p.ow;
+      float* o = out + (J0 + j) * p.out_plane + r * p.ow;
       if (n == 16) {
         vec_store(o, acc[r][j]);
       } else {
@@ -937,19 +948,27 @@ KILN_INLINE void conv_channels8_rows(const ConvChannels8& p, const float* top, f
       }
     }
 }
+
+/// conv_channels8_rows for every channel, kConvChannels at a time.
+template <std::size_t R>
+KILN_INLINE void conv_channels8_all(const ConvChannels8& p, const float* top, float* out,
+                                    std::size_t n) {
+  conv_channels8_rows<R, 0, kConvChannels>(p, top, out, n);
+  if constexpr (kConvChannels < 8)
+    conv_channels8_rows<R, kConvChannels, 8 - kConvChannels>(p, top, out, n);
+}
 }  // namespace
 
 void conv_channels8(const ConvChannels8& p) {
-  constexpr std::size_t kRows = 2;
   std::size_t oy = 0;
-  for (; oy + kRows <= p.oh; oy += kRows)
+  for (; oy + kConvRows <= p.oh; oy += kConvRows)
     for (std::size_t x = 0; x < p.ow; x += 16)
-      conv_channels8_rows<kRows>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
-                                 std::min<std::size_t>(16, p.ow - x));
+      conv_channels8_all<kConvRows>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
+                                    std::min<std::size_t>(16, p.ow - x));
   for (; oy < p.oh; ++oy)
     for (std::size_t x = 0; x < p.ow; x += 16)
-      conv_channels8_rows<1>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
-                             std::min<std::size_t>(16, p.ow - x));
+      conv_channels8_all<1>(p, p.in + oy * p.row_step * p.in_row + x, p.out + oy * p.ow + x,
+                            std::min<std::size_t>(16, p.ow - x));
 }
 
 namespace {
