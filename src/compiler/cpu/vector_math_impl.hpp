@@ -375,10 +375,34 @@ KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
   return {_mm256_maskload_ps(p, first_lanes8(n)),
           _mm256_maskload_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0))};
 }
+/// Stores v's first n lanes, n <= 8, in pieces of 4, 2 and 1: a masked store (vmaskmovps)
+/// is tens of micro-ops on AMD's cores.
+KILN_INLINE void store_n8(float* p, __m256 v, std::size_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+    return;
+  }
+  __m128 part = _mm256_castps256_ps128(v);
+  if ((n & 4) != 0) {
+    _mm_storeu_ps(p, part);
+    p += 4;
+    part = _mm256_extractf128_ps(v, 1);
+  }
+  if ((n & 2) != 0) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(p), part);
+    p += 2;
+    part = _mm_movehl_ps(part, part);
+  }
+  if ((n & 1) != 0) _mm_store_ss(p, part);
+}
 /// Stores a's first n lanes, n <= 16.
 KILN_INLINE void vec_store_n(float* p, Vec16 a, std::size_t n) {
-  _mm256_maskstore_ps(p, first_lanes8(n), a.lo);
-  _mm256_maskstore_ps(p + 8, first_lanes8(n > 8 ? n - 8 : 0), a.hi);
+  if (n > 8) {
+    _mm256_storeu_ps(p, a.lo);
+    store_n8(p + 8, a.hi, n - 8);
+  } else {
+    store_n8(p, a.lo, n);
+  }
 }
 /// Of x = a then b (16 floats): the lanes kPick chooses from each 128-bit half, in order
 /// (0x88: the even-indexed ones, 0xdd: the odd ones).
@@ -887,23 +911,29 @@ void depthwise_plane(const float* in, std::size_t in_row, std::size_t row_step,
 
 void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows, float* to,
                std::size_t cols, std::size_t at, std::size_t at_odd, bool split) {
+  // Whole vectors, and the row's tail by scalars: AVX2's masked loads and stores
+  // (vmaskmovps) are several times slower on AMD's cores (MobileNetV3's stride-2 depthwise
+  // convs spent 5x their sums' time here on an AMD EPYC).
   for (std::size_t r = 0; r < rows; ++r) {
     const float* src = from + r * w;
     float* row = to + r * cols;
+    std::size_t x = 0;
     if (!split) {
-      std::size_t x = 0;
       for (; x + 16 <= n; x += 16) vec_store(row + at + x, vec_load(src + x));
-      if (x < n) vec_store_n(row + at + x, vec_load_n(src + x, n - x), n - x);
+      for (; x < n; ++x) row[at + x] = src[x];
       continue;
     }
-    for (std::size_t x = 0; x < n; x += 32) {
-      const std::size_t m = std::min<std::size_t>(32, n - x);
+    for (; x + 32 <= n; x += 32) {
       Vec16 even, odd;
-      vec_split(vec_load_n(src + x, std::min<std::size_t>(m, 16)),
-                vec_load_n(src + x + 16, m > 16 ? m - 16 : 0), even, odd);
-      vec_store_n(row + at + x / 2, even, (m + 1) / 2);
-      vec_store_n(row + at_odd + x / 2, odd, m / 2);
+      vec_split(vec_load(src + x), vec_load(src + x + 16), even, odd);
+      vec_store(row + at + x / 2, even);
+      vec_store(row + at_odd + x / 2, odd);
     }
+    for (; x + 1 < n; x += 2) {
+      row[at + x / 2] = src[x];
+      row[at_odd + x / 2] = src[x + 1];
+    }
+    if (x < n) row[at + x / 2] = src[x];
   }
 }
 
