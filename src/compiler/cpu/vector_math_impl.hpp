@@ -302,31 +302,6 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 inline constexpr std::size_t kDepthwiseVectors = 2, kDepthwiseRows = 8;
 /// Output rows and channels conv_channels8 keeps in registers at once (16 sums of 16).
 inline constexpr std::size_t kConvRows = 2, kConvChannels = 8;
-/// exp_f on sixteen lanes, the same bits: (q + 1) 2^k by vscalefps (one rounding, into the
-/// denormals too) instead of exp_f's two multiplies by powers of two and its selects, a
-/// third of the instructions.
-inline constexpr bool kVecExp = true;
-KILN_INLINE Vec16 vec_exp(Vec16 x) {
-  const __m512 zero = _mm512_setzero_ps();
-  const __mmask16 tiny = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-104.0f), _CMP_LT_OQ);
-  // NaN lanes compute NaN and are replaced by x at the end, as exp_f's.
-  const __m512 most = _mm512_set1_ps(89.0f);
-  const __m512 c = _mm512_mask_mov_ps(
-      _mm512_mask_mov_ps(x.v, _mm512_cmp_ps_mask(x.v, most, _CMP_GT_OQ), most), tiny, zero);
-  const __m512 magic = _mm512_set1_ps(12582912.0f);  // round_to_int's
-  const __m512 k = _mm512_sub_ps(
-      _mm512_add_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)), magic), magic);
-  __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-0.693359375f), c);
-  r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  for (const float coefficient :
-       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(coefficient));
-  const __m512 q = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  // (The masked form: GCC 12 warns that the unmasked one reads an uninitialised source.)
-  const __m512 e = _mm512_mask_mov_ps(_mm512_mask_scalef_ps(q, 0xffff, q, k), tiny, zero);
-  return {_mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), x.v)};
-}
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Vec16 {
   __m256 lo, hi;
@@ -418,39 +393,6 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
   even = {pick8<0x88>(a.lo, a.hi), pick8<0x88>(b.lo, b.hi)};
   odd = {pick8<0xdd>(a.lo, a.hi), pick8<0xdd>(b.lo, b.hi)};
 }
-/// exp_f on eight lanes, its operations in its order (the same bits): the scale 2^k built
-/// from k's bits as pow2_minus1 does, the denormal results scaled by 2^-64 after.
-KILN_INLINE __m256 exp8(__m256 x) {
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 most = _mm256_set1_ps(89.0f), least = _mm256_set1_ps(-104.0f);
-  const __m256 tiny = _mm256_cmp_ps(x, least, _CMP_LT_OQ);
-  __m256 c = _mm256_blendv_ps(x, most, _mm256_cmp_ps(x, most, _CMP_GT_OQ));
-  c = _mm256_blendv_ps(c, zero, _mm256_cmp_ps(c, least, _CMP_LT_OQ));
-  c = _mm256_blendv_ps(c, zero, _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
-  const __m256 magic = _mm256_set1_ps(12582912.0f);  // round_to_int's
-  const __m256 k = _mm256_sub_ps(
-      _mm256_add_ps(_mm256_mul_ps(c, _mm256_set1_ps(1.44269504088896341f)), magic), magic);
-  __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693359375f), c);
-  r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  for (const float coefficient :
-       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(coefficient));
-  const __m256 denormal = _mm256_cmp_ps(k, _mm256_set1_ps(-125.0f), _CMP_LT_OQ);
-  const __m256 kk = _mm256_blendv_ps(k, _mm256_add_ps(k, _mm256_set1_ps(64.0f)), denormal);
-  const __m256 scale = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(kk), _mm256_set1_epi32(126)), 23));
-  const __m256 q = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(q, _mm256_set1_ps(2.0f)), scale);
-  const __m256 scaled =
-      _mm256_blendv_ps(e, _mm256_mul_ps(e, _mm256_set1_ps(5.42101086242752217e-20f)), denormal);
-  const __m256 result = _mm256_blendv_ps(scaled, zero, tiny);
-  return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-/// exp_f on sixteen lanes, eight at a time (a scalar loop over exp_f did not vectorise:
-/// GELU ran at 9 cycles an element on an AMD EPYC).
-inline constexpr bool kVecExp = true;
-KILN_INLINE Vec16 vec_exp(Vec16 x) { return {exp8(x.lo), exp8(x.hi)}; }
 /// Columns of 16 outputs depthwise_plane keeps in registers per row, and rows (eight
 /// registers of sums).
 inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
@@ -510,7 +452,71 @@ inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
 /// Output rows and channels conv_channels8 computes at once.
 inline constexpr std::size_t kConvRows = 1, kConvChannels = 4;
 #endif
-#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+/// exp_f's range reduction and polynomial on sixteen lanes, its operations in its order:
+/// for c clamped as exp_f clamps it, k = round(c log2 e) and q = e^(c - k ln 2), where
+/// e^c = q 2^k (each copy below scales by 2^k its own way).
+KILN_INLINE Vec16 exp_reduced(Vec16 c, Vec16& k) {
+  const Vec16 magic = vec_broadcast(12582912.0f);  // round_to_int's
+  k = vec_sub(vec_add(vec_mul(c, vec_broadcast(1.44269504088896341f)), magic), magic);
+  Vec16 r = vec_fma(k, vec_broadcast(-0.693359375f), c);
+  r = vec_fma(k, vec_broadcast(2.12194440e-4f), r);
+  Vec16 p = vec_broadcast(1.9875691500e-4f);
+  for (const float coefficient :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+    p = vec_fma(p, r, vec_broadcast(coefficient));
+  return vec_add(vec_fma(p, vec_mul(r, r), r), vec_broadcast(1.0f));
+}
+#if defined(__AVX512F__)
+/// exp_f on sixteen lanes, the same bits: q 2^k by vscalefps (one rounding, into the
+/// denormals too) instead of exp_f's two multiplies by powers of two and its selects, a
+/// third of the instructions.
+inline constexpr bool kVecExp = true;
+KILN_INLINE Vec16 vec_exp(Vec16 x) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __mmask16 tiny = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-104.0f), _CMP_LT_OQ);
+  // NaN lanes compute NaN and are replaced by x at the end, as exp_f's.
+  const __m512 most = _mm512_set1_ps(89.0f);
+  const Vec16 c{_mm512_mask_mov_ps(
+      _mm512_mask_mov_ps(x.v, _mm512_cmp_ps_mask(x.v, most, _CMP_GT_OQ), most), tiny, zero)};
+  Vec16 k;
+  const __m512 q = exp_reduced(c, k).v;
+  // (The masked form: GCC 12 warns that the unmasked one reads an uninitialised source.)
+  const __m512 e = _mm512_mask_mov_ps(_mm512_mask_scalef_ps(q, 0xffff, q, k.v), tiny, zero);
+  return {_mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), x.v)};
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+/// exp_f's clamps of x on eight lanes.
+KILN_INLINE __m256 exp_clamped8(__m256 x) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 most = _mm256_set1_ps(89.0f), least = _mm256_set1_ps(-104.0f);
+  __m256 c = _mm256_blendv_ps(x, most, _mm256_cmp_ps(x, most, _CMP_GT_OQ));
+  c = _mm256_blendv_ps(c, zero, _mm256_cmp_ps(c, least, _CMP_LT_OQ));
+  return _mm256_blendv_ps(c, zero, _mm256_cmp_ps(c, c, _CMP_UNORD_Q));
+}
+/// exp_f's q 2^k on eight lanes: 2^k built from k's bits as pow2_minus1 does, the
+/// denormal results scaled by 2^-64 after; x's zeros and NaNs kept as exp_f keeps them.
+KILN_INLINE __m256 exp_scaled8(__m256 x, __m256 k, __m256 q) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 denormal = _mm256_cmp_ps(k, _mm256_set1_ps(-125.0f), _CMP_LT_OQ);
+  const __m256 kk = _mm256_blendv_ps(k, _mm256_add_ps(k, _mm256_set1_ps(64.0f)), denormal);
+  const __m256 scale = _mm256_castsi256_ps(
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(kk), _mm256_set1_epi32(126)), 23));
+  const __m256 e = _mm256_mul_ps(_mm256_mul_ps(q, _mm256_set1_ps(2.0f)), scale);
+  const __m256 scaled =
+      _mm256_blendv_ps(e, _mm256_mul_ps(e, _mm256_set1_ps(5.42101086242752217e-20f)), denormal);
+  const __m256 result =
+      _mm256_blendv_ps(scaled, zero, _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LT_OQ));
+  return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+/// exp_f on sixteen lanes, its operations in its order (the same bits; a scalar loop over
+/// exp_f did not vectorise: GELU ran at 9 cycles an element on an AMD EPYC).
+inline constexpr bool kVecExp = true;
+KILN_INLINE Vec16 vec_exp(Vec16 x) {
+  Vec16 k;
+  const Vec16 q = exp_reduced({exp_clamped8(x.lo), exp_clamped8(x.hi)}, k);
+  return {exp_scaled8(x.lo, k.lo, q.lo), exp_scaled8(x.hi, k.hi, q.hi)};
+}
+#else
 /// exp_f on sixteen lanes (this copy: lane by lane, where the caller's loop vectorises it).
 inline constexpr bool kVecExp = false;
 KILN_INLINE Vec16 vec_exp(Vec16 x) {
