@@ -52,7 +52,7 @@ std::optional<PostOp> activation(vmath::Unary f) {
     // keep NaN); kiln's loop runs it on each tile after the GEMM instead.
     case vmath::Unary::gelu_tanh:
       // Without AVX-512, oneDNN 2.6's GEMM applies it far slower than kiln's loop on the
-      // tile: GPT-2 (1 x 128 tokens, one thread, AMD EPYC) 9.7 -> 8.8 ms a call.
+      // tile: GPT-2 (1 x 128 tokens, one thread, AMD EPYC) 9.7 -> 8.7 ms a call.
       if (std::string_view(vmath::instruction_set()) != "avx512") return std::nullopt;
       return eltwise(A::eltwise_gelu_tanh);
     case vmath::Unary::gelu_erf:

@@ -398,7 +398,7 @@ KILN_INLINE void vec_split(Vec16 a, Vec16 b, Vec16& even, Vec16& odd) {
 inline constexpr std::size_t kDepthwiseVectors = 1, kDepthwiseRows = 4;
 /// Output rows and channels conv_channels8 keeps in registers at once: eight registers of
 /// sums, of sixteen (two rows of eight channels, as with AVX-512, spilled: ResNet-18's stem
-/// ran at a seventh of the FMA ceiling on an AMD EPYC).
+/// took 8.0 ms on an AMD EPYC, 3.3 ms so, its FMA floor 2.3 ms).
 inline constexpr std::size_t kConvRows = 1, kConvChannels = 4;
 #else
 struct Vec16 {
@@ -508,8 +508,8 @@ KILN_INLINE __m256 exp_scaled8(__m256 x, __m256 k, __m256 q) {
       _mm256_blendv_ps(scaled, zero, _mm256_cmp_ps(x, _mm256_set1_ps(-104.0f), _CMP_LT_OQ));
   return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
-/// exp_f on sixteen lanes, its operations in its order (the same bits; a scalar loop over
-/// exp_f did not vectorise: GELU ran at 9 cycles an element on an AMD EPYC).
+/// exp_f on sixteen lanes, its operations in its order (the same bits; than the lane-by-lane
+/// loop, SiLU 0.89 -> 1.02 and softmax 0.73 -> 0.88 G elements/s in cache on an AMD EPYC).
 inline constexpr bool kVecExp = true;
 KILN_INLINE Vec16 vec_exp(Vec16 x) {
   Vec16 k;
