@@ -861,5 +861,121 @@ TEST(VectorMath, Bf16MatmulPanelsWidenExactlyOnEveryInstructionSet) {
   }
 }
 
+TEST(VectorMath, WinogradTransformsComputeA3x3ConvOnEveryInstructionSet) {
+  // F(4x4, 3x3) and F(2x2, 3x3) on sixteen lanes, each its own channel: the input transform,
+  // the product with the filter's transform G g Gᵀ (in double here, with G written out
+  // independently of kiln's), then the output transform plus the bias give the 3x3
+  // correlation of the patch to within f32 roundings; every copy gives the baseline's bits,
+  // and nothing is written between the strided rows.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
+  using In = void (*)(const float*, std::size_t, float*, std::size_t);
+  using Out = void (*)(const float*, std::size_t, const float*, float*, std::size_t);
+  struct Form {
+    std::size_t tile;
+    std::vector<std::vector<double>> g;  // (tile + 2) x 3
+    In in[3];
+    Out out[3];
+  };
+  const Form forms[] = {
+      {4,
+       {{0.25, 0, 0},
+        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+        {1.0 / 24, 1.0 / 12, 1.0 / 6},
+        {1.0 / 24, -1.0 / 12, 1.0 / 6},
+        {0, 0, 1}},
+       {base::winograd_input_4x3, avx2::winograd_input_4x3, avx512::winograd_input_4x3},
+       {base::winograd_output_4x3, avx2::winograd_output_4x3, avx512::winograd_output_4x3}},
+      {2,
+       {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}},
+       {base::winograd_input_2x3, avx2::winograd_input_2x3, avx512::winograd_input_2x3},
+       {base::winograd_output_2x3, avx2::winograd_output_2x3, avx512::winograd_output_2x3}}};
+  for (const Form& f : forms) {
+    const std::size_t alpha = f.tile + 2, points = alpha * alpha;
+    const std::size_t row = (alpha + 3) * 16, stride = 16 + 5;  // gaps between rows, points
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> patch(alpha * row), w(16 * 9), bias(16);
+      for (float& v : patch) v = u(rng);
+      for (float& v : w) v = u(rng);
+      for (float& v : bias) v = u(rng);
+      const bool available[3] = {true, avx2, avx512};
+      std::vector<float> want;
+      for (int copy = 0; copy < 3; ++copy) {
+        if (!available[copy]) continue;
+        std::vector<float> v(points * stride, -7.0f), m(points * stride, -7.0f);
+        f.in[copy](patch.data(), row, v.data(), stride);
+        for (std::size_t p = 0; p < points; ++p)
+          for (std::size_t j = 16; j < stride; ++j)
+            ASSERT_EQ(v[p * stride + j], -7.0f) << "tile " << f.tile << ": written between points";
+        for (std::size_t a = 0; a < alpha; ++a)
+          for (std::size_t b = 0; b < alpha; ++b)
+            for (std::size_t j = 0; j < 16; ++j) {
+              double t = 0;  // (G g Gᵀ)[a][b] of lane j's filter
+              for (std::size_t y = 0; y < 3; ++y)
+                for (std::size_t x = 0; x < 3; ++x)
+                  t += f.g[a][y] * static_cast<double>(w[j * 9 + y * 3 + x]) * f.g[b][x];
+              const std::size_t p = (a * alpha + b) * stride + j;
+              m[p] = static_cast<float>(static_cast<double>(v[p]) * t);
+            }
+        const std::size_t out_row = (f.tile + 1) * 16;
+        std::vector<float> got(f.tile * out_row, -7.0f);
+        f.out[copy](m.data(), stride, bias.data(), got.data(), out_row);
+        if (copy == 0) {
+          want = got;
+          for (std::size_t y = 0; y < f.tile; ++y)
+            for (std::size_t x = 0; x < f.tile + 1; ++x)
+              for (std::size_t j = 0; j < 16; ++j) {
+                const float value = want[y * out_row + x * 16 + j];
+                if (x == f.tile) {
+                  ASSERT_EQ(value, -7.0f) << "tile " << f.tile << ": written between rows";
+                  continue;
+                }
+                double exact = bias[j];
+                for (std::size_t ky = 0; ky < 3; ++ky)
+                  for (std::size_t kx = 0; kx < 3; ++kx)
+                    exact += static_cast<double>(w[j * 9 + ky * 3 + kx]) *
+                             patch[(y + ky) * row + (x + kx) * 16 + j];
+                ASSERT_NEAR(value, exact, 2e-5) << "tile " << f.tile << " at " << y << ", " << x;
+              }
+        } else {
+          ASSERT_EQ(got, want) << "tile " << f.tile << ", copy " << copy;
+        }
+      }
+    }
+  }
+}
+
+TEST(VectorMath, InterleavingSixteenRowsRoundTripsOnEveryInstructionSet) {
+  // Whole groups of 8 columns and tails: dst[x·16 + j] = src[j·stride + x], and back.
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const bool available[3] = {true, cpu_has_avx2(), cpu_has_avx512()};
+  const decltype(&base::interleave16) in[3] = {base::interleave16, avx2::interleave16,
+                                               avx512::interleave16};
+  const decltype(&base::deinterleave16) out[3] = {base::deinterleave16, avx2::deinterleave16,
+                                                  avx512::deinterleave16};
+  for (std::size_t n : {1, 7, 8, 9, 16, 23, 56}) {
+    const std::size_t stride = n + 3;
+    std::vector<float> src(16 * stride);
+    for (float& v : src) v = u(rng);
+    for (int copy = 0; copy < 3; ++copy) {
+      if (!available[copy]) continue;
+      std::vector<float> mixed(n * 16 + 4, -7.0f), back(16 * stride, -7.0f);
+      in[copy](src.data(), stride, n, mixed.data());
+      for (std::size_t x = 0; x < n; ++x)
+        for (std::size_t j = 0; j < 16; ++j)
+          ASSERT_EQ(mixed[x * 16 + j], src[j * stride + x]) << n << ", copy " << copy;
+      for (std::size_t i = n * 16; i < mixed.size(); ++i) ASSERT_EQ(mixed[i], -7.0f);
+      out[copy](mixed.data(), n, back.data(), stride);
+      for (std::size_t j = 0; j < 16; ++j)
+        for (std::size_t x = 0; x < stride; ++x)
+          ASSERT_EQ(back[j * stride + x], x < n ? src[j * stride + x] : -7.0f)
+              << n << ", copy " << copy << " at " << j << ", " << x;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::compiler::vmath

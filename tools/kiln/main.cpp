@@ -121,7 +121,8 @@ void add_model_options(CLI::App& cmd, ModelOptions& o, bool with_passes = true) 
       ->capture_default_str();
   cmd.add_flag("--no-winograd", o.no_winograd,
                "Run f32 3x3 stride-1 convolutions directly, not by Winograd's algorithm (the "
-               "default where the CPU has AVX-512: faster, rounded differently, relative 1e-6)");
+               "default: oneDNN's kernels with AVX-512, else kiln's; faster, rounded "
+               "differently, relative 1e-6 to 4e-6)");
   if (with_passes) {
     std::string names;
     for (const std::string& p : passes::default_pipeline()) names += (names.empty() ? "" : ",") + p;

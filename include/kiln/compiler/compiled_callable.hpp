@@ -75,13 +75,16 @@ struct CompileOptions {
   bool prepack_weights = true;
   /// f32 (the default) or bf16 (see MatmulPrecision; `Stats::bf16_matmuls`).
   MatmulPrecision matmul_precision = MatmulPrecision::f32;
-  /// Run f32 3x3 convolutions with stride 1 and fixed weights by Winograd's minimal
-  /// filtering (oneDNN's F(2x2, 3x3) and F(4x4, 3x3) kernels, on CPUs with AVX-512), where
-  /// oneDNN has a kernel for the shape: 1.3-2.2x faster on ResNet-18's 3x3 layers. The sums
-  /// are rounded differently from a direct convolution's, about as closely: relative to the
-  /// output's largest value, 2.5e-7 to 1e-6 from the reference in kiln's tests (direct:
-  /// 7e-7), and ResNet-18's output within 1.4e-6 of ONNX Runtime's. `Stats::winograd_convs`
-  /// says how many ran so; false: direct convolutions only.
+  /// Run f32 3x3 convolutions with stride 1 and fixed weights over multiples of 16 channels
+  /// by Winograd's minimal filtering: oneDNN's F(2x2, 3x3) and F(4x4, 3x3) kernels where the
+  /// CPU has AVX-512 and oneDNN a kernel for the shape (1.3-2.2x faster on ResNet-18's 3x3
+  /// layers), else kiln's own F(4x4, 3x3) or F(2x2, 3x3) where the batch has enough output
+  /// tiles to reuse the transformed weights (1.5-2.7x faster on ResNet-18's 3x3 layers on an
+  /// AVX2 CPU; docs/design.md). The sums are rounded differently from a direct
+  /// convolution's, about as closely: relative to the output's largest value, 2.5e-7 to
+  /// 1e-6 from the reference in kiln's tests (direct: 7e-7; kiln's F(4x4, 3x3) up to 4e-6,
+  /// its larger transform entries rounding a little more). `Stats::winograd_convs` says how
+  /// many ran so; false: direct convolutions only.
   bool winograd_convs = true;
   /// Where the devices of a multi-device module run (see `kiln::Cluster`): empty, every
   /// device in this process. With `mpi_cluster()`, each process runs the work of the

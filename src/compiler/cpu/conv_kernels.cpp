@@ -13,7 +13,8 @@
 // depthwise conv with output rows of 16 or more, by kiln's own loops (vmath::
 // depthwise_plane), and a conv of at most 4 input channels (a stem; plane_convs.hpp).
 // 3x3 stride-1 convs may run oneDNN's Winograd kernels
-// (`Launch::winograd`). Other dtypes, and any problem oneDNN has no primitive for, run
+// (`Launch::winograd`), or where oneDNN has none (below AVX-512) kiln's own
+// (winograd_conv.hpp). Other dtypes, and any problem oneDNN has no primitive for, run
 // direct loops in double. Pools are loops over planes.
 
 #include <omp.h>
@@ -31,6 +32,7 @@
 #include "compiler/cpu/plane_convs.hpp"
 #include "compiler/cpu/vector_math.hpp"
 #include "compiler/cpu/weight_packs.hpp"
+#include "compiler/cpu/winograd_conv.hpp"
 #include "core/str.hpp"
 #include "kiln/core/cpu_isa.hpp"
 #include "kiln/core/error.hpp"
@@ -183,8 +185,9 @@ struct PreparedConv final : PreparedLaunch {
   std::int64_t out_rows = 1;  // a 2-D conv's output rows a plane (tiles may be bands of them)
   bool bf16 = false;          // input and weights multiplied as bfloat16 (`MatmulPrecision::bf16`)
   bool winograd = false;      // the tiles run Winograd's algorithm (`Launch::winograd`)
-  std::unique_ptr<Depthwise> depthwise;  // or, without tiles, kiln's depthwise loops
-  std::unique_ptr<FewChannelConv> few;   // or kiln's loops for few input channels
+  std::unique_ptr<Depthwise> depthwise;         // or, without tiles, kiln's depthwise loops
+  std::unique_ptr<FewChannelConv> few;          // or kiln's loops for few input channels
+  std::unique_ptr<WinogradConv> kiln_winograd;  // or kiln's Winograd (`winograd` set too)
 };
 
 /// The trailing \p spatial entries of \p s, each minus \p minus.
@@ -616,6 +619,30 @@ bool run_pointwise(const ConvTile& tile, const Launch* epilogue) {
   return true;
 }
 
+/// Whether oneDNN has a Winograd kernel for the whole of \p g (f32, any layouts): where it
+/// has none (oneDNN 2.6: below AVX-512) kiln's own runs instead.
+bool onednn_has_winograd(const Geometry& g) {
+  const auto f32 = dnnl::memory::data_type::f32;
+  const auto any = dnnl::memory::format_tag::any;
+  const DnnlDims space_in = tail(g.in, g.spatial), space_out = tail(g.out, g.spatial);
+  DnnlDims src{g.n, g.c}, dst{g.n, g.m}, w{g.m, g.c};
+  src.insert(src.end(), space_in.begin(), space_in.end());
+  dst.insert(dst.end(), space_out.begin(), space_out.end());
+  w.insert(w.end(), {3, 3});
+  try {
+    const dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_winograd, Desc(src, f32, any),
+                                        Desc(w, f32, any), Desc(dst, f32, any),
+                                        tail(g.stride, g.spatial), tail(g.dilation, g.spatial, 1),
+                                        tail(g.pad_begin, g.spatial), tail(g.pad_end, g.spatial)),
+        onednn::cpu_engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
 void prepare_window_conv(Launch& l, int threads, bool transposed) {
   const Geometry g = window_geometry(l, true);
   const bool f32 =
@@ -656,6 +683,21 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
       l.blocks = static_cast<std::uint32_t>(prepared->tiles.size());
       l.prepared = std::move(prepared);
       return;
+    }
+  }
+  if (const std::int64_t tile = winograd_tile(g);
+      tile != 0 && winograd_candidate(l, g, transposed, want_bf16) && !onednn_has_winograd(g)) {
+    try {
+      prepared = std::make_unique<PreparedConv>();
+      prepared->kiln_winograd = prepare_winograd(l, g, tile, threads);
+      prepared->m = g.m;
+      prepared->out_plane = g.out_plane();
+      prepared->winograd = true;
+      l.blocks = static_cast<std::uint32_t>(prepared->kiln_winograd->blocks.size());
+      l.prepared = std::move(prepared);
+      return;
+    } catch (const dnnl::error&) {
+      prepared = nullptr;  // no GEMM for it here: oneDNN's conv primitives below
     }
   }
   for (const bool bf16 : {want_bf16, false}) {
@@ -708,6 +750,11 @@ void run_window_conv(const Launch& l, bool transposed) {
   }
   if (p->few != nullptr) {
     run_few_channels(l, *p->few);
+    return;
+  }
+  if (p->kiln_winograd != nullptr) {
+    if (!run_winograd(l, *p->kiln_winograd))
+      throw DeviceError(cat(l.view().describe(), ": oneDNN failed on a Winograd GEMM"));
     return;
   }
   // This thread's OpenMP regions (oneDNN's) use this thread only: the tiles are the

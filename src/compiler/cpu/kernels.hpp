@@ -90,7 +90,8 @@ struct Launch {
   // (`MatmulPrecision::bf16`): weight matmuls, and batched matmuls of activations.
   bool bf16 = false;
   // conv launches, set by the planner: an f32 3x3 stride-1 conv with fixed weights may run
-  // Winograd's algorithm where oneDNN has a kernel for it (`CompileOptions::winograd_convs`).
+  // Winograd's algorithm, oneDNN's kernels where it has one for it, else kiln's
+  // (`CompileOptions::winograd_convs`).
   bool winograd = false;
   // layer_norm / rms_norm / softmax launches, set by hand_off_bf16: out[0] is written
   // rounded to bf16 for the bf16 matmuls that are its only readers: as bf16 values (the

@@ -33,6 +33,12 @@ struct Table {
   void (*copy_rows)(const float*, std::size_t, std::size_t, std::size_t, float*, std::size_t,
                     std::size_t, std::size_t, bool);
   void (*conv_channels8)(const ConvChannels8&);
+  void (*winograd_input_4x3)(const float*, std::size_t, float*, std::size_t);
+  void (*winograd_output_4x3)(const float*, std::size_t, const float*, float*, std::size_t);
+  void (*winograd_input_2x3)(const float*, std::size_t, float*, std::size_t);
+  void (*winograd_output_2x3)(const float*, std::size_t, const float*, float*, std::size_t);
+  void (*interleave16)(const float*, std::size_t, std::size_t, float*);
+  void (*deinterleave16)(const float*, std::size_t, float*, std::size_t);
   void (*binary_chain)(const float*, const ChainStep*, std::size_t, float*, std::size_t);
 };
 
@@ -42,7 +48,9 @@ struct Table {
         target::max, target::softmax_row, target::softmax_rows, target::normalize_row,        \
         target::matmul_panel, target::matmul_panel_bf16, target::round_bf16,                  \
         target::round_bf16_f32, target::depthwise_plane, target::copy_rows,                   \
-        target::conv_channels8, target::binary_chain                                          \
+        target::conv_channels8, target::winograd_input_4x3, target::winograd_output_4x3,      \
+        target::winograd_input_2x3, target::winograd_output_2x3, target::interleave16,        \
+        target::deinterleave16, target::binary_chain                                          \
   }
 
 const Table& table() {
@@ -104,6 +112,26 @@ void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows
 }
 
 void conv_channels8(const ConvChannels8& p) { table().conv_channels8(p); }
+void winograd_input_4x3(const float* patch, std::size_t row, float* v, std::size_t v_stride) {
+  table().winograd_input_4x3(patch, row, v, v_stride);
+}
+void winograd_output_4x3(const float* m, std::size_t m_stride, const float* bias, float* out,
+                         std::size_t row) {
+  table().winograd_output_4x3(m, m_stride, bias, out, row);
+}
+void winograd_input_2x3(const float* patch, std::size_t row, float* v, std::size_t v_stride) {
+  table().winograd_input_2x3(patch, row, v, v_stride);
+}
+void winograd_output_2x3(const float* m, std::size_t m_stride, const float* bias, float* out,
+                         std::size_t row) {
+  table().winograd_output_2x3(m, m_stride, bias, out, row);
+}
+void interleave16(const float* src, std::size_t src_stride, std::size_t n, float* dst) {
+  table().interleave16(src, src_stride, n, dst);
+}
+void deinterleave16(const float* src, std::size_t n, float* dst, std::size_t dst_stride) {
+  table().deinterleave16(src, n, dst, dst_stride);
+}
 
 void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,
                   std::size_t n) {

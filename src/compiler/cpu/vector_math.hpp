@@ -174,6 +174,28 @@ struct ConvChannels8 {
 };
 void conv_channels8(const ConvChannels8& p);
 
+/// Winograd's minimal filtering F(4x4, 3x3) (winograd_conv.hpp) over sixteen channels at
+/// once, by the transforms of Lavin and Gray (points 0, ±1, ±2, ∞). The input transform:
+/// from a 6x6 patch of input positions, channel j of position (y, x) at
+/// `patch[y·row + x·16 + j]`, the 36 values V = Bᵀ d B of each channel to
+/// `v[ξ·v_stride + j]`, ξ = 6a + b. Every copy adds, subtracts, multiplies and fuses in the
+/// same order (the same bits).
+void winograd_input_4x3(const float* patch, std::size_t row, float* v, std::size_t v_stride);
+/// The output transform: from the 36 products `m[ξ·m_stride + j]` of sixteen output
+/// channels, the 4x4 outputs Y = Aᵀ M A plus `bias[j]`, (y, x) to `out[y·row + x·16 + j]`.
+void winograd_output_4x3(const float* m, std::size_t m_stride, const float* bias, float* out,
+                         std::size_t row);
+/// The same for F(2x2, 3x3) (points 0, ±1, ∞): a 4x4 patch to 16 values, ξ = 4a + b, and
+/// 16 products to 2x2 outputs.
+void winograd_input_2x3(const float* patch, std::size_t row, float* v, std::size_t v_stride);
+void winograd_output_2x3(const float* m, std::size_t m_stride, const float* bias, float* out,
+                         std::size_t row);
+/// Sixteen rows interleaved: dst[x·16 + j] = src[j·src_stride + x] for x < n, j < 16
+/// (kiln's Winograd reads sixteen channels of a position at once). Vectorised.
+void interleave16(const float* src, std::size_t src_stride, std::size_t n, float* dst);
+/// The inverse: dst[j·dst_stride + x] = src[x·16 + j] for x < n, j < 16.
+void deinterleave16(const float* src, std::size_t n, float* dst, std::size_t dst_stride);
+
 /// Rows of a padded plane for depthwise_plane or conv_channels8 from input rows: for
 /// r < rows, the first n floats of from[r·w ...] go to the row to[r·cols ...]; without
 /// \p split, x to column at + x; with it (stride 2 along rows), even x to column at + x/2 and

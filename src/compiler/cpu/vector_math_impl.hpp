@@ -1041,6 +1041,158 @@ void conv_channels8(const ConvChannels8& p) {
 }
 
 namespace {
+/// Bᵀ d of F(4x4, 3x3) along one line of six: v0 = 4d0 - 5d2 + d4, v1,2 = (d4 - 4d2) ±
+/// (d3 - 4d1), v3,4 = (d4 - d2) ± 2(d3 - d1), v5 = 4d1 - 5d3 + d5.
+KILN_INLINE void winograd_in6(const Vec16 (&d)[6], Vec16 (&v)[6]) {
+  const Vec16 four = vec_broadcast(4.0f), minus4 = vec_broadcast(-4.0f),
+              minus5 = vec_broadcast(-5.0f), two = vec_broadcast(2.0f);
+  v[0] = vec_fma(four, d[0], vec_fma(minus5, d[2], d[4]));
+  const Vec16 a = vec_fma(minus4, d[2], d[4]), b = vec_fma(minus4, d[1], d[3]);
+  v[1] = vec_add(a, b);
+  v[2] = vec_sub(a, b);
+  const Vec16 c = vec_sub(d[4], d[2]), e = vec_mul(two, vec_sub(d[3], d[1]));
+  v[3] = vec_add(c, e);
+  v[4] = vec_sub(c, e);
+  v[5] = vec_fma(four, d[1], vec_fma(minus5, d[3], d[5]));
+}
+/// Aᵀ m of F(4x4, 3x3) along one line of six: y0 = m0 + (m1 + m2) + (m3 + m4),
+/// y1,3 = (m1 - m2) + 2 or 8 (m3 - m4) (+ m5 for y3), y2 = (m1 + m2) + 4 (m3 + m4).
+KILN_INLINE void winograd_out6(const Vec16 (&m)[6], Vec16 (&y)[4]) {
+  const Vec16 p = vec_add(m[1], m[2]), q = vec_sub(m[1], m[2]), r = vec_add(m[3], m[4]),
+              s = vec_sub(m[3], m[4]);
+  y[0] = vec_add(vec_add(m[0], p), r);
+  y[1] = vec_fma(vec_broadcast(2.0f), s, q);
+  y[2] = vec_fma(vec_broadcast(4.0f), r, p);
+  y[3] = vec_add(vec_fma(vec_broadcast(8.0f), s, q), m[5]);
+}
+}  // namespace
+
+void winograd_input_4x3(const float* patch, std::size_t row, float* v, std::size_t v_stride) {
+  Vec16 t[6][6];  // Bᵀ d: t[a][x]
+  for (std::size_t x = 0; x < 6; ++x) {
+    Vec16 d[6], out[6];
+    for (std::size_t y = 0; y < 6; ++y) d[y] = vec_load(patch + y * row + x * 16);
+    winograd_in6(d, out);
+    for (std::size_t a = 0; a < 6; ++a) t[a][x] = out[a];
+  }
+  for (std::size_t a = 0; a < 6; ++a) {  // (Bᵀ d) B, row by row
+    Vec16 out[6];
+    winograd_in6(t[a], out);
+    for (std::size_t b = 0; b < 6; ++b) vec_store(v + (a * 6 + b) * v_stride, out[b]);
+  }
+}
+
+void winograd_output_4x3(const float* m, std::size_t m_stride, const float* bias, float* out,
+                         std::size_t row) {
+  Vec16 t[4][6];  // Aᵀ M: t[y][b]
+  for (std::size_t b = 0; b < 6; ++b) {
+    Vec16 col[6], y4[4];
+    for (std::size_t a = 0; a < 6; ++a) col[a] = vec_load(m + (a * 6 + b) * m_stride);
+    winograd_out6(col, y4);
+    for (std::size_t y = 0; y < 4; ++y) t[y][b] = y4[y];
+  }
+  const Vec16 shift = vec_load(bias);
+  for (std::size_t y = 0; y < 4; ++y) {  // (Aᵀ M) A, row by row, then the bias
+    Vec16 x4[4];
+    winograd_out6(t[y], x4);
+    for (std::size_t x = 0; x < 4; ++x) vec_store(out + y * row + x * 16, vec_add(x4[x], shift));
+  }
+}
+
+void winograd_input_2x3(const float* patch, std::size_t row, float* v, std::size_t v_stride) {
+  // Bᵀ d along each line of four: d0 - d2, d1 + d2, d2 - d1, d1 - d3; columns, then rows.
+  const auto line = [](const Vec16(&d)[4], Vec16(&out)[4]) {
+    out[0] = vec_sub(d[0], d[2]);
+    out[1] = vec_add(d[1], d[2]);
+    out[2] = vec_sub(d[2], d[1]);
+    out[3] = vec_sub(d[1], d[3]);
+  };
+  Vec16 t[4][4];
+  for (std::size_t x = 0; x < 4; ++x) {
+    Vec16 d[4], out[4];
+    for (std::size_t y = 0; y < 4; ++y) d[y] = vec_load(patch + y * row + x * 16);
+    line(d, out);
+    for (std::size_t a = 0; a < 4; ++a) t[a][x] = out[a];
+  }
+  for (std::size_t a = 0; a < 4; ++a) {
+    Vec16 out[4];
+    line(t[a], out);
+    for (std::size_t b = 0; b < 4; ++b) vec_store(v + (a * 4 + b) * v_stride, out[b]);
+  }
+}
+
+void winograd_output_2x3(const float* m, std::size_t m_stride, const float* bias, float* out,
+                         std::size_t row) {
+  // Aᵀ m along each line of four: m0 + m1 + m2, m1 - m2 - m3; columns, then rows.
+  Vec16 t[2][4];
+  for (std::size_t b = 0; b < 4; ++b) {
+    Vec16 c[4];
+    for (std::size_t a = 0; a < 4; ++a) c[a] = vec_load(m + (a * 4 + b) * m_stride);
+    t[0][b] = vec_add(vec_add(c[0], c[1]), c[2]);
+    t[1][b] = vec_sub(vec_sub(c[1], c[2]), c[3]);
+  }
+  const Vec16 shift = vec_load(bias);
+  for (std::size_t y = 0; y < 2; ++y) {
+    const Vec16(&c)[4] = t[y];
+    vec_store(out + y * row, vec_add(vec_add(vec_add(c[0], c[1]), c[2]), shift));
+    vec_store(out + y * row + 16, vec_add(vec_sub(vec_sub(c[1], c[2]), c[3]), shift));
+  }
+}
+
+#if defined(__AVX2__)
+namespace {
+/// The 8x8 transpose of r[0..8) (row i, lane j to row j, lane i).
+KILN_INLINE void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+}  // namespace
+#endif
+
+void interleave16(const float* src, std::size_t src_stride, std::size_t n, float* dst) {
+  std::size_t x = 0;
+#if defined(__AVX2__)
+  for (; x + 8 <= n; x += 8)
+    for (std::size_t half = 0; half < 16; half += 8) {
+      __m256 r[8];
+      for (std::size_t j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(src + (half + j) * src_stride + x);
+      transpose8(r);
+      for (std::size_t k = 0; k < 8; ++k) _mm256_storeu_ps(dst + (x + k) * 16 + half, r[k]);
+    }
+#endif
+  for (; x < n; ++x)
+    for (std::size_t j = 0; j < 16; ++j) dst[x * 16 + j] = src[j * src_stride + x];
+}
+
+void deinterleave16(const float* src, std::size_t n, float* dst, std::size_t dst_stride) {
+  std::size_t x = 0;
+#if defined(__AVX2__)
+  for (; x + 8 <= n; x += 8)
+    for (std::size_t half = 0; half < 16; half += 8) {
+      __m256 r[8];
+      for (std::size_t k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + (x + k) * 16 + half);
+      transpose8(r);
+      for (std::size_t j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (half + j) * dst_stride + x, r[j]);
+    }
+#endif
+  for (; x < n; ++x)
+    for (std::size_t j = 0; j < 16; ++j) dst[j * dst_stride + x] = src[x * 16 + j];
+}
+
+namespace {
 /// One step of binary_chain on kChainVectors vectors at once (independent sums hide the ops'
 /// latency): t = f(t, o), or f(o, t) when flipped.
 constexpr std::size_t kChainVectors = 4;

@@ -32,6 +32,14 @@
   void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows, float* to,   \
                  std::size_t cols, std::size_t at, std::size_t at_odd, bool split);              \
   void conv_channels8(const ConvChannels8& p);                                                   \
+  void winograd_input_4x3(const float* patch, std::size_t row, float* v, std::size_t v_stride);  \
+  void winograd_output_4x3(const float* m, std::size_t m_stride, const float* bias, float* out,  \
+                           std::size_t row);                                                     \
+  void winograd_input_2x3(const float* patch, std::size_t row, float* v, std::size_t v_stride);  \
+  void winograd_output_2x3(const float* m, std::size_t m_stride, const float* bias, float* out,  \
+                           std::size_t row);                                                     \
+  void interleave16(const float* src, std::size_t src_stride, std::size_t n, float* dst);        \
+  void deinterleave16(const float* src, std::size_t n, float* dst, std::size_t dst_stride);      \
   void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,     \
                     std::size_t n);                                                              \
   }
