@@ -264,9 +264,29 @@ TEST(Pool, CeilModeNaNsIntegersAndRandomGeometries) {
            {t}, 1e-6);
   const Tensor x3 = Tensor::random(TensorLayout(DType::f32, {1, 3, 6, 7, 5}), 12);
   both(stage([](Tensor xs) {
-         return avg_pool(xs, {2, 3, 2}, Window{.strides = {2, 2, 1}, .pads = {0, 1, 1, 1, 1, 0}});
+         const Window w3{.strides = {2, 2, 1}, .pads = {0, 1, 1, 1, 1, 0}};
+         return std::make_tuple(avg_pool(xs, {2, 3, 2}, w3), max_pool(xs, {2, 3, 2}, w3));
        })(x3.layout()),
        {x3}, 1e-6);
+  // A network's stem pool (3x3, stride 2, padded), max by rows then along them: a NaN
+  // wins the windows that reach it, in 2-D too.
+  std::vector<float> values =
+      Tensor::random(TensorLayout(DType::f32, {1, 2, 9, 10}), 13).to_vector<float>();
+  values[1 * 90 + 4 * 10 + 5] = nan;  // channel 1, row 4, column 5
+  const auto stem =
+      both(stage([](Tensor xs) {
+             return max_pool(xs, {3, 3}, Window{.strides = {2, 2}, .pads = {1, 1, 1, 1}});
+           })(TensorLayout(DType::f32, {1, 2, 9, 10})),
+           {f32(values, {1, 2, 9, 10})}, 0);
+  const std::vector<float> pooled = stem[0].to_vector<float>();  // [1, 2, 5, 5]
+  for (std::int64_t oy = 0; oy < 5; ++oy)
+    for (std::int64_t ox = 0; ox < 5; ++ox) {
+      // Row 4 is in the windows of output rows 2 (rows 3-5) and, column 5, of output columns
+      // 2 (4-6) and 3 (5-7).
+      const bool reaches = oy == 2 && (ox == 2 || ox == 3);
+      EXPECT_EQ(std::isnan(pooled[25 + oy * 5 + ox]), reaches) << oy << ", " << ox;
+      EXPECT_FALSE(std::isnan(pooled[oy * 5 + ox]));
+    }
 }
 
 TEST(Conv, BadGeometryIsRefusedWithAMessage) {
