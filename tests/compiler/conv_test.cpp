@@ -521,6 +521,7 @@ TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
         Case{"unpadded, batch 2", {2, 32, 9, 11}, {48, 32, 3, 3}, {}, true, 2},
         Case{"uneven pads", {1, 16, 10, 12}, {16, 16, 3, 3}, {.pads = {2, 0, 1, 3}}, true, 2},
         Case{"too few tiles", {1, 16, 5, 5}, {16, 16, 3, 3}, pad1, true, 0},
+        Case{"wider than a chunk's buffers", {1, 16, 2, 4100}, {16, 16, 3, 3}, pad1, true, 0},
         Case{"strided", {1, 32, 12, 12}, {32, 32, 3, 3}, {.strides = {2, 2}}, false, 0},
         Case{"3 channels in", {1, 3, 12, 12}, {16, 3, 3, 3}, pad1, false, 0}}) {
     const WeightedConv wc = relu_conv_with_weights(c.x, c.w, c.window);

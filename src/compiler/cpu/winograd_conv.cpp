@@ -33,6 +33,8 @@ constexpr std::int64_t kRowPad = 16;
 /// (49) 1.1 / 1.5 / 3.0, 14x14 256 channels (16) 1.8 / 1.5 / 3.1, 7x7 512 channels (4)
 /// 4.3 / 2.6 / 4.0 (F(4x4) read 39 MB of transformed weights for 4 tiles).
 constexpr std::int64_t kMinTiles4 = 32, kMinTiles2 = 16;
+/// Output rows wider than this run directly (a chunk holds whole tile rows).
+constexpr std::int64_t kMaxWidth = 4096;
 /// Multiply-adds (the direct conv's) below which a conv stays on one worker.
 constexpr double kBlockMacs = double(std::int64_t{1} << 18);
 
@@ -128,6 +130,8 @@ std::int64_t winograd_tile(const WindowGeometry& g) {
     return 0;
   for (std::size_t d = h; d < WindowGeometry::kMaxSpatial; ++d)
     if (g.kernel[d] != 3 || g.stride[d] != 1 || g.dilation[d] != 1) return 0;
+  // A chunk is at least one tile row: wider planes would need buffers of their width.
+  if (g.out[h + 1] > kMaxWidth) return 0;
   if (tiles_of(g, 4) >= kMinTiles4) return 4;
   if (tiles_of(g, 2) >= kMinTiles2) return 2;
   return 0;

@@ -54,8 +54,9 @@ struct WinogradConv {
 
 /// The tile kiln's Winograd runs \p g with, or 0 when it does not take it: a 2-D 3x3 conv,
 /// stride 1, undilated, one group, over whole vectors of 16 input and output channels (f32
-/// with fixed weights: the caller's), and enough tiles over the batch to reuse the
-/// transformed weights: F(4x4) (4) with 16 or more, else F(2x2) (2) with 16 or more.
+/// with fixed weights: the caller's), output rows of at most 4096, and enough tiles over
+/// the batch to reuse the transformed weights: F(4x4) (4) with 32 or more 4x4 tiles, else
+/// F(2x2) (2) with 16 or more 2x2 tiles.
 std::int64_t winograd_tile(const WindowGeometry& g);
 
 /// \p l's WinogradConv (f32 [N, C, H, W] by fixed [M, C, 3, 3], bias or not) with \p tile
