@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "../error_matchers.hpp"
+#include "compiler/cpu/winograd_conv.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/cpu_isa.hpp"
@@ -563,6 +564,42 @@ TEST(Conv, WinogradConvsMatchTheReferenceAndCanBeTurnedOff) {
       }
     }
   }
+}
+
+TEST(Conv, KilnsWinogradPicksItsTileByTilesWidthAndBytes) {
+  // F(4x4) with 32 or more 4x4 tiles over the batch, else F(2x2) with 16 or more 2x2 tiles,
+  // each while its transformed weights take at most 128 MiB; output rows of at most 4096,
+  // 3x3 stride-1 undilated ungrouped convs over whole vectors of 16 channels only.
+  const auto geometry = [](std::int64_t n, std::int64_t c, std::int64_t m, std::int64_t hw,
+                           std::int64_t width = 0) {
+    compiler::kernel::WindowGeometry g;
+    g.n = n, g.c = c, g.m = m, g.spatial = 2;
+    g.in = {1, hw, width != 0 ? width : hw};
+    g.out = g.in;
+    g.kernel = {1, 3, 3};
+    g.pad_begin = g.pad_end = {0, 1, 1};
+    return g;
+  };
+  using compiler::kernel::winograd_tile;
+  EXPECT_EQ(winograd_tile(geometry(1, 64, 64, 56)), 4);       // 196 tiles of 4x4
+  EXPECT_EQ(winograd_tile(geometry(1, 128, 128, 28)), 4);     // 49
+  EXPECT_EQ(winograd_tile(geometry(1, 256, 256, 14)), 2);     // 16 of 4x4, 49 of 2x2
+  EXPECT_EQ(winograd_tile(geometry(1, 512, 512, 7)), 2);      // 4 and 16
+  EXPECT_EQ(winograd_tile(geometry(8, 512, 512, 7)), 4);      // 32
+  EXPECT_EQ(winograd_tile(geometry(1, 512, 512, 5)), 0);      // 4 and 9
+  EXPECT_EQ(winograd_tile(geometry(1, 16, 16, 2, 4100)), 0);  // rows wider than 4096
+  // 36 x 1024 x 1040 floats (146 MiB) by F(4x4); 16 x ... (65 MiB) by F(2x2).
+  EXPECT_EQ(winograd_tile(geometry(8, 1024, 1024, 8)), 2);
+  EXPECT_EQ(winograd_tile(geometry(8, 2048, 2048, 8)), 0);  // 258 MiB by F(2x2)
+  compiler::kernel::WindowGeometry odd = geometry(1, 64, 64, 56);
+  odd.c = 24;  // not whole vectors of 16 channels
+  EXPECT_EQ(winograd_tile(odd), 0);
+  odd = geometry(1, 64, 64, 56);
+  odd.stride = {1, 2, 2};
+  EXPECT_EQ(winograd_tile(odd), 0);
+  odd = geometry(1, 64, 64, 56);
+  odd.groups = 2;
+  EXPECT_EQ(winograd_tile(odd), 0);
 }
 
 TEST(Resize, NearestAndLinearWorkedByHand) {

@@ -34,6 +34,10 @@ constexpr std::int64_t kRowPad = 16;
 /// (49) 1.1 / 1.5 / 3.0, 14x14 256 channels (16) 1.8 / 1.5 / 3.1, 7x7 512 channels (4)
 /// 4.3 / 2.6 / 4.0 (F(4x4) read 39 MB of transformed weights for 4 tiles).
 constexpr std::int64_t kMinTiles4 = 32, kMinTiles2 = 16;
+/// The most bytes of transformed weights a conv takes (4x its weights' by F(4x4), 1.8x by
+/// F(2x2)): a 1024-channel 3x3 conv's would be 151 MB by F(4x4), 67 MB by F(2x2); wider
+/// ones run directly rather than hold several times their weights.
+constexpr double kMaxTransformedBytes = 128.0 * 1024 * 1024;
 /// Output rows wider than this run directly (a chunk holds whole tile rows).
 constexpr std::int64_t kMaxWidth = 4096;
 /// Multiply-adds (the direct conv's) below which a conv stays on one worker.
@@ -147,8 +151,13 @@ std::int64_t winograd_tile(const WindowGeometry& g) {
     if (g.kernel[d] != 3 || g.stride[d] != 1 || g.dilation[d] != 1) return 0;
   // A chunk is at least one tile row: wider planes would need buffers of their width.
   if (g.out[h + 1] > kMaxWidth) return 0;
-  if (tiles_of(g, 4) >= kMinTiles4) return 4;
-  if (tiles_of(g, 2) >= kMinTiles2) return 2;
+  // The transformed weights' bytes, (m + 2)^2 C M floats (in double: hostile channels).
+  const auto fits = [&](double points) {
+    return points * static_cast<double>(g.c) * static_cast<double>(g.m + kRowPad) * 4.0 <=
+           kMaxTransformedBytes;
+  };
+  if (tiles_of(g, 4) >= kMinTiles4 && fits(36)) return 4;
+  if (tiles_of(g, 2) >= kMinTiles2 && fits(16)) return 2;
   return 0;
 }
 

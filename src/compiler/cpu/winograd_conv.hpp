@@ -56,7 +56,8 @@ struct WinogradConv {
 /// stride 1, undilated, one group, over whole vectors of 16 input and output channels (f32
 /// with fixed weights: the caller's), output rows of at most 4096, and enough tiles over
 /// the batch to reuse the transformed weights: F(4x4) (4) with 32 or more 4x4 tiles, else
-/// F(2x2) (2) with 16 or more 2x2 tiles.
+/// F(2x2) (2) with 16 or more 2x2 tiles; either only while its transformed weights take at
+/// most 128 MiB.
 std::int64_t winograd_tile(const WindowGeometry& g);
 
 /// \p l's WinogradConv (f32 [N, C, H, W] by fixed [M, C, 3, 3], bias or not) with \p tile
