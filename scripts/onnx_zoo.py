@@ -455,7 +455,9 @@ def main_bench(args):
                   f"| {fastest / m['kiln']:.2f} | {gflop} | {share} | {diffs} |", flush=True)
     print("\nkiln's share of the ceiling: the call's floor (its MatMul, Gemm and Conv FLOPs at "
           "`bench_ceiling --probe fma` (--bf16: amx) on the same threads, or its weights at "
-          "`--probe read`, whichever is slower, timed in the same rounds) over kiln's median.")
+          "`--probe read`, whichever is slower, timed in the same rounds) over kiln's median. "
+          "The FLOPs are a direct convolution's: 3x3 convolutions run by Winograd's algorithm "
+          "(kiln's default) multiply less, so a ResNet row may read above 100 %.")
     for n in notes:
         print(f"  {n}")
     return 0
