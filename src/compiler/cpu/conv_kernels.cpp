@@ -962,7 +962,7 @@ bool max_pool_by_rows(const Geometry& g, std::int64_t first, std::int64_t last, 
   float* rows = padded + left;  // input column x at rows[x]
   std::fill(padded, padded + span, -std::numeric_limits<float>::infinity());
   // Branch-free picks (a compare and a blend; a branch on random data mispredicts).
-  const auto pick = [](float v, float best) { return (v > best) | (v != v) ? v : best; };
+  const auto pick = [](float v, float best) { return ((v > best) | (v != v)) ? v : best; };
   for (std::int64_t plane = first; plane < last; ++plane) {
     const float* x = in + plane * g.in_plane();
     float* y = out + plane * g.out_plane();
