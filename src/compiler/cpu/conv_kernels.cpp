@@ -877,6 +877,44 @@ void pool_planes(const Geometry& g, bool average, bool include_pad, std::int64_t
   }
 }
 
+/// One output row of an f32 pool: its plane's input, its outputs (`g.out[2]` of them), and
+/// where it is along the outer two spatial dims, with their windows' taps.
+struct PoolRow {
+  const float* x = nullptr;
+  float* out = nullptr;
+  std::int64_t o0 = 0, o1 = 0;
+  Taps t0, t1;
+};
+
+/// Calls \p f(row) for every output row of planes [first, last).
+template <class F>
+void for_each_pool_row(const Geometry& g, std::int64_t first, std::int64_t last, const float* in,
+                       float* out, F&& f) {
+  for (std::int64_t plane = first; plane < last; ++plane)
+    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+      const Taps t0 = taps_of(g, 0, o0);
+      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1)
+        f(PoolRow{.x = in + plane * g.in_plane(),
+                  .out = out + plane * g.out_plane() + (o0 * g.out[1] + o1) * g.out[2],
+                  .o0 = o0,
+                  .o1 = o1,
+                  .t0 = t0,
+                  .t1 = taps_of(g, 1, o1)});
+    }
+}
+
+/// Calls \p f(input_row) for each input row inside the input that \p r's windows reach.
+template <class F>
+void for_each_window_row(const Geometry& g, const PoolRow& r, F&& f) {
+  for (std::int64_t k0 = r.t0.lo; k0 < r.t0.hi; ++k0) {
+    const std::int64_t i0 = r.o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+    for (std::int64_t k1 = r.t1.lo; k1 < r.t1.hi; ++k1) {
+      const std::int64_t i1 = r.o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+      f(r.x + (i0 * g.in[1] + i1) * g.in[2]);
+    }
+  }
+}
+
 /// The f32 pools: pool_planes' results (the same taps in the same order per output), a
 /// run of up to kRun outputs of a row at a time, tap by tap, so that each tap is one
 /// vectorisable loop over the run (strided loads) rather than scalar work per output.
@@ -885,61 +923,47 @@ void pool_planes_f32(const Geometry& g, bool average, bool include_pad, std::int
   constexpr std::int64_t kRun = 256;
   float acc[kRun];
   const std::int64_t s2 = g.stride[2], d2 = g.dilation[2], p2 = g.pad_begin[2];
-  for (std::int64_t plane = first; plane < last; ++plane) {
-    const float* x = in + plane * g.in_plane();
-    float* y = out + plane * g.out_plane();
-    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-      const Taps t0 = taps_of(g, 0, o0);
-      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-        const Taps t1 = taps_of(g, 1, o1);
-        float* row_out = y + (o0 * g.out[1] + o1) * g.out[2];
-        for (std::int64_t c0 = 0; c0 < g.out[2]; c0 += kRun) {
-          const std::int64_t c1 = std::min(g.out[2], c0 + kRun), len = c1 - c0;
-          std::fill(acc, acc + len, average ? 0.0f : -std::numeric_limits<float>::infinity());
-          // The taps k2 inside the row for some output of the run (worked out, not scanned:
-          // a hostile kernel may have 2^31 taps): o s2 - p2 + k2 d2 in [0, in2) for an o in
-          // [c0, c1).
-          const std::pair<std::int64_t, std::int64_t> run_taps =
-              run_tap_range(c0 * s2 - p2, (c1 - 1) * s2 - p2, d2, g.kernel[2], g.in[2]);
-          for (std::int64_t k0 = t0.lo; k0 < t0.hi; ++k0) {
-            const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-            for (std::int64_t k1 = t1.lo; k1 < t1.hi; ++k1) {
-              const std::int64_t i1 = o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-              const float* row = x + (i0 * g.in[1] + i1) * g.in[2];
-              for (std::int64_t k2 = run_taps.first; k2 < run_taps.second; ++k2) {
-                // The outputs o of this run whose tap k2 lies inside the row:
-                // 0 <= o s2 - p2 + k2 d2 < in2.
-                const std::int64_t shift = k2 * d2 - p2;
-                const std::int64_t lo = std::max(c0, shift >= 0 ? 0 : (-shift + s2 - 1) / s2);
-                const std::int64_t top = g.in[2] - 1 - shift;
-                const std::int64_t hi = top < 0 ? lo : std::min(c1, top / s2 + 1);
-                const float* from = row + shift;
-                if (average) {
-                  for (std::int64_t o = lo; o < hi; ++o) acc[o - c0] += from[o * s2];
-                } else {
-                  for (std::int64_t o = lo; o < hi; ++o) {
-                    const float v = from[o * s2], best = acc[o - c0];
-                    acc[o - c0] = v > best || v != v ? v : best;  // a NaN wins, and stays
-                  }
-                }
-              }
+  for_each_pool_row(g, first, last, in, out, [&](const PoolRow& r) {
+    for (std::int64_t c0 = 0; c0 < g.out[2]; c0 += kRun) {
+      const std::int64_t c1 = std::min(g.out[2], c0 + kRun), len = c1 - c0;
+      std::fill(acc, acc + len, average ? 0.0f : -std::numeric_limits<float>::infinity());
+      // The taps k2 inside the row for some output of the run (worked out, not scanned:
+      // a hostile kernel may have 2^31 taps): o s2 - p2 + k2 d2 in [0, in2) for an o in
+      // [c0, c1).
+      const std::pair<std::int64_t, std::int64_t> run_taps =
+          run_tap_range(c0 * s2 - p2, (c1 - 1) * s2 - p2, d2, g.kernel[2], g.in[2]);
+      for_each_window_row(g, r, [&](const float* row) {
+        for (std::int64_t k2 = run_taps.first; k2 < run_taps.second; ++k2) {
+          // The outputs o of this run whose tap k2 lies inside the row:
+          // 0 <= o s2 - p2 + k2 d2 < in2.
+          const std::int64_t shift = k2 * d2 - p2;
+          const std::int64_t lo = std::max(c0, shift >= 0 ? 0 : (-shift + s2 - 1) / s2);
+          const std::int64_t top = g.in[2] - 1 - shift;
+          const std::int64_t hi = top < 0 ? lo : std::min(c1, top / s2 + 1);
+          const float* from = row + shift;
+          if (average) {
+            for (std::int64_t o = lo; o < hi; ++o) acc[o - c0] += from[o * s2];
+          } else {
+            for (std::int64_t o = lo; o < hi; ++o) {
+              const float v = from[o * s2], best = acc[o - c0];
+              acc[o - c0] = v > best || v != v ? v : best;  // a NaN wins, and stays
             }
-          }
-          for (std::int64_t o = c0; o < c1; ++o) {
-            float v = acc[o - c0];
-            if (average) {
-              const Taps t2 = taps_of(g, 2, o);
-              const std::int64_t count = include_pad
-                                             ? t0.padded * t1.padded * t2.padded
-                                             : (t0.hi - t0.lo) * (t1.hi - t1.lo) * (t2.hi - t2.lo);
-              v /= static_cast<float>(count);
-            }
-            row_out[o] = v;
           }
         }
+      });
+      for (std::int64_t o = c0; o < c1; ++o) {
+        float v = acc[o - c0];
+        if (average) {
+          const Taps t2 = taps_of(g, 2, o);
+          const std::int64_t count =
+              include_pad ? r.t0.padded * r.t1.padded * t2.padded
+                          : (r.t0.hi - r.t0.lo) * (r.t1.hi - r.t1.lo) * (t2.hi - t2.lo);
+          v /= static_cast<float>(count);
+        }
+        r.out[o] = v;
       }
     }
-  }
+  });
 }
 
 /// Max pools planes [first, last) by rows: per output row, the maximum over the input rows
@@ -963,38 +987,23 @@ bool max_pool_by_rows(const Geometry& g, std::int64_t first, std::int64_t last, 
   std::fill(padded, padded + span, -std::numeric_limits<float>::infinity());
   // Branch-free picks (a compare and a blend; a branch on random data mispredicts).
   const auto pick = [](float v, float best) { return ((v > best) | (v != v)) ? v : best; };
-  for (std::int64_t plane = first; plane < last; ++plane) {
-    const float* x = in + plane * g.in_plane();
-    float* y = out + plane * g.out_plane();
-    for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-      const Taps t0 = taps_of(g, 0, o0);
-      for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-        const Taps t1 = taps_of(g, 1, o1);
-        float* row_out = y + (o0 * g.out[1] + o1) * g.out[2];
-        bool any = false;
-        for (std::int64_t k0 = t0.lo; k0 < t0.hi; ++k0) {
-          const std::int64_t i0 = o0 * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
-          for (std::int64_t k1 = t1.lo; k1 < t1.hi; ++k1) {
-            const std::int64_t i1 = o1 * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
-            const float* row = x + (i0 * g.in[1] + i1) * width;
-            if (!any) {
-              std::copy_n(row, width, rows);
-              any = true;
-            } else {
-              for (std::int64_t i = 0; i < width; ++i) rows[i] = pick(row[i], rows[i]);
-            }
-          }
-        }
-        std::fill_n(row_out, g.out[2], -std::numeric_limits<float>::infinity());
-        if (!any) continue;  // every window in the padding
-        for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
-          const float* taps = padded + k2 * d2;
-          for (std::int64_t o2 = 0; o2 < g.out[2]; ++o2)
-            row_out[o2] = pick(taps[o2 * s2], row_out[o2]);
-        }
+  for_each_pool_row(g, first, last, in, out, [&](const PoolRow& r) {
+    bool any = false;
+    for_each_window_row(g, r, [&](const float* row) {
+      if (!any) {
+        std::copy_n(row, width, rows);
+        any = true;
+      } else {
+        for (std::int64_t i = 0; i < width; ++i) rows[i] = pick(row[i], rows[i]);
       }
+    });
+    std::fill_n(r.out, g.out[2], -std::numeric_limits<float>::infinity());
+    if (!any) return;  // every window in the padding
+    for (std::int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+      const float* taps = padded + k2 * d2;
+      for (std::int64_t o2 = 0; o2 < g.out[2]; ++o2) r.out[o2] = pick(taps[o2 * s2], r.out[o2]);
     }
-  }
+  });
   return true;
 }
 
