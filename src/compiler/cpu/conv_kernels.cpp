@@ -321,12 +321,7 @@ Desc dense(const Desc& d, dnnl::memory::data_type type) {
 /// over whole vectors of 16 input and output channels (with fewer, transforming the tiles
 /// costs more than the multiplies it saves).
 bool winograd_candidate(const Launch& l, const Geometry& g, bool transposed, bool bf16) {
-  if (!l.winograd || !l.pack_rhs || transposed || bf16 || g.groups != 1 || g.spatial != 2 ||
-      g.c % 16 != 0 || g.m % 16 != 0)
-    return false;
-  for (std::size_t d = kMaxSpatial - 2; d < kMaxSpatial; ++d)
-    if (g.kernel[d] != 3 || g.stride[d] != 1 || g.dilation[d] != 1) return false;
-  return true;
+  return l.winograd && l.pack_rhs && !transposed && !bf16 && winograd_shape(g);
 }
 
 /// Builds \p tile's primitive and binds it to \p l's buffers; \p fixed weights are

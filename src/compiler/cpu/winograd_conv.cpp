@@ -140,13 +140,16 @@ void interleave_rows(const WinogradConv& wc, const float* x, std::int64_t n, std
 
 }  // namespace
 
+bool winograd_shape(const WindowGeometry& g) {
+  if (g.spatial != 2 || g.groups != 1 || g.c % kLanes != 0 || g.m % kLanes != 0) return false;
+  for (std::size_t d = WindowGeometry::kMaxSpatial - 2; d < WindowGeometry::kMaxSpatial; ++d)
+    if (g.kernel[d] != 3 || g.stride[d] != 1 || g.dilation[d] != 1) return false;
+  return true;
+}
+
 std::int64_t winograd_tile(const WindowGeometry& g) {
   constexpr std::size_t h = WindowGeometry::kMaxSpatial - 2;
-  if (g.spatial != 2 || g.groups != 1 || g.c % kLanes != 0 || g.m % kLanes != 0 || g.c == 0 ||
-      g.m == 0 || g.out[h] <= 0 || g.out[h + 1] <= 0)
-    return 0;
-  for (std::size_t d = h; d < WindowGeometry::kMaxSpatial; ++d)
-    if (g.kernel[d] != 3 || g.stride[d] != 1 || g.dilation[d] != 1) return 0;
+  if (!winograd_shape(g) || g.c == 0 || g.m == 0 || g.out[h] <= 0 || g.out[h + 1] <= 0) return 0;
   // A chunk is at least one tile row: wider planes would need buffers of their width.
   if (g.out[h + 1] > kMaxWidth) return 0;
   // The transformed weights' bytes, (m + 2)^2 C M floats (in double: hostile channels).
@@ -165,7 +168,7 @@ std::unique_ptr<WinogradConv> prepare_winograd(const Launch& l, const WindowGeom
   const dnnl::engine& engine = onednn::cpu_engine();
   const onednn::OneOpenMpThread one_thread;  // each block runs on one worker
   auto wc = std::make_unique<WinogradConv>();
-  wc->n = g.n, wc->c = g.c, wc->m = g.m;
+  wc->c = g.c, wc->m = g.m;
   wc->h = g.in[h], wc->w = g.in[h + 1], wc->oh = g.out[h], wc->ow = g.out[h + 1];
   wc->pad_top = g.pad_begin[h], wc->pad_left = g.pad_begin[h + 1];
   wc->tile = tile;

@@ -30,7 +30,7 @@
 namespace kiln::compiler::kernel {
 
 struct WinogradConv {
-  std::int64_t n = 0, c = 0, m = 0, h = 0, w = 0, oh = 0, ow = 0, pad_top = 0, pad_left = 0;
+  std::int64_t c = 0, m = 0, h = 0, w = 0, oh = 0, ow = 0, pad_top = 0, pad_left = 0;
   std::int64_t tile = 4;                                           // F(4x4, 3x3) or F(2x2, 3x3)
   std::int64_t tile_rows = 0, tile_cols = 0;                       // tiles a plane: rows x cols
   std::int64_t points() const { return (tile + 2) * (tile + 2); }  // of a transformed tile
@@ -52,9 +52,13 @@ struct WinogradConv {
   std::vector<Block> blocks;
 };
 
-/// The tile kiln's Winograd runs \p g with, or 0 when it does not take it: a 2-D 3x3 conv,
-/// stride 1, undilated, one group, over whole vectors of 16 input and output channels (f32
-/// with fixed weights: the caller's), output rows of at most 4096, and enough tiles over
+/// Whether \p g has the shape Winograd's algorithm takes (oneDNN's kernels and kiln's): a
+/// 2-D 3x3 conv, stride 1, undilated, one group, over whole vectors of 16 input and output
+/// channels.
+bool winograd_shape(const WindowGeometry& g);
+
+/// The tile kiln's Winograd runs \p g with, or 0 when it does not take it: `winograd_shape`
+/// (f32 with fixed weights: the caller's), output rows of at most 4096, and enough tiles over
 /// the batch to reuse the transformed weights: F(4x4) (4) with 32 or more 4x4 tiles, else
 /// F(2x2) (2) with 16 or more 2x2 tiles; either only while its transformed weights take at
 /// most 128 MiB.
