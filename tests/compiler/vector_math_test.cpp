@@ -420,7 +420,8 @@ TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
 TEST(VectorMath, BinaryChainsGiveTheBitsOfTheirStepsOneByOneOnEveryInstructionSet) {
   // Hard-swish as exports write it (x * min(max(x / 6 + 0.5, 0), 1)), flipped operands,
   // the input as an operand, a NaN scalar; inputs with NaN, infinities and signed zeros;
-  // lengths with and without tails of the 64-float blocks.
+  // lengths with and without whole blocks of 64 and vectors of 16, and tails shorter than
+  // a vector.
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-5, 5);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
@@ -442,7 +443,7 @@ TEST(VectorMath, BinaryChainsGiveTheBitsOfTheirStepsOneByOneOnEveryInstructionSe
       {{Binary::min, true, false, nan}},
   };
   const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
-  for (const std::size_t n : {0, 1, 63, 64, 65, 200}) {
+  for (const std::size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 81, 95, 200}) {
     std::vector<float> x(n);
     for (std::size_t i = 0; i < n; ++i) {
       const float specials[] = {nan, inf, -inf, 0.0f, -0.0f, 3.0f};
@@ -480,6 +481,22 @@ TEST(VectorMath, BinaryChainsGiveTheBitsOfTheirStepsOneByOneOnEveryInstructionSe
         run(in_place.data(), steps.data(), steps.size(), in_place.data(), n);
         same(in_place, name);
       }
+    }
+    // ReLU as max(0, x), the chain step kiln's fused bodies make of it: ReLU's bits (NaN
+    // stays NaN, -0 becomes 0), on every copy.
+    const S relu{Binary::max, true, false, 0.0f};
+    std::vector<float> want(n);
+    base::unary(Unary::relu, x.data(), want.data(), n);
+    for (const auto& [available, run] :
+         {std::pair{true, &base::binary_chain}, std::pair{avx2, &avx2::binary_chain},
+          std::pair{avx512, &avx512::binary_chain}}) {
+      if (!available) continue;
+      std::vector<float> got(n);
+      run(x.data(), &relu, 1, got.data(), n);
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_TRUE(std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(want[i]) ||
+                    (std::isnan(got[i]) && std::isnan(want[i])))
+            << "ReLU, n " << n << ", element " << i << " (x " << x[i] << "): " << got[i];
     }
   }
 }
@@ -715,27 +732,30 @@ TEST(VectorMath, DepthwisePlanesSumInOrderOnEveryInstructionSet) {
     }
   }
   // copy_rows: plain and split, lengths around the vectors' (odd and even, whole vectors,
-  // tails), from rows longer than what is copied, on every copy: every float in its place
-  // and nothing else written.
+  // tails that overlap the vector before them), from rows as long as what is copied (the
+  // last row ending the buffer: nothing read past it) and longer, on every copy: every
+  // float in its place and nothing else written.
   for (bool split : {false, true}) {
-    for (std::size_t n : {0, 1, 2, 7, 16, 17, 31, 32, 33, 64, 65}) {
-      const std::size_t w = n + 3, rows = 3, at = 2, half = (n + 1) / 2;
-      const std::size_t at_odd = split ? at + half + 1 : 0, cols = at + n + 4;
-      std::vector<float> from(rows * w);
-      for (float& v : from) v = u(rng);
-      std::vector<float> want(rows * cols, -7.0f);
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t x = 0; x < n; ++x)
-          want[r * cols + (!split ? at + x : (x % 2 == 0 ? at : at_odd) + x / 2)] = from[r * w + x];
-      for (const auto& [available, run] :
-           {std::pair{true, &base::copy_rows}, std::pair{avx2, &avx2::copy_rows},
-            std::pair{avx512, &avx512::copy_rows}, std::pair{true, &copy_rows}}) {
-        if (!available) continue;
-        std::vector<float> got(want.size(), -7.0f);
-        run(from.data(), w, n, rows, got.data(), cols, at, at_odd, split);
-        ASSERT_EQ(got, want) << (split ? "split, " : "") << n << " floats";
+    for (const std::size_t n : {0, 1, 2, 7, 16, 17, 28, 31, 32, 33, 56, 63, 64, 65, 66, 79})
+      for (const std::size_t slack : {0, 3}) {
+        const std::size_t w = n + slack, rows = 3, at = 2, half = (n + 1) / 2;
+        const std::size_t at_odd = split ? at + half + 1 : 0, cols = at + n + 4;
+        std::vector<float> from(rows * w);
+        for (float& v : from) v = u(rng);
+        std::vector<float> want(rows * cols, -7.0f);
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t x = 0; x < n; ++x)
+            want[r * cols + (!split ? at + x : (x % 2 == 0 ? at : at_odd) + x / 2)] =
+                from[r * w + x];
+        for (const auto& [available, run] :
+             {std::pair{true, &base::copy_rows}, std::pair{avx2, &avx2::copy_rows},
+              std::pair{avx512, &avx512::copy_rows}, std::pair{true, &copy_rows}}) {
+          if (!available) continue;
+          std::vector<float> got(want.size(), -7.0f);
+          run(from.data(), w, n, rows, got.data(), cols, at, at_odd, split);
+          ASSERT_EQ(got, want) << (split ? "split, " : "") << n << " floats of " << w;
+        }
       }
-    }
   }
 }
 

@@ -85,6 +85,17 @@ std::optional<ChainProgram> chain_of(const ir::Graph& body, const FusedProgram& 
   std::optional<std::uint32_t> value;  // the op before's result
   for (const VectorOp& op : p.vector_ops) {
     using B = vmath::Binary;
+    if (!op.is_binary && !op.is_select && op.unary == vmath::Unary::relu) {
+      if (!value) {  // the first op: of the input
+        c.input = op.a;
+        if (!argument(c.input) || scalar(c.input)) return std::nullopt;
+        value = c.input;
+      }
+      if (op.a != *value) return std::nullopt;
+      c.steps.push_back({.f = B::max, .flip = true, .input = false, .zero = true, .scalar = 0});
+      value = op.result;
+      continue;
+    }
     if (!op.is_binary || (op.binary != B::add && op.binary != B::sub && op.binary != B::mul &&
                           op.binary != B::div && op.binary != B::max && op.binary != B::min))
       return std::nullopt;
@@ -310,7 +321,8 @@ bool run_chain(const Launch& l, std::int64_t first, std::int64_t rows, std::int6
     steps[s].f = step.f;
     steps[s].flip = step.flip;
     steps[s].input = step.input;
-    if (step.input) continue;
+    steps[s].scalar = 0.0f;
+    if (step.input || step.zero) continue;
     const View* scalar = view_of(step.scalar);
     if (scalar == nullptr || scalar->dtype != DType::f32 || elements(scalar->shape) != 1)
       return false;

@@ -43,15 +43,17 @@ struct VectorOp {
 
 /// A body that is one vmath::binary_chain: from an argument (the input), every op an
 /// add, sub, mul, div, maximum or minimum of the value before and either the input or a
-/// one-element argument, the last op the result (hard-swish and hard-sigmoid as ONNX
-/// exports write them, an affine map, a clamp). Run in one pass with the value in registers
-/// rather than one pass per op.
+/// one-element argument, or a ReLU (the maximum of 0 and the value, which gives ReLU's
+/// bits: NaN stays NaN, -0 becomes 0), the last op the result (hard-swish and hard-sigmoid
+/// as ONNX exports write them, an affine map, a clamp). Run in one pass with the value in
+/// registers rather than one pass per op.
 struct ChainProgram {
   static constexpr std::size_t kMaxSteps = 8;
   struct Step {
     vmath::Binary f = vmath::Binary::add;
     bool flip = false;         // f(operand, value) rather than f(value, operand)
     bool input = false;        // the operand is the input, else the argument `scalar`
+    bool zero = false;         // the operand is 0 (a ReLU), not an argument
     std::uint32_t scalar = 0;  // a one-element argument's value
   };
   std::uint32_t input = 0;

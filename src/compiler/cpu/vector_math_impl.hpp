@@ -957,16 +957,29 @@ void copy_rows(const float* from, std::size_t w, std::size_t n, std::size_t rows
     const float* src = from + r * w;
     float* row = to + r * cols;
     std::size_t x = 0;
+    // A row's tail by one more vector that overlaps the one before it (writing the same
+    // values again): MobileNetV3's rows of 28 and 56 spent more time in scalar tails than
+    // in whole vectors.
     if (!split) {
       for (; x + 16 <= n; x += 16) vec_store(row + at + x, vec_load(src + x));
+      if (x < n && n >= 16) {
+        vec_store(row + at + n - 16, vec_load(src + n - 16));
+        x = n;
+      }
       for (; x < n; ++x) row[at + x] = src[x];
       continue;
     }
-    for (; x + 32 <= n; x += 32) {
+    const auto split_block = [&](std::size_t from_x) {
       Vec16 even, odd;
-      vec_split(vec_load(src + x), vec_load(src + x + 16), even, odd);
-      vec_store(row + at + x / 2, even);
-      vec_store(row + at_odd + x / 2, odd);
+      vec_split(vec_load(src + from_x), vec_load(src + from_x + 16), even, odd);
+      vec_store(row + at + from_x / 2, even);
+      vec_store(row + at_odd + from_x / 2, odd);
+    };
+    for (; x + 32 <= n; x += 32) split_block(x);
+    if (x + 1 < n && n >= 32) {  // from an even x, so that evens stay evens
+      const std::size_t last = (n - 32) & ~std::size_t{1};
+      split_block(last);
+      x = last + 32;
     }
     for (; x + 1 < n; x += 2) {
       row[at + x / 2] = src[x];
@@ -1193,75 +1206,59 @@ void deinterleave16(const float* src, std::size_t n, float* dst, std::size_t dst
 }
 
 namespace {
-/// One step of binary_chain on kChainVectors vectors at once (independent sums hide the ops'
-/// latency): t = f(t, o), or f(o, t) when flipped.
-constexpr std::size_t kChainVectors = 4;
-template <class Op>
-KILN_INLINE void chain_step(Vec16 (&t)[kChainVectors], const Vec16 (&o)[kChainVectors], bool flip,
-                            Op op) {
-  for (std::size_t r = 0; r < kChainVectors; ++r) t[r] = flip ? op(o[r], t[r]) : op(t[r], o[r]);
+/// binary_chain's steps on V vectors at once (independent values hide the ops' latency):
+/// t from in, each step t = f(t, o) or, flipped, f(o, t), o the input or the step's scalar.
+template <std::size_t V, class Op>
+KILN_INLINE void chain_step(Vec16 (&t)[V], const Vec16 (&o)[V], bool flip, Op op) {
+  for (std::size_t r = 0; r < V; ++r) t[r] = flip ? op(o[r], t[r]) : op(t[r], o[r]);
 }
 
-float chain_scalar(Binary f, float a, float b) {
-  switch (f) {
-    case Binary::add:
-      return apply2<Binary::add>(a, b);
-    case Binary::sub:
-      return apply2<Binary::sub>(a, b);
-    case Binary::mul:
-      return apply2<Binary::mul>(a, b);
-    case Binary::div:
-      return apply2<Binary::div>(a, b);
-    case Binary::max:
-      return apply2<Binary::max>(a, b);
-    default:
-      return apply2<Binary::min>(a, b);
+/// binary_chain on the 16 V floats at x, to y.
+template <std::size_t V>
+KILN_INLINE void chain_block(const float* x, const ChainStep* steps, std::size_t num_steps,
+                             float* y) {
+  Vec16 in[V], t[V], o[V];
+  for (std::size_t r = 0; r < V; ++r) t[r] = in[r] = vec_load(x + 16 * r);
+  for (std::size_t s = 0; s < num_steps; ++s) {
+    const ChainStep& step = steps[s];
+    for (std::size_t r = 0; r < V; ++r) o[r] = step.input ? in[r] : vec_broadcast(step.scalar);
+    switch (step.f) {
+      case Binary::add:
+        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_add(a, b); });
+        break;
+      case Binary::sub:
+        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_sub(a, b); });
+        break;
+      case Binary::mul:
+        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_mul(a, b); });
+        break;
+      case Binary::div:
+        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_div(a, b); });
+        break;
+      case Binary::max:
+        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_max(a, b); });
+        break;
+      default:
+        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_min(a, b); });
+        break;
+    }
   }
+  for (std::size_t r = 0; r < V; ++r) vec_store(y + 16 * r, t[r]);
 }
 }  // namespace
 
 void binary_chain(const float* x, const ChainStep* steps, std::size_t num_steps, float* y,
                   std::size_t n) {
-  constexpr std::size_t kBlock = 16 * kChainVectors;
+  // Lanes are independent and each op exact per lane: every width gives the same bits.
+  constexpr std::size_t kVectors = 4, kBlock = 16 * kVectors;
   std::size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    Vec16 in[kChainVectors], t[kChainVectors], o[kChainVectors];
-    for (std::size_t r = 0; r < kChainVectors; ++r) t[r] = in[r] = vec_load(x + i + 16 * r);
-    for (std::size_t s = 0; s < num_steps; ++s) {
-      const ChainStep& step = steps[s];
-      for (std::size_t r = 0; r < kChainVectors; ++r)
-        o[r] = step.input ? in[r] : vec_broadcast(step.scalar);
-      switch (step.f) {
-        case Binary::add:
-          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_add(a, b); });
-          break;
-        case Binary::sub:
-          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_sub(a, b); });
-          break;
-        case Binary::mul:
-          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_mul(a, b); });
-          break;
-        case Binary::div:
-          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_div(a, b); });
-          break;
-        case Binary::max:
-          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_max(a, b); });
-          break;
-        default:
-          chain_step(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_min(a, b); });
-          break;
-      }
-    }
-    for (std::size_t r = 0; r < kChainVectors; ++r) vec_store(y + i + 16 * r, t[r]);
-  }
-  for (; i < n; ++i) {
-    const float in = x[i];
-    float t = in;
-    for (std::size_t s = 0; s < num_steps; ++s) {
-      const float o = steps[s].input ? in : steps[s].scalar;
-      t = steps[s].flip ? chain_scalar(steps[s].f, o, t) : chain_scalar(steps[s].f, t, o);
-    }
-    y[i] = t;
+  for (; i + kBlock <= n; i += kBlock) chain_block<kVectors>(x + i, steps, num_steps, y + i);
+  for (; i + 16 <= n; i += 16) chain_block<1>(x + i, steps, num_steps, y + i);
+  if (i < n) {  // the tail through a vector of its own (a 7x7 plane's runs are 49 long)
+    float tail[16] = {};
+    std::memcpy(tail, x + i, (n - i) * sizeof(float));
+    chain_block<1>(tail, steps, num_steps, tail);
+    std::memcpy(y + i, tail, (n - i) * sizeof(float));
   }
 }
 
