@@ -14,6 +14,7 @@
 #include "kiln/core/file.hpp"
 #include "onnx/context.hpp"
 #include "onnx/proto.hpp"
+#include "stage/frame.hpp"
 
 namespace kiln {
 namespace onnx_import {
@@ -273,7 +274,16 @@ void Importer::check_supported(std::int64_t opset) const {
 
 std::vector<Tensor> Importer::trace(const std::vector<Tensor>& inputs, std::int64_t opset) {
   for (std::size_t i = 0; i < inputs.size(); ++i) values_[input_names_[i]] = traced(inputs[i]);
-  for (const auto& node : model_.graph().node()) {
+  const auto& nodes = model_.graph().node();
+  for (int index = 0; index < nodes.size(); ++index) {
+    const onnx::NodeProto& node = nodes.Get(index);
+    // The ops staged for this node are located at it, its name (else its op type) and its
+    // place in the graph from 1 (column 1), not at kiln's converter: printed IR, `kiln bench
+    // --profile`'s labels and staging errors name the model's node.
+    const std::string site_name = node.name().empty() ? node.op_type() : node.name();
+    const SourceLocation site_where =
+        SourceLocation::at(site_name.c_str(), static_cast<std::uint32_t>(index) + 1, 1);
+    const detail::UserCallSite site(site_where);
     NodeContext context(*this, node, opset);
     const OpConverter& c = *find_converter(node.op_type());
     std::vector<OnnxValue> outputs;

@@ -19,6 +19,7 @@
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/ir/text.hpp"
 #include "onnx_model.hpp"
 
 namespace {
@@ -178,6 +179,26 @@ TEST(OnnxImport, ShapeChainsFoldIntoOneReshapeWithSymbolicDims) {
   const std::vector<kiln::Tensor> y = call.run({x});
   EXPECT_EQ(y[0].shape(), (kiln::Shape{2, 3, 2, 4}));
   EXPECT_EQ(y[0].to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(OnnxImport, OpsAreLocatedAtTheModelsNodes) {
+  // Each op staged for a node is located at it: its name (else its op type), its place in
+  // the graph from 1, column 1. That is what printed IR, `kiln bench --profile` labels and
+  // staging errors show. A hostile name (quotes, a backslash, a newline, a control byte,
+  // UTF-8) is printed escaped and reads back unchanged.
+  Model m;
+  m.input("x", {2, 3});
+  const std::string hostile = "we\"ird\\name\nwith\x01ctl \xc3\xa9";
+  m.node("Relu", {"x"}, {"y"}, hostile);
+  m.node("Neg", {"y"}, {"z"});
+  m.output("z");
+  const kiln::OnnxModel model = m.import();
+  const kiln::ir::Graph& entry = model.graph.graph().entry();
+  ASSERT_EQ(entry.num_ops(), 2u) << model.graph.str();
+  EXPECT_EQ(entry.op(0).location(), (kiln::ir::Location{hostile, 1, 1}));
+  EXPECT_EQ(entry.op(1).location(), (kiln::ir::Location{"Neg", 2, 1}));
+  const kiln::ir::Module reread = kiln::ir::parse_module(model.graph.str());
+  EXPECT_EQ(reread.entry().op(0).location(), entry.op(0).location()) << model.graph.str();
 }
 
 TEST(OnnxImport, ProductsOfSymbolicDimsStaySymbolic) {
