@@ -85,25 +85,23 @@ std::optional<ChainProgram> chain_of(const ir::Graph& body, const FusedProgram& 
   std::optional<std::uint32_t> value;  // the op before's result
   for (const VectorOp& op : p.vector_ops) {
     using B = vmath::Binary;
-    if (!op.is_binary && !op.is_select && op.unary == vmath::Unary::relu) {
-      if (!value) {  // the first op: of the input
-        c.input = op.a;
-        if (!argument(c.input) || scalar(c.input)) return std::nullopt;
-        value = c.input;
-      }
+    const bool relu = !op.is_binary && !op.is_select && op.unary == vmath::Unary::relu;
+    if (!relu &&
+        (!op.is_binary || (op.binary != B::add && op.binary != B::sub && op.binary != B::mul &&
+                           op.binary != B::div && op.binary != B::max && op.binary != B::min)))
+      return std::nullopt;
+    if (!value) {  // the first op: of the input (an argument of the output's size), and
+                   // for a binary op another
+      const bool a_in = relu || (argument(op.a) && !scalar(op.a));
+      c.input = a_in ? op.a : op.b;
+      if (!argument(c.input) || scalar(c.input)) return std::nullopt;
+      value = c.input;
+    }
+    if (relu) {  // max(0, value)
       if (op.a != *value) return std::nullopt;
       c.steps.push_back({.f = B::max, .flip = true, .input = false, .zero = true, .scalar = 0});
       value = op.result;
       continue;
-    }
-    if (!op.is_binary || (op.binary != B::add && op.binary != B::sub && op.binary != B::mul &&
-                          op.binary != B::div && op.binary != B::max && op.binary != B::min))
-      return std::nullopt;
-    if (!value) {  // the first op: of the input (an argument of the output's size) and another
-      const bool a_in = argument(op.a) && !scalar(op.a);
-      c.input = a_in ? op.a : op.b;
-      if (!argument(c.input) || scalar(c.input)) return std::nullopt;
-      value = c.input;
     }
     ChainProgram::Step step;
     step.f = op.binary;
