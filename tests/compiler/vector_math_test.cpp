@@ -419,9 +419,9 @@ TEST(VectorMath, BinaryBroadcastsAStrideOfZero) {
 
 TEST(VectorMath, BinaryChainsGiveTheBitsOfTheirStepsOneByOneOnEveryInstructionSet) {
   // Hard-swish as exports write it (x * min(max(x / 6 + 0.5, 0), 1)), flipped operands,
-  // the input as an operand, a NaN scalar; inputs with NaN, infinities and signed zeros;
-  // lengths with and without whole blocks of 64 and vectors of 16, and tails shorter than
-  // a vector.
+  // the input as an operand, NaN scalars, max and min with scalars in either order; inputs with
+  // NaN, infinities and signed zeros; lengths with and without whole blocks of 64 and vectors of
+  // 16, and tails shorter than a vector.
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-5, 5);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
@@ -441,6 +441,14 @@ TEST(VectorMath, BinaryChainsGiveTheBitsOfTheirStepsOneByOneOnEveryInstructionSe
        {Binary::sub, false, true, 0.0f}},
       {{Binary::max, false, false, nan}, {Binary::add, false, false, 1.0f}},
       {{Binary::min, true, false, nan}},
+      // Scalars that are not NaN take one maxps or minps (two flipped): every order, and
+      // signed zeros against signed zeros.
+      {{Binary::min, true, false, 0.5f},
+       {Binary::max, true, false, -1.0f},
+       {Binary::min, false, false, -0.0f},
+       {Binary::max, false, false, 0.0f},
+       {Binary::max, true, false, nan}},
+      {{Binary::max, false, false, -0.0f}, {Binary::min, true, false, -0.0f}},
   };
   const bool avx512 = cpu_has_avx512(), avx2 = cpu_has_avx2();
   for (const std::size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 81, 95, 200}) {

@@ -278,6 +278,25 @@ KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) {
   return vec_pick(
       _mm512_cmp_ps_mask(b.v, a.v, _CMP_LT_OQ) | _mm512_cmp_ps_mask(b.v, b.v, _CMP_UNORD_Q), a, b);
 }
+// max and min as above when one operand is known not to be NaN (a chain's scalar): maxps
+// and minps return their second operand on NaN and on equal values, as apply2 does then.
+// (The zero-masked forms: GCC 12 warns that the plain ones read an undefined vector.)
+/// max(a, b), b not NaN.
+KILN_INLINE Vec16 vec_max_number(Vec16 a, Vec16 b) {
+  return {_mm512_maskz_max_ps(static_cast<__mmask16>(0xffff), b.v, a.v)};
+}
+/// min(a, b), b not NaN.
+KILN_INLINE Vec16 vec_min_number(Vec16 a, Vec16 b) {
+  return {_mm512_maskz_min_ps(static_cast<__mmask16>(0xffff), b.v, a.v)};
+}
+/// max(a, b), a not NaN: b when it is larger or NaN.
+KILN_INLINE Vec16 vec_number_max(Vec16 a, Vec16 b) {
+  return vec_pick(_mm512_cmp_ps_mask(b.v, a.v, _CMP_NLE_UQ), a, b);
+}
+/// min(a, b), a not NaN: b when it is smaller or NaN.
+KILN_INLINE Vec16 vec_number_min(Vec16 a, Vec16 b) {
+  return vec_pick(_mm512_cmp_ps_mask(b.v, a.v, _CMP_NGE_UQ), a, b);
+}
 KILN_INLINE __mmask16 first_lanes(std::size_t n) {
   return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
 }
@@ -340,6 +359,32 @@ KILN_INLINE __m256 min8(__m256 a, __m256 b) {
 }
 KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return {max8(a.lo, b.lo), max8(a.hi, b.hi)}; }
 KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return {min8(a.lo, b.lo), min8(a.hi, b.hi)}; }
+// max and min as above when one operand is known not to be NaN (a chain's scalar): maxps
+// and minps return their second operand on NaN and on equal values, as apply2 does then.
+/// max(a, b), b not NaN.
+KILN_INLINE Vec16 vec_max_number(Vec16 a, Vec16 b) {
+  return {_mm256_max_ps(b.lo, a.lo), _mm256_max_ps(b.hi, a.hi)};
+}
+/// min(a, b), b not NaN.
+KILN_INLINE Vec16 vec_min_number(Vec16 a, Vec16 b) {
+  return {_mm256_min_ps(b.lo, a.lo), _mm256_min_ps(b.hi, a.hi)};
+}
+/// b where it is larger than a or NaN, else a (a not NaN).
+KILN_INLINE __m256 number_max8(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(a, b, _mm256_cmp_ps(b, a, _CMP_NLE_UQ));
+}
+/// b where it is smaller than a or NaN, else a (a not NaN).
+KILN_INLINE __m256 number_min8(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(a, b, _mm256_cmp_ps(b, a, _CMP_NGE_UQ));
+}
+/// max(a, b), a not NaN.
+KILN_INLINE Vec16 vec_number_max(Vec16 a, Vec16 b) {
+  return {number_max8(a.lo, b.lo), number_max8(a.hi, b.hi)};
+}
+/// min(a, b), a not NaN.
+KILN_INLINE Vec16 vec_number_min(Vec16 a, Vec16 b) {
+  return {number_min8(a.lo, b.lo), number_min8(a.hi, b.hi)};
+}
 /// Lanes j < n of eight set (n may exceed 8).
 KILN_INLINE __m256i first_lanes8(std::size_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<std::size_t>(n, 8))),
@@ -430,6 +475,11 @@ KILN_INLINE Vec16 vec_mul(Vec16 a, Vec16 b) { return vec_lanes<Binary::mul>(a, b
 KILN_INLINE Vec16 vec_div(Vec16 a, Vec16 b) { return vec_lanes<Binary::div>(a, b); }
 KILN_INLINE Vec16 vec_max(Vec16 a, Vec16 b) { return vec_lanes<Binary::max>(a, b); }
 KILN_INLINE Vec16 vec_min(Vec16 a, Vec16 b) { return vec_lanes<Binary::min>(a, b); }
+// One operand not NaN changes nothing here.
+KILN_INLINE Vec16 vec_max_number(Vec16 a, Vec16 b) { return vec_max(a, b); }
+KILN_INLINE Vec16 vec_min_number(Vec16 a, Vec16 b) { return vec_min(a, b); }
+KILN_INLINE Vec16 vec_number_max(Vec16 a, Vec16 b) { return vec_max(a, b); }
+KILN_INLINE Vec16 vec_number_min(Vec16 a, Vec16 b) { return vec_min(a, b); }
 /// p[0, n) and zeros, n <= 16; reads nothing past p[n).
 KILN_INLINE Vec16 vec_load_n(const float* p, std::size_t n) {
   Vec16 r = vec_broadcast(0.0f);
@@ -1206,40 +1256,75 @@ void deinterleave16(const float* src, std::size_t n, float* dst, std::size_t dst
 }
 
 namespace {
-/// binary_chain's steps on V vectors at once (independent values hide the ops' latency):
-/// t from in, each step t = f(t, o) or, flipped, f(o, t), o the input or the step's scalar.
-template <std::size_t V, class Op>
-KILN_INLINE void chain_step(Vec16 (&t)[V], const Vec16 (&o)[V], bool flip, Op op) {
-  for (std::size_t r = 0; r < V; ++r) t[r] = flip ? op(o[r], t[r]) : op(t[r], o[r]);
+/// One binary_chain step on V vectors of t at once (independent values hide the ops'
+/// latency): t = f(t, o), or flipped f(o, t), o one broadcast scalar or, with \p x, the
+/// input loaded again (from L1: only t stays in registers, four vectors of it within AVX2's
+/// sixteen with room for the ops).
+template <std::size_t V, class F>
+KILN_INLINE void chain_step(Vec16 (&t)[V], bool flip, float scalar, const float* x, F f) {
+  if (x != nullptr) {
+    if (flip)
+      for (std::size_t r = 0; r < V; ++r) t[r] = f(vec_load(x + 16 * r), t[r]);
+    else
+      for (std::size_t r = 0; r < V; ++r) t[r] = f(t[r], vec_load(x + 16 * r));
+    return;
+  }
+  const Vec16 c = vec_broadcast(scalar);
+  if (flip)
+    for (std::size_t r = 0; r < V; ++r) t[r] = f(c, t[r]);
+  else
+    for (std::size_t r = 0; r < V; ++r) t[r] = f(t[r], c);
 }
 
-/// binary_chain on the 16 V floats at x, to y.
+/// binary_chain on the 16 V floats at x, to y. A max or min with a scalar that is not NaN
+/// is one maxps or minps (two ops flipped) instead of apply2's general four.
 template <std::size_t V>
 KILN_INLINE void chain_block(const float* x, const ChainStep* steps, std::size_t num_steps,
                              float* y) {
-  Vec16 in[V], t[V], o[V];
-  for (std::size_t r = 0; r < V; ++r) t[r] = in[r] = vec_load(x + 16 * r);
+  Vec16 t[V];
+  for (std::size_t r = 0; r < V; ++r) t[r] = vec_load(x + 16 * r);
   for (std::size_t s = 0; s < num_steps; ++s) {
     const ChainStep& step = steps[s];
-    for (std::size_t r = 0; r < V; ++r) o[r] = step.input ? in[r] : vec_broadcast(step.scalar);
+    const float* in = step.input ? x : nullptr;
+    const bool number = in == nullptr && !std::isnan(step.scalar);
     switch (step.f) {
       case Binary::add:
-        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_add(a, b); });
+        chain_step<V>(t, step.flip, step.scalar, in,
+                      [](Vec16 a, Vec16 b) { return vec_add(a, b); });
         break;
       case Binary::sub:
-        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_sub(a, b); });
+        chain_step<V>(t, step.flip, step.scalar, in,
+                      [](Vec16 a, Vec16 b) { return vec_sub(a, b); });
         break;
       case Binary::mul:
-        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_mul(a, b); });
+        chain_step<V>(t, step.flip, step.scalar, in,
+                      [](Vec16 a, Vec16 b) { return vec_mul(a, b); });
         break;
       case Binary::div:
-        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_div(a, b); });
+        chain_step<V>(t, step.flip, step.scalar, in,
+                      [](Vec16 a, Vec16 b) { return vec_div(a, b); });
         break;
       case Binary::max:
-        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_max(a, b); });
+        if (number && step.flip)
+          chain_step<V>(t, true, step.scalar, nullptr,
+                        [](Vec16 a, Vec16 b) { return vec_number_max(a, b); });
+        else if (number)
+          chain_step<V>(t, false, step.scalar, nullptr,
+                        [](Vec16 a, Vec16 b) { return vec_max_number(a, b); });
+        else
+          chain_step<V>(t, step.flip, step.scalar, in,
+                        [](Vec16 a, Vec16 b) { return vec_max(a, b); });
         break;
       default:
-        chain_step<V>(t, o, step.flip, [](Vec16 a, Vec16 b) { return vec_min(a, b); });
+        if (number && step.flip)
+          chain_step<V>(t, true, step.scalar, nullptr,
+                        [](Vec16 a, Vec16 b) { return vec_number_min(a, b); });
+        else if (number)
+          chain_step<V>(t, false, step.scalar, nullptr,
+                        [](Vec16 a, Vec16 b) { return vec_min_number(a, b); });
+        else
+          chain_step<V>(t, step.flip, step.scalar, in,
+                        [](Vec16 a, Vec16 b) { return vec_min(a, b); });
         break;
     }
   }
