@@ -188,6 +188,7 @@ void register_compiled(nb::module_& m) {
                 {"launches", &Stats::launches},
                 {"epilogues", &Stats::epilogues},
                 {"attentions", &Stats::attentions},
+                {"expansions", &Stats::expansions},
                 {"views", &Stats::views},
                 {"hoisted", &Stats::hoisted},
                 {"packed_matmuls", &Stats::packed_matmuls},

@@ -387,8 +387,10 @@ struct CompiledCallable::Impl {
       compiler::hoist_invariant(*plan);
       if (fuse_epilogues) compiler::absorb_epilogues(*plan);
       // bf16 plans run attention's batched matmuls in bf16 (BatchedBf16Matmul) instead.
-      if (fuse_epilogues && matmul_precision == MatmulPrecision::f32)
+      if (fuse_epilogues && matmul_precision == MatmulPrecision::f32) {
         compiler::absorb_attention(*plan);
+        compiler::absorb_depthwise(*plan);
+      }
     }
     const compiler::ArenaSizes sizes = compiler::place_values(*plan, devices.size());
     const auto too_big = [&](std::size_t bytes) {
@@ -408,6 +410,7 @@ struct CompiledCallable::Impl {
     compiler::bind_launches(*plan, prepack_weights, matmul_precision, &packs, winograd_convs);
     compiler::link_epilogues(*plan);
     compiler::link_attention(*plan);
+    compiler::link_depthwise(*plan);
     compiler::skip_empty_launches(*plan);
     return plan;
   }
@@ -429,12 +432,12 @@ struct CompiledCallable::Impl {
       std::size_t hoisted = 0;
       for (std::size_t i = 0; i < plan->launches.size(); ++i)
         hoisted += plan->invariant[i] && !plan->absorbed[i] ? 1 : 0;
-      const auto in_attention = static_cast<std::size_t>(
-          std::count(plan->in_attention.begin(), plan->in_attention.end(), true));
-      stats.launches =
-          plan->launches.size() - plan->epilogues - plan->views - hoisted - in_attention;
+      const auto in_kernel = static_cast<std::size_t>(
+          std::count(plan->in_kernel.begin(), plan->in_kernel.end(), true));
+      stats.launches = plan->launches.size() - plan->epilogues - plan->views - hoisted - in_kernel;
       stats.epilogues = plan->epilogues;
       stats.attentions = plan->attentions;
+      stats.expansions = plan->expansions;
       stats.views = plan->views;
       stats.hoisted = hoisted;
       stats.packed_matmuls = static_cast<std::size_t>(

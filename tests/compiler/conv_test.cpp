@@ -452,6 +452,93 @@ TEST(Conv, DepthwiseConvsOnKilnsLoopsMatchTheReference) {
   expect_convs_match(cases, 20);
 }
 
+TEST(Conv, ExpansionsRunTheirDepthwiseConvInsideThePointwiseConv) {
+  // A 1x1 conv whose output (through its epilogue, if any) only a depthwise conv on kiln's
+  // loops reads runs that conv inside itself, a band of channels at a time (MobileNet's
+  // expansions): bands that split the channels unevenly, one band, strides 1 and 2, 3x3 and
+  // 5x5, with and without biases and epilogues, a batch, weights fixed or passed per call,
+  // on 1 to 3 workers (bands spread over them), against the reference.
+  struct Case {
+    Ints x;
+    std::int64_t m;
+    Ints dw;  // the depthwise conv's kernel
+    Window window;
+    bool bias, epilogues;
+  };
+  const std::vector<Case> cases = {
+      // 24 x 1440 floats: two bands of 12 channels.
+      {{2, 8, 40, 36}, 24, {3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}}, true, true},
+      // 17 x 4096: three bands (6, 6, 5).
+      {{1, 5, 64, 64}, 17, {5, 5}, {.pads = {2, 2, 2, 2}}, false, true},
+      {{3, 4, 20, 24}, 9, {3, 3}, {.pads = {1, 1, 1, 1}}, true, false},
+      {{1, 3, 18, 40}, 6, {3, 5}, {.strides = {1, 2}, .pads = {0, 2, 1, 1}}, false, false},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    SCOPED_TRACE("case " + std::to_string(k));
+    const std::int64_t channels = c.x[1];
+    const Tensor x = Tensor::random(TensorLayout(DType::f32, shape_of(c.x)), 300 + k, -2, 2);
+    const Tensor w =
+        Tensor::random(TensorLayout(DType::f32, Shape{c.m, channels, 1, 1}), 310 + k, -1, 1);
+    const Tensor dw =
+        Tensor::random(TensorLayout(DType::f32, Shape{c.m, 1, c.dw[0], c.dw[1]}), 320 + k, -1, 1);
+    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.m}), 330 + k, -1, 1);
+    const Tensor db = Tensor::random(TensorLayout(DType::f32, Shape{c.m}), 340 + k, -1, 1);
+    Window depthwise = c.window;
+    depthwise.groups = c.m;
+    const auto expansion = [&](const Tensor& xs, const Tensor& ws, const Tensor& dws) {
+      Tensor y = c.bias ? conv(xs, ws, b, Window{}) : conv(xs, ws, Window{});
+      if (c.epilogues) y = y * minimum(relu(y + 3.0), scalar_like(y, 6.0));
+      Tensor z = c.bias ? conv(y, dws, db, depthwise) : conv(y, dws, depthwise);
+      return c.epilogues ? relu(z) - 0.5 * z : z;
+    };
+    const StagedGraph fixed = stage([&](Tensor xs) { return expansion(xs, w, dw); })(x.layout());
+    const StagedGraph passed = stage([&](Tensor xs, Tensor ws, Tensor dws) {
+      return expansion(xs, ws, dws);
+    })(x.layout(), w.layout(), dw.layout());
+    for (int threads : {1, 2, 3}) {
+      both(fixed, {x}, 1e-5, threads);
+      both(passed, {x, w, dw}, 1e-5, threads);
+      CompiledCallable call(fixed, {}, on_threads(threads));
+      call.run({x});
+      EXPECT_EQ(call.stats().expansions, 1u);
+      // One launch for both convs and their epilogues.
+      EXPECT_EQ(call.stats().launches, 1u);
+    }
+  }
+}
+
+TEST(Conv, ExpansionsStayApartWhereAnythingElseReadsTheExpandedActivation) {
+  // The expanded activation returned too, or read by another op as well, or the depthwise
+  // conv too narrow for kiln's loops: two convs, each as it runs alone, same results.
+  const Tensor x = Tensor::random(TensorLayout(DType::f32, {2, 4, 20, 24}), 350, -2, 2);
+  const Tensor w = Tensor::random(TensorLayout(DType::f32, {8, 4, 1, 1}), 351, -1, 1);
+  const Tensor dw = Tensor::random(TensorLayout(DType::f32, {8, 1, 3, 3}), 352, -1, 1);
+  const Window depthwise{.pads = {1, 1, 1, 1}, .groups = 8};
+  const Tensor narrow = Tensor::random(TensorLayout(DType::f32, {2, 4, 12, 12}), 353, -2, 2);
+  const std::vector<std::pair<const char*, StagedGraph>> graphs = {
+      {"returned", stage([&](Tensor xs) {
+         const Tensor y = relu(conv(xs, w, Window{}));
+         return std::vector<Tensor>{conv(y, dw, depthwise), y};
+       })(x.layout())},
+      {"read twice", stage([&](Tensor xs) {
+         const Tensor y = relu(conv(xs, w, Window{}));
+         return conv(y, dw, depthwise) + y;
+       })(x.layout())},
+      {"rows under 16", stage([&](Tensor xs) {
+         return conv(relu(conv(xs, w, Window{})), dw, depthwise);
+       })(narrow.layout())},
+  };
+  for (const auto& [what, staged] : graphs) {
+    SCOPED_TRACE(what);
+    const Tensor& in = std::string_view(what) == "rows under 16" ? narrow : x;
+    both(staged, {in}, 1e-5, 2);
+    CompiledCallable call(staged, {}, on_threads(2));
+    call.run({in});
+    EXPECT_EQ(call.stats().expansions, 0u);
+  }
+}
+
 TEST(Conv, FewChannelConvsOnKilnsLoopsMatchTheReference) {
   // Convs of at most 4 input channels whose output rows are at least 16 wide (a network's
   // stem) run kiln's own loops: eight output channels at a time (and a tail of fewer), in

@@ -30,11 +30,11 @@ namespace kiln {
 
 /// One node run by one replay.
 struct ProfileEvent {
-  std::array<char, 64> name{};  ///< the node's label or kernel name (truncated, 0-ended)
-  std::uint32_t node = 0;       ///< position of the node in its graph
-  std::uint32_t thread = 0;     ///< small id of the thread that ran it (see `thread_name`)
-  std::uint64_t replay = 0;     ///< which replay (counted per profiler from 0)
-  std::int64_t begin_ns = 0;    ///< since the profiler was created
+  std::array<char, 128> name{};  ///< the node's label or kernel name (truncated, 0-ended)
+  std::uint32_t node = 0;        ///< position of the node in its graph
+  std::uint32_t thread = 0;      ///< small id of the thread that ran it (see `thread_name`)
+  std::uint64_t replay = 0;      ///< which replay (counted per profiler from 0)
+  std::int64_t begin_ns = 0;     ///< since the profiler was created
   std::int64_t end_ns = 0;
 };
 

@@ -244,6 +244,11 @@ void conv(const Launch& l);
 void conv_transpose(const Launch& l);
 /// f32 convs: oneDNN primitives over tiles of batch entries and output channels.
 void prepare_conv(Launch& launch, int threads);
+/// Whether the CPU kernels run conv \p depthwise, which reads conv \p pointwise's output,
+/// inside \p pointwise (`Launch::depthwise`; see absorb_depthwise): a 1x1 f32 conv over
+/// whole planes, and a depthwise f32 conv kiln's plane loops take. Reads only the views'
+/// shapes and dtypes and the ops' attributes.
+bool runs_with_depthwise(const Launch& pointwise, const Launch& depthwise);
 void prepare_conv_transpose(Launch& launch, int threads);
 /// True when prepare set the conv launch \p l to multiply in bfloat16.
 bool conv_in_bf16(const Launch& l);

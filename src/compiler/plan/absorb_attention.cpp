@@ -24,29 +24,6 @@ std::int64_t elements_of(const Index& shape) {
   return n;
 }
 
-bool is_op(const Plan& plan, std::size_t i, std::string_view name) {
-  return plan.launches[i].view().name() == name;
-}
-
-/// Whether storage \p s (not a view, not an entry result) is read by launch \p reader alone
-/// among the launches that run (others may list it to keep their operands live).
-bool read_only_by(const Plan& plan, std::size_t s, std::size_t reader,
-                  const std::vector<bool>& is_output) {
-  const Storage& st = plan.storage[s];
-  if (is_output[s] || st.base >= 0) return false;
-  bool found = false;
-  for (std::size_t r : st.readers) {
-    if (r == reader) {
-      found = true;
-      continue;
-    }
-    const std::span<const std::size_t> in = plan.in(r);
-    if (std::any_of(in.begin(), in.end(), [&](std::size_t v) { return plan.root(v) == s; }))
-      return false;  // read by another launch (an absorbed one too: it reads what it lists)
-  }
-  return found;
-}
-
 /// The f32 storage launch \p i reads as operand \p k, if it is f32 of rank 3 or more.
 const Storage* f32_operand(const Plan& plan, std::size_t i, std::size_t k) {
   if (plan.in(i).size() <= k) return nullptr;
@@ -129,6 +106,27 @@ std::optional<AttentionParts> attention_after(const Plan& plan, std::size_t i,
 
 }  // namespace
 
+bool is_op(const Plan& plan, std::size_t i, std::string_view name) {
+  return plan.launches[i].view().name() == name;
+}
+
+bool read_only_by(const Plan& plan, std::size_t s, std::size_t reader,
+                  const std::vector<bool>& is_output) {
+  const Storage& st = plan.storage[s];
+  if (is_output[s] || st.base >= 0) return false;
+  bool found = false;
+  for (std::size_t r : st.readers) {
+    if (r == reader) {
+      found = true;
+      continue;
+    }
+    const std::span<const std::size_t> in = plan.in(r);
+    if (std::any_of(in.begin(), in.end(), [&](std::size_t v) { return plan.root(v) == s; }))
+      return false;  // read by another launch (an absorbed one too: it reads what it lists)
+  }
+  return found;
+}
+
 void absorb_attention(Plan& plan) {
   const std::vector<bool> is_output = plan.output_flags();
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
@@ -144,7 +142,7 @@ void absorb_attention(Plan& plan) {
     // Its absorbed epilogue (a mask added, a scale), over the scores' own shape.
     std::int64_t epilogue = -1;
     const std::size_t j = plan.next_launch(i);
-    if (j < plan.launches.size() && plan.absorbed[j] && !plan.in_attention[j]) {
+    if (j < plan.launches.size() && plan.absorbed[j] && !plan.in_kernel[j]) {
       const std::span<const std::size_t> in = plan.in(j);
       const bool reads_scores = std::any_of(
           in.begin(), in.end(), [&](std::size_t v) { return plan.root(v) == plan.out(i)[0]; });
@@ -161,7 +159,7 @@ void absorb_attention(Plan& plan) {
     const std::size_t c = parts->context;
     std::vector<std::size_t> absorbed{parts->softmax, c};
     if (parts->probs_epilogue >= 0) absorbed.push_back(std::size_t(parts->probs_epilogue));
-    for (std::size_t l : absorbed) plan.absorbed[l] = plan.in_attention[l] = true;
+    for (std::size_t l : absorbed) plan.absorbed[l] = plan.in_kernel[l] = true;
     ++plan.attentions;
     // What the kernel reads stays live until the context's slot, where its output is placed.
     std::vector<std::size_t> read(plan.in(i).begin(), plan.in(i).end());
@@ -191,9 +189,9 @@ void absorb_attention(Plan& plan) {
 
 void link_attention(Plan& plan) {
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
-    if (!plan.in_attention[i] || !is_op(plan, i, "kiln.softmax")) continue;
+    if (!plan.in_kernel[i] || !is_op(plan, i, "kiln.softmax")) continue;
     std::size_t p = i - 1;  // its scores matmul: the launch before it, views and epilogue aside
-    while (p > 0 && (plan.is_view[p] || (plan.absorbed[p] && !plan.in_attention[p]))) --p;
+    while (p > 0 && (plan.is_view[p] || (plan.absorbed[p] && !plan.in_kernel[p]))) --p;
     std::size_t c = plan.next_launch(i);
     const Launch* probs_epilogue = nullptr;
     if (!is_op(plan, c, "kiln.matmul")) {

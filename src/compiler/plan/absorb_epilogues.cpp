@@ -76,7 +76,7 @@ void absorb_epilogues(Plan& plan) {
 
 void link_epilogues(Plan& plan) {
   for (std::size_t i = 1; i < plan.launches.size(); ++i) {
-    if (!plan.absorbed[i] || plan.is_view[i] || plan.in_attention[i]) continue;
+    if (!plan.absorbed[i] || plan.is_view[i] || plan.in_kernel[i]) continue;
     std::size_t p = i - 1;  // its matmul or conv: the launch before it, views aside
     while (p > 0 && plan.is_view[p]) --p;
     // An epilogue writes its output while other tiles of its matmul still read the operands.

@@ -197,7 +197,7 @@ std::unique_ptr<Plan> instantiate_plan(const PlanSetup& setup, const std::vector
   plan->outputs = instantiation.instantiate(entry, args, "");
   plan->absorbed.assign(plan->launches.size(), false);
   plan->is_view.assign(plan->launches.size(), false);
-  plan->in_attention.assign(plan->launches.size(), false);
+  plan->in_kernel.assign(plan->launches.size(), false);
   plan->invariant.assign(plan->launches.size(), false);
   return plan;
 }
@@ -236,9 +236,11 @@ void skip_empty_launches(Plan& plan) {
     const std::unique_ptr<PreparedLaunch>& prepared = plan.launches[i].prepared;
     const bool collective =
         prepared != nullptr && prepared->kind == PreparedLaunch::Kind::collective;
-    // An attention kernel writes the context, not its own (scratch) output.
-    const bool attention = plan.launches[i].softmax != nullptr;
-    if (writes_nothing && !collective && !attention) plan.absorbed[i] = true;
+    // An attention kernel writes the context, not its own (scratch) output; an expansion
+    // the depthwise conv's.
+    const bool writes_elsewhere =
+        plan.launches[i].softmax != nullptr || plan.launches[i].depthwise != nullptr;
+    if (writes_nothing && !collective && !writes_elsewhere) plan.absorbed[i] = true;
   }
 }
 

@@ -107,14 +107,16 @@ struct Plan {
   // because its result is a view of its input.
   std::vector<bool> absorbed;
   std::vector<bool> is_view;
-  // Per launch: absorbed as the softmax or the context matmul of an attention kernel that
-  // runs in the matmul before them (see absorb_attention), not as an epilogue.
-  std::vector<bool> in_attention;
+  // Per launch: absorbed as a part of an earlier launch's kernel, not as an epilogue: the
+  // softmax or the context matmul of an attention kernel that runs in the matmul before them
+  // (see absorb_attention), the depthwise conv of an expansion (see absorb_depthwise).
+  std::vector<bool> in_kernel;
   // Per launch: reads only weights, constants and other invariant launches' outputs, so it
   // runs once when the plan is recorded, not on each call (see hoist_invariant).
   std::vector<bool> invariant;
   std::size_t epilogues = 0, views = 0;
   std::size_t attentions = 0;     // attention kernels (each absorbs two launches)
+  std::size_t expansions = 0;     // pointwise convs that run their depthwise conv (one launch)
   std::size_t bf16_handoffs = 0;  // see hand_off_bf16
   // Per device: the call's values (places are reused only by the device's own later
   // launches). The lowering may give every plan of a callable the same memory.

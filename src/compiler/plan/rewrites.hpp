@@ -5,10 +5,19 @@
 // epilogues, so CUDA plans run none.
 
 #include <cstddef>
+#include <string_view>
+#include <vector>
 
 #include "compiler/plan/plan.hpp"
 
 namespace kiln::compiler {
+
+/// Whether launch \p i runs the op \p name.
+bool is_op(const Plan& plan, std::size_t i, std::string_view name);
+/// Whether storage \p s (not a view, not an entry result) is read by launch \p reader alone
+/// among the launches that run (others may list it to keep their operands live).
+bool read_only_by(const Plan& plan, std::size_t s, std::size_t reader,
+                  const std::vector<bool>& is_output);
 
 /// Turns reshapes of contiguous data and transposes whose readers all take strided operands
 /// (matmuls, directly or through further reshapes and transposes) into views: no copy runs,
@@ -42,6 +51,16 @@ void absorb_epilogues(Plan& plan);
 /// memory is placed.
 void absorb_attention(Plan& plan);
 
+/// Marks each depthwise conv whose input only a pointwise conv wrote (directly or through
+/// that conv's absorbed epilogue) and only it reads, where the CPU kernels take the pair
+/// (kernel::runs_with_depthwise), to run inside the pointwise conv as one kernel: per batch
+/// entry and band of channels, the band's GEMM, bias and epilogue in a worker's scratch, then
+/// the depthwise conv of those channels from it (MobileNetV3's expansions: the expanded
+/// activation, 7 MiB at batch 8, never leaves the cache). The expanded activation takes no
+/// bytes of the arena; everything the kernel reads stays live until its last write. After
+/// absorb_epilogues, before memory is placed.
+void absorb_depthwise(Plan& plan);
+
 /// After memory is placed and the views bound: points each matmul at its absorbed epilogue
 /// (`Launch::epilogue`). \throws InternalError if an epilogue's output was placed over an
 /// operand its matmul still reads (which absorb_epilogues' liveness rules out).
@@ -51,6 +70,12 @@ void link_epilogues(Plan& plan);
 /// softmax and context launches (`Launch::softmax`, `Launch::context`). \throws
 /// InternalError if the context was placed over an operand the kernel still reads.
 void link_attention(Plan& plan);
+
+/// After memory is placed and the views bound: points each pointwise conv at the
+/// depthwise conv absorb_depthwise joined to it (`Launch::depthwise`). \throws
+/// InternalError if the depthwise conv's output (or its epilogue's) was placed over an
+/// operand the kernel still reads.
+void link_depthwise(Plan& plan);
 
 /// bf16 plans, after the CPU lowering prepared the launches: a bf16 weight matmul whose
 /// output (or fused epilogue's) only another bf16 weight matmul reads, as its left operand

@@ -1,0 +1,129 @@
+// Plan rewrite: a pointwise conv and the depthwise conv after it as one kernel (see
+// rewrites.hpp).
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "compiler/cpu/kernel_support.hpp"
+#include "compiler/plan/rewrites.hpp"
+#include "core/str.hpp"
+#include "kiln/core/error.hpp"
+
+namespace kiln::compiler {
+
+namespace {
+
+bool is_conv(const Plan& plan, std::size_t i) { return is_op(plan, i, "kiln.conv"); }
+
+/// The views of launch \p i's operands and results with their shapes and dtypes (no data:
+/// memory is not placed yet), for the kernels' checks.
+struct ShapeViews {
+  std::vector<View> views;
+  Launch launch;
+  ShapeViews(const Plan& plan, std::size_t i) {
+    for (std::size_t s : plan.in(i)) views.push_back(of(plan.storage[s]));
+    for (std::size_t s : plan.out(i)) views.push_back(of(plan.storage[s]));
+    launch.graph = plan.launches[i].graph;
+    launch.op = plan.launches[i].op;
+    launch.in = std::span<const View>(views).first(plan.in(i).size());
+    launch.out = std::span<const View>(views).subspan(plan.in(i).size());
+  }
+  static View of(const Storage& st) { return {nullptr, st.dtype, st.shape, st.strides}; }
+};
+
+/// `kiln.relu` or `kiln.fused @fused_3`: launch \p i's op as labels name it.
+std::string op_label(const Plan& plan, std::size_t i) {
+  const ir::OpView op = plan.launches[i].view();
+  std::string label(op.name());
+  if (const ir::Attribute* callee = op.find("callee")) label += " @" + callee->as_symbol().name;
+  return label;
+}
+
+/// Launch \p i's absorbed epilogue: the next launch, when it is one that reads \p i's
+/// output directly; else -1.
+std::int64_t epilogue_of(const Plan& plan, std::size_t i) {
+  const std::size_t j = i + 1;
+  if (j >= plan.launches.size() || !plan.absorbed[j] || plan.in_kernel[j] || plan.is_view[j])
+    return -1;
+  const std::span<const std::size_t> in = plan.in(j);
+  return std::find(in.begin(), in.end(), plan.out(i)[0]) != in.end() ? std::int64_t(j) : -1;
+}
+
+}  // namespace
+
+void absorb_depthwise(Plan& plan) {
+  const std::vector<bool> is_output = plan.output_flags();
+  for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+    if (plan.absorbed[i] || plan.invariant[i] || !is_conv(plan, i) || plan.out(i).size() != 1)
+      continue;
+    // The pointwise conv's epilogue, then the depthwise conv right after it (no views between:
+    // the depthwise conv reads the planes as the pointwise conv writes them).
+    const std::int64_t e = epilogue_of(plan, i);
+    const std::size_t last_of_pointwise = e >= 0 ? std::size_t(e) : i;
+    const std::size_t d = last_of_pointwise + 1;
+    if (d >= plan.launches.size() || plan.absorbed[d] || plan.is_view[d] || !is_conv(plan, d) ||
+        plan.out(d).size() != 1 || plan.io[d].device != plan.io[i].device ||
+        plan.invariant[d] != plan.invariant[i])
+      continue;
+    const std::size_t expanded = plan.out(last_of_pointwise)[0];
+    if (plan.in(d).empty() || plan.in(d)[0] != expanded ||
+        !read_only_by(plan, expanded, d, is_output) ||
+        (e >= 0 && (plan.storage[expanded].shape != plan.storage[plan.out(i)[0]].shape ||
+                    !read_only_by(plan, plan.out(i)[0], std::size_t(e), is_output))))
+      continue;
+    const ShapeViews pointwise(plan, i), depthwise(plan, d);
+    if (!kernel::runs_with_depthwise(pointwise.launch, depthwise.launch)) continue;
+    // The depthwise conv's own epilogue runs inside too (link_epilogues points it there).
+    const std::int64_t dw_epilogue = epilogue_of(plan, d);
+    const std::size_t last = dw_epilogue >= 0 ? std::size_t(dw_epilogue) : d;
+    plan.absorbed[d] = plan.in_kernel[d] = true;
+    ++plan.expansions;
+    // What the kernel reads stays live until its last write.
+    std::vector<std::size_t> read;
+    for (std::size_t l = i; l <= last; ++l)
+      read.insert(read.end(), plan.in(l).begin(), plan.in(l).end());
+    for (std::size_t s : read) plan.storage[plan.root(s)].readers.push_back(last);
+    // The expanded activation lives in the kernel's scratch, a band at a time.
+    plan.storage[plan.out(i)[0]].bytes = 0;
+    plan.storage[expanded].bytes = 0;
+    // `kiln.conv + kiln.relu + kiln.conv + kiln.relu (node_Conv_514:12)`.
+    std::string parts = " + " + op_label(plan, d);
+    if (dw_epilogue >= 0) parts += " + " + op_label(plan, std::size_t(dw_epilogue));
+    std::size_t at = plan.launches[i].view().name().size();
+    if (e >= 0) at += 3 + op_label(plan, std::size_t(e)).size();
+    plan.labels[i].insert(std::min(at, plan.labels[i].size()), parts);
+  }
+}
+
+void link_depthwise(Plan& plan) {
+  for (std::size_t d = 1; d < plan.launches.size(); ++d) {
+    if (!plan.in_kernel[d] || !is_conv(plan, d)) continue;
+    std::size_t i = d - 1;  // its pointwise conv: the launch before it, or before its epilogue
+    if (plan.absorbed[i] && !plan.in_kernel[i]) --i;
+    // The kernel writes the depthwise conv's output (and its epilogue's) while it still
+    // reads the pointwise conv's operands and the epilogues'.
+    const std::int64_t dw_epilogue = epilogue_of(plan, d);
+    const std::size_t last = dw_epilogue >= 0 ? std::size_t(dw_epilogue) : d;
+    const std::size_t written[] = {plan.out(d)[0], plan.out(last)[0]};
+    for (std::size_t w : written) {
+      const Storage& out = plan.storage[w];
+      for (std::size_t l = i; l <= last; ++l)
+        for (std::size_t s : plan.in(l)) {
+          const std::size_t r = plan.root(s);
+          const Storage& in = plan.storage[r];
+          if (r == written[0] || r == written[1]) continue;  // the kernel's own, elementwise
+          if (in.arena_offset >= 0 && out.arena_offset >= 0 && in.bytes > 0 &&
+              in.kept == out.kept && in.device == out.device &&
+              in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
+              out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
+            throw InternalError(detail::cat("CompiledCallable: the expansion kernel of ",
+                                            plan.labels[i],
+                                            " writes over an operand it still reads"));
+        }
+    }
+    plan.launches[i].depthwise = &plan.launches[d];
+  }
+}
+
+}  // namespace kiln::compiler
