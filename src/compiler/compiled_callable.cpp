@@ -389,7 +389,7 @@ struct CompiledCallable::Impl {
       // bf16 plans run attention's batched matmuls in bf16 (BatchedBf16Matmul) instead.
       if (fuse_epilogues && matmul_precision == MatmulPrecision::f32) {
         compiler::absorb_attention(*plan);
-        compiler::absorb_depthwise(*plan);
+        compiler::absorb_depthwise(*plan, prepack_weights);
       }
     }
     const compiler::ArenaSizes sizes = compiler::place_values(*plan, devices.size());

@@ -453,11 +453,13 @@ TEST(Conv, DepthwiseConvsOnKilnsLoopsMatchTheReference) {
 }
 
 TEST(Conv, ExpansionsRunTheirDepthwiseConvInsideThePointwiseConv) {
-  // A 1x1 conv whose output (through its epilogue, if any) only a depthwise conv on kiln's
-  // loops reads runs that conv inside itself, a band of channels at a time (MobileNet's
-  // expansions): bands that split the channels unevenly, one band, strides 1 and 2, 3x3 and
-  // 5x5, with and without biases and epilogues, a batch, weights fixed or passed per call,
-  // on 1 to 3 workers (bands spread over them), against the reference.
+  // A 1x1 conv whose output (through its epilogue, if any) only a depthwise conv reads runs
+  // that conv inside itself (MobileNet's expansions): by oneDNN's blocked kernels with fixed
+  // weights and epilogues of single values (any plane; a batch entry or a slice of channels
+  // a tile), else by kiln's loops (rows of 16 or more; a band of channels at a time).
+  // Uneven bands and slices, one band, strides 1 and 2, 3x3 and 5x5, with and without
+  // biases and epilogues, a batch, weights fixed or passed per call, 1 to 3 workers,
+  // against the reference.
   struct Case {
     Ints x;
     std::int64_t m;
@@ -466,12 +468,17 @@ TEST(Conv, ExpansionsRunTheirDepthwiseConvInsideThePointwiseConv) {
     bool bias, epilogues;
   };
   const std::vector<Case> cases = {
-      // 24 x 1440 floats: two bands of 12 channels.
+      // 24 x 1440 floats: two bands of 12 channels in kiln's loops.
       {{2, 8, 40, 36}, 24, {3, 3}, {.strides = {2, 2}, .pads = {1, 1, 1, 1}}, true, true},
       // 17 x 4096: three bands (6, 6, 5).
       {{1, 5, 64, 64}, 17, {5, 5}, {.pads = {2, 2, 2, 2}}, false, true},
       {{3, 4, 20, 24}, 9, {3, 3}, {.pads = {1, 1, 1, 1}}, true, false},
       {{1, 3, 18, 40}, 6, {3, 5}, {.strides = {1, 2}, .pads = {0, 2, 1, 1}}, false, false},
+      // Rows under 16 (oneDNN's blocked kernels only): MobileNetV3's 14x14 and 7x7 layers;
+      // on 2 or 3 workers one batch entry splits into slices of 32, 32 and 16 channels.
+      {{1, 24, 14, 14}, 80, {5, 5}, {.pads = {2, 2, 2, 2}}, true, true},
+      {{2, 16, 14, 14}, 48, {5, 5}, {.strides = {2, 2}, .pads = {2, 2, 2, 2}}, true, true},
+      {{3, 8, 7, 7}, 32, {3, 3}, {.pads = {1, 1, 1, 1}}, false, true},
   };
   for (std::size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
@@ -496,45 +503,66 @@ TEST(Conv, ExpansionsRunTheirDepthwiseConvInsideThePointwiseConv) {
     const StagedGraph passed = stage([&](Tensor xs, Tensor ws, Tensor dws) {
       return expansion(xs, ws, dws);
     })(x.layout(), w.layout(), dw.layout());
+    // Weights passed per call: kiln's loops only, which take output rows of 16 or more.
+    const bool kilns_loops = (c.x[3] + c.window.pads[1] + c.window.pads[3] - c.dw[1]) /
+                                     (c.window.strides.empty() ? 1 : c.window.strides[1]) +
+                                 1 >=
+                             16;
     for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::to_string(threads) + " workers");
       both(fixed, {x}, 1e-5, threads);
       both(passed, {x, w, dw}, 1e-5, threads);
       CompiledCallable call(fixed, {}, on_threads(threads));
       call.run({x});
       EXPECT_EQ(call.stats().expansions, 1u);
-      // One launch for both convs and their epilogues.
-      EXPECT_EQ(call.stats().launches, 1u);
+      EXPECT_EQ(call.stats().launches, 1u);  // both convs and their epilogues
+      CompiledCallable call_passed(passed, {}, on_threads(threads));
+      call_passed.run({x, w, dw});
+      EXPECT_EQ(call_passed.stats().expansions, kilns_loops ? 1u : 0u);
     }
   }
 }
 
 TEST(Conv, ExpansionsStayApartWhereAnythingElseReadsTheExpandedActivation) {
-  // The expanded activation returned too, or read by another op as well, or the depthwise
-  // conv too narrow for kiln's loops: two convs, each as it runs alone, same results.
+  // The expanded activation returned too, or read by another op as well; rows under 16
+  // with an epilogue whose operand is per channel (oneDNN's blocked order is not kiln's)
+  // or with weights passed per call: two convs, each as it runs alone, same results.
   const Tensor x = Tensor::random(TensorLayout(DType::f32, {2, 4, 20, 24}), 350, -2, 2);
-  const Tensor w = Tensor::random(TensorLayout(DType::f32, {8, 4, 1, 1}), 351, -1, 1);
-  const Tensor dw = Tensor::random(TensorLayout(DType::f32, {8, 1, 3, 3}), 352, -1, 1);
-  const Window depthwise{.pads = {1, 1, 1, 1}, .groups = 8};
-  const Tensor narrow = Tensor::random(TensorLayout(DType::f32, {2, 4, 12, 12}), 353, -2, 2);
-  const std::vector<std::pair<const char*, StagedGraph>> graphs = {
-      {"returned", stage([&](Tensor xs) {
-         const Tensor y = relu(conv(xs, w, Window{}));
-         return std::vector<Tensor>{conv(y, dw, depthwise), y};
-       })(x.layout())},
-      {"read twice", stage([&](Tensor xs) {
-         const Tensor y = relu(conv(xs, w, Window{}));
-         return conv(y, dw, depthwise) + y;
-       })(x.layout())},
-      {"rows under 16", stage([&](Tensor xs) {
-         return conv(relu(conv(xs, w, Window{})), dw, depthwise);
-       })(narrow.layout())},
+  const Tensor w = Tensor::random(TensorLayout(DType::f32, {16, 4, 1, 1}), 351, -1, 1);
+  const Tensor dw = Tensor::random(TensorLayout(DType::f32, {16, 1, 3, 3}), 352, -1, 1);
+  const Tensor scale = Tensor::random(TensorLayout(DType::f32, {1, 16, 1, 1}), 353, -1, 1);
+  const Window depthwise{.pads = {1, 1, 1, 1}, .groups = 16};
+  const Tensor narrow = Tensor::random(TensorLayout(DType::f32, {2, 4, 12, 12}), 354, -2, 2);
+  const auto graph = [&](const Tensor& in, auto f) { return stage(f)(in.layout()); };
+  const std::vector<std::tuple<const char*, StagedGraph, std::vector<Tensor>>> graphs = {
+      {"returned",
+       graph(x,
+             [&](Tensor xs) {
+               const Tensor y = relu(conv(xs, w, Window{}));
+               return std::vector<Tensor>{conv(y, dw, depthwise), y};
+             }),
+       {x}},
+      {"read twice",
+       graph(x,
+             [&](Tensor xs) {
+               const Tensor y = relu(conv(xs, w, Window{}));
+               return conv(y, dw, depthwise) + y;
+             }),
+       {x}},
+      {"rows under 16, a per-channel epilogue",
+       graph(narrow, [&](Tensor xs) { return conv(conv(xs, w, Window{}) * scale, dw, depthwise); }),
+       {narrow}},
+      {"rows under 16, weights passed",
+       stage([&](Tensor xs, Tensor ws) {
+         return conv(relu(conv(xs, ws, Window{})), dw, depthwise);
+       })(narrow.layout(), w.layout()),
+       {narrow, w}},
   };
-  for (const auto& [what, staged] : graphs) {
+  for (const auto& [what, staged, inputs] : graphs) {
     SCOPED_TRACE(what);
-    const Tensor& in = std::string_view(what) == "rows under 16" ? narrow : x;
-    both(staged, {in}, 1e-5, 2);
+    both(staged, inputs, 1e-5, 2);
     CompiledCallable call(staged, {}, on_threads(2));
-    call.run({in});
+    call.run(inputs);
     EXPECT_EQ(call.stats().expansions, 0u);
   }
 }

@@ -14,8 +14,11 @@
 // depthwise_plane), and a conv of at most 4 input channels (a stem; plane_convs.hpp).
 // 3x3 stride-1 convs may run oneDNN's Winograd kernels
 // (`Launch::winograd`), or where oneDNN has none (below AVX-512) kiln's own
-// (winograd_conv.hpp). Other dtypes, and any problem oneDNN has no primitive for, run
-// direct loops in double. Pools are loops over planes.
+// (winograd_conv.hpp). A pointwise conv with the depthwise conv after it (an expansion,
+// `Launch::depthwise`) runs both as one kernel: oneDNN's on its blocked layout
+// (blocked_expansion.hpp), else kiln's in bands of channels (`Expansion`). Other dtypes,
+// and any problem oneDNN has no primitive for, run direct loops in double. Pools are loops
+// over planes.
 
 #include <omp.h>
 
@@ -27,6 +30,8 @@
 #include <string>
 #include <tuple>
 
+#include "compiler/cpu/blocked_expansion.hpp"
+#include "compiler/cpu/conv_descs.hpp"
 #include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/onednn_support.hpp"
 #include "compiler/cpu/plane_convs.hpp"
@@ -133,9 +138,6 @@ void direct_conv(const Launch& l, bool transposed) {
 
 // ---- oneDNN ---------------------------------------------------------------------------------
 
-using Desc = dnnl::memory::desc;
-using DnnlDims = dnnl::memory::dims;
-
 /// One tile: batch entries [n0, n1), output channels [m0, m1) (whole groups when
 /// grouped) and output rows [oy0, oy1) of a 2-D conv (oy1 0: every row), computed by one
 /// primitive execution.
@@ -204,6 +206,7 @@ struct PreparedConv final : PreparedLaunch {
   std::unique_ptr<FewChannelConv> few;          // or kiln's loops for few input channels
   std::unique_ptr<WinogradConv> kiln_winograd;  // or kiln's Winograd (`winograd` set too)
   std::unique_ptr<Expansion> expansion;         // or with its depthwise conv (`depthwise`)
+  std::unique_ptr<BlockedExpansion> blocked;    // or so by oneDNN's blocked kernels
 };
 
 /// A conv's prepared state, its sizes from \p g, its kind of kernel for the caller to set.
@@ -212,60 +215,6 @@ std::unique_ptr<PreparedConv> prepared_for(const Geometry& g) {
   prepared->m = g.m;
   prepared->out_plane = g.out_plane();
   return prepared;
-}
-
-/// The trailing \p spatial entries of \p s, each minus \p minus.
-DnnlDims tail(const Spatial& s, std::size_t spatial, std::int64_t minus = 0) {
-  DnnlDims d;
-  for (std::size_t i = kMaxSpatial - spatial; i < kMaxSpatial; ++i) d.push_back(s[i] - minus);
-  return d;
-}
-
-/// [rows, channels, spatial...] f32 of a row-major tensor of \p total channels.
-Desc activation_desc(std::int64_t rows, std::int64_t channels, std::int64_t total,
-                     const Spatial& plane, std::size_t spatial) {
-  DnnlDims dims{rows, channels}, strides;
-  const DnnlDims space = tail(plane, spatial);
-  dims.insert(dims.end(), space.begin(), space.end());
-  std::int64_t step = 1;
-  for (std::size_t d = space.size(); d-- > 0;) {
-    strides.insert(strides.begin(), step);
-    step *= space[d];
-  }
-  // One row: its batch stride is never used; a dense one keeps the slice of channels a
-  // plain layout (oneDNN runs only its reference kernel on other strides).
-  strides.insert(strides.begin(), {(rows == 1 ? channels : total) * step, step});
-  return Desc(dims, dnnl::memory::data_type::f32, strides);
-}
-
-/// The weights of output channels [m0, m1) as oneDNN reads them (o, i, kernel; with groups
-/// g, o, i, kernel) over kiln's layout: [M, C / groups, kernel] for a conv, [C, M / groups,
-/// kernel] for a conv_transpose; and the element offset of the slice.
-std::pair<Desc, std::int64_t> weights_desc(const Geometry& g, bool transposed, std::int64_t m0,
-                                           std::int64_t m1) {
-  const std::int64_t cg = g.c / g.groups, mg = g.m / g.groups, taps = g.taps();
-  const DnnlDims kernel = tail(g.kernel, g.spatial);
-  DnnlDims kernel_strides;
-  std::int64_t step = 1;
-  for (std::size_t d = kernel.size(); d-- > 0;) {
-    kernel_strides.insert(kernel_strides.begin(), step);
-    step *= kernel[d];
-  }
-  DnnlDims dims, strides;
-  std::int64_t offset = 0;
-  if (g.groups == 1) {  // a slice of output channels
-    dims = {m1 - m0, g.c};
-    strides = transposed ? DnnlDims{taps, g.m * taps} : DnnlDims{g.c * taps, taps};
-    offset = m0 * (transposed ? taps : g.c * taps);
-  } else {  // a slice of whole groups
-    dims = {(m1 - m0) / mg, mg, cg};
-    strides = transposed ? DnnlDims{cg * mg * taps, taps, mg * taps}
-                         : DnnlDims{mg * cg * taps, cg * taps, taps};
-    offset = m0 / mg * mg * cg * taps;
-  }
-  dims.insert(dims.end(), kernel.begin(), kernel.end());
-  strides.insert(strides.end(), kernel_strides.begin(), kernel_strides.end());
-  return {Desc(dims, dnnl::memory::data_type::f32, strides), offset};
 }
 
 /// Multiply-adds below which a conv is not split over more than one tile: 2^18, as
@@ -561,6 +510,11 @@ bool depthwise(const Geometry& g) {
   return g.groups == g.c && g.m == g.c && g.c != 0 && plane_conv_fits(g);
 }
 
+/// Whether \p g is a depthwise conv (one input and one output channel per group), 2-D.
+bool depthwise_geometry(const Geometry& g) {
+  return g.groups == g.c && g.m == g.c && g.c != 0 && g.spatial == 2;
+}
+
 /// \p g (a depthwise conv, see `depthwise`) by kiln's loops over planes, in blocks of at
 /// least kTileMacs multiply-adds on up to \p threads workers.
 std::unique_ptr<PreparedConv> prepare_depthwise(const Geometry& g, int threads) {
@@ -646,6 +600,14 @@ constexpr std::int64_t kExpansionBand = 32 * 1024;
 bool all_f32(const Launch& l) {
   const auto f32 = [](const View& v) { return v.dtype == DType::f32; };
   return std::all_of(l.in.begin(), l.in.end(), f32) && std::all_of(l.out.begin(), l.out.end(), f32);
+}
+
+/// Whether kiln's loops take the expansion of \p pw (a pointwise conv) and \p dw (a
+/// depthwise conv reading its output): the GEMM path's planes and kiln's depthwise loops.
+bool kiln_expansion(const Launch& pw, const Launch& dw) {
+  const Geometry g = window_geometry(pw, true);
+  return g.out_plane() >= (g.n > 1 ? kGemmPlaneBatched : kGemmPlane) &&
+         depthwise(window_geometry(dw, true));
 }
 
 /// \p l (a pointwise conv, see `pointwise`) with its depthwise conv \p dw (see
@@ -747,8 +709,16 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
   std::unique_ptr<PreparedConv> prepared;
   const bool want_bf16 = l.bf16 && l.pack_rhs;
   if (l.depthwise != nullptr) {  // the planner checked runs_with_depthwise
-    prepared = prepare_expansion(l, *l.depthwise, threads);
-    l.blocks = static_cast<std::uint32_t>(prepared->expansion->scratch.size());
+    if (auto blocked = prepare_blocked_expansion(l, threads)) {
+      prepared = prepared_for(g);
+      l.blocks = static_cast<std::uint32_t>(blocked->streams.size());
+      prepared->blocked = std::move(blocked);
+    } else if (kiln_expansion(l, *l.depthwise)) {
+      prepared = prepare_expansion(l, *l.depthwise, threads);
+      l.blocks = static_cast<std::uint32_t>(prepared->expansion->scratch.size());
+    } else {
+      throw InternalError(cat(l.view().describe(), ": no kernel for its expansion"));
+    }
     l.prepared = std::move(prepared);
     return;
   }
@@ -839,6 +809,10 @@ void run_window_conv(const Launch& l, bool transposed) {
   }
   if (p->expansion != nullptr) {
     run_expansion(l, *p->expansion);
+    return;
+  }
+  if (p->blocked != nullptr) {
+    run_blocked_expansion(l, *p->blocked);
     return;
   }
   if (p->few != nullptr) {
@@ -1156,7 +1130,7 @@ WindowGeometry window_geometry(const Launch& l, bool kernel_from_w) {
   return g;
 }
 
-bool runs_with_depthwise(const Launch& pw, const Launch& dw) {
+bool runs_with_depthwise(const Launch& pw, const Launch& dw, bool blocked_allowed) {
   if (pw.view().name() != "kiln.conv" || dw.view().name() != "kiln.conv" || pw.in.size() < 2 ||
       dw.in.size() < 2 || pw.out.size() != 1 || dw.out.size() != 1 || !all_f32(pw) || !all_f32(dw))
     return false;
@@ -1164,8 +1138,9 @@ bool runs_with_depthwise(const Launch& pw, const Launch& dw) {
     for (const View& v : l->in)
       if (!v.strides.empty() || elements(v.shape) == 0) return false;
   const Geometry g = window_geometry(pw, true), gd = window_geometry(dw, true);
-  return pointwise(g) && g.out_plane() >= (g.n > 1 ? kGemmPlaneBatched : kGemmPlane) &&
-         depthwise(gd) && gd.n == g.n && gd.c == g.m && gd.in == g.out;
+  if (!pointwise(g) || !depthwise_geometry(gd) || gd.n != g.n || gd.c != g.m || gd.in != g.out)
+    return false;
+  return kiln_expansion(pw, dw) || (blocked_allowed && blocked_expansion_fits(pw, dw));
 }
 
 bool conv_in_bf16(const Launch& l) {

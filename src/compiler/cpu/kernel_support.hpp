@@ -246,9 +246,11 @@ void conv_transpose(const Launch& l);
 void prepare_conv(Launch& launch, int threads);
 /// Whether the CPU kernels run conv \p depthwise, which reads conv \p pointwise's output,
 /// inside \p pointwise (`Launch::depthwise`; see absorb_depthwise): a 1x1 f32 conv over
-/// whole planes, and a depthwise f32 conv kiln's plane loops take. Reads only the views'
-/// shapes and dtypes and the ops' attributes.
-bool runs_with_depthwise(const Launch& pointwise, const Launch& depthwise);
+/// whole planes and a 2-D depthwise f32 conv, which kiln's loops take (the GEMM path's
+/// planes, output rows of 16 or more) or, with \p blocked_allowed (fixed weights packed,
+/// epilogues whose other operands are single values), oneDNN's blocked kernels
+/// (BlockedExpansion). Reads only the views' shapes and dtypes and the ops' attributes.
+bool runs_with_depthwise(const Launch& pointwise, const Launch& depthwise, bool blocked_allowed);
 void prepare_conv_transpose(Launch& launch, int threads);
 /// True when prepare set the conv launch \p l to multiply in bfloat16.
 bool conv_in_bf16(const Launch& l);

@@ -50,9 +50,27 @@ std::int64_t epilogue_of(const Plan& plan, std::size_t i) {
   return std::find(in.begin(), in.end(), plan.out(i)[0]) != in.end() ? std::int64_t(j) : -1;
 }
 
+/// Whether launch \p i's operand \p k is a weight or constant (fixed bytes).
+bool fixed_operand(const Plan& plan, std::size_t i, std::size_t k) {
+  return plan.in(i).size() > k && plan.storage[plan.root(plan.in(i)[k])].fixed != nullptr;
+}
+
+/// Whether every operand of launch \p e (an epilogue, or -1: none) other than storage \p
+/// produced holds a single value.
+bool single_values_besides(const Plan& plan, std::int64_t e, std::size_t produced) {
+  if (e < 0) return true;
+  for (std::size_t s : plan.in(std::size_t(e))) {
+    if (s == produced) continue;
+    std::int64_t n = 1;
+    for (std::int64_t d : plan.storage[s].shape) n *= d;
+    if (n != 1) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-void absorb_depthwise(Plan& plan) {
+void absorb_depthwise(Plan& plan, bool prepack_weights) {
   const std::vector<bool> is_output = plan.output_flags();
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
     if (plan.absorbed[i] || plan.invariant[i] || !is_conv(plan, i) || plan.out(i).size() != 1)
@@ -72,10 +90,14 @@ void absorb_depthwise(Plan& plan) {
         (e >= 0 && (plan.storage[expanded].shape != plan.storage[plan.out(i)[0]].shape ||
                     !read_only_by(plan, plan.out(i)[0], std::size_t(e), is_output))))
       continue;
-    const ShapeViews pointwise(plan, i), depthwise(plan, d);
-    if (!kernel::runs_with_depthwise(pointwise.launch, depthwise.launch)) continue;
     // The depthwise conv's own epilogue runs inside too (link_epilogues points it there).
     const std::int64_t dw_epilogue = epilogue_of(plan, d);
+    const bool blocked_allowed = prepack_weights && fixed_operand(plan, i, 1) &&
+                                 fixed_operand(plan, d, 1) &&
+                                 single_values_besides(plan, e, plan.out(i)[0]) &&
+                                 single_values_besides(plan, dw_epilogue, plan.out(d)[0]);
+    const ShapeViews pointwise(plan, i), depthwise(plan, d);
+    if (!kernel::runs_with_depthwise(pointwise.launch, depthwise.launch, blocked_allowed)) continue;
     const std::size_t last = dw_epilogue >= 0 ? std::size_t(dw_epilogue) : d;
     plan.absorbed[d] = plan.in_kernel[d] = true;
     ++plan.expansions;

@@ -53,13 +53,14 @@ void absorb_attention(Plan& plan);
 
 /// Marks each depthwise conv whose input only a pointwise conv wrote (directly or through
 /// that conv's absorbed epilogue) and only it reads, where the CPU kernels take the pair
-/// (kernel::runs_with_depthwise), to run inside the pointwise conv as one kernel: per batch
-/// entry and band of channels, the band's GEMM, bias and epilogue in a worker's scratch, then
-/// the depthwise conv of those channels from it (MobileNetV3's expansions: the expanded
-/// activation, 7 MiB at batch 8, never leaves the cache). The expanded activation takes no
-/// bytes of the arena; everything the kernel reads stays live until its last write. After
-/// absorb_epilogues, before memory is placed.
-void absorb_depthwise(Plan& plan);
+/// (kernel::runs_with_depthwise; oneDNN's blocked kernels only with \p prepack_weights), to
+/// run inside the pointwise conv as one kernel: per batch entry and band of channels, the
+/// pointwise conv, its bias and epilogue into a worker's scratch, then the depthwise conv of
+/// those channels from it (MobileNetV3's expansions: the expanded activation, 7 MiB at batch
+/// 8, never leaves the cache). The expanded activation takes no bytes of the arena;
+/// everything the kernel reads stays live until its last write. After absorb_epilogues,
+/// before memory is placed.
+void absorb_depthwise(Plan& plan, bool prepack_weights);
 
 /// After memory is placed and the views bound: points each matmul at its absorbed epilogue
 /// (`Launch::epilogue`). \throws InternalError if an epilogue's output was placed over an
