@@ -523,6 +523,36 @@ TEST(Conv, ExpansionsRunTheirDepthwiseConvInsideThePointwiseConv) {
   }
 }
 
+TEST(Conv, AStemAndTheDepthwiseConvAfterItRunAsOneKernel) {
+  // Any ungrouped conv before a depthwise one (MobileNetV3's stem: 3 -> 16 channels, 3x3,
+  // stride 2, hard-swish) runs with it on oneDNN's blocked kernels when its weights are
+  // fixed; passed per call, the two run apart (kiln's band kernel takes only 1x1 convs).
+  const Tensor x = Tensor::random(TensorLayout(DType::f32, {2, 3, 40, 36}), 360, -2, 2);
+  const Tensor w = Tensor::random(TensorLayout(DType::f32, {16, 3, 3, 3}), 361, -1, 1);
+  const Tensor b = Tensor::random(TensorLayout(DType::f32, {16}), 362, -1, 1);
+  const Tensor dw = Tensor::random(TensorLayout(DType::f32, {16, 1, 3, 3}), 363, -1, 1);
+  const Window stem{.strides = {2, 2}, .pads = {1, 1, 1, 1}};
+  const Window depthwise{.strides = {2, 2}, .pads = {1, 1, 1, 1}, .groups = 16};
+  const auto network = [&](const Tensor& xs, const Tensor& ws) {
+    const Tensor y = conv(xs, ws, b, stem);
+    return relu(conv(y * minimum(relu(y + 3.0), scalar_like(y, 6.0)), dw, depthwise));
+  };
+  const StagedGraph fixed = stage([&](Tensor xs) { return network(xs, w); })(x.layout());
+  const StagedGraph passed =
+      stage([&](Tensor xs, Tensor ws) { return network(xs, ws); })(x.layout(), w.layout());
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " workers");
+    both(fixed, {x}, 1e-5, threads);
+    both(passed, {x, w}, 1e-5, threads);
+    CompiledCallable call(fixed, {}, on_threads(threads));
+    call.run({x});
+    EXPECT_EQ(call.stats().expansions, 1u);
+    CompiledCallable call_passed(passed, {}, on_threads(threads));
+    call_passed.run({x, w});
+    EXPECT_EQ(call_passed.stats().expansions, 0u);
+  }
+}
+
 TEST(Conv, ExpansionsStayApartWhereAnythingElseReadsTheExpandedActivation) {
   // The expanded activation returned too, or read by another op as well; rows under 16
   // with an epilogue whose operand is per channel (oneDNN's blocked order is not kiln's)

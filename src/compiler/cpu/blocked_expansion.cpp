@@ -22,12 +22,12 @@ using kiln::detail::cat;
 constexpr auto kF32 = dnnl::memory::data_type::f32;
 constexpr auto kAny = dnnl::memory::format_tag::any;
 
-/// The two primitives of a slice of output channels [m0, m1): the pointwise conv reading
+/// The two primitives of a slice of output channels [m0, m1): the first conv reading
 /// one batch entry (kiln's layout or its own) and writing oneDNN's blocked layout, and the
 /// depthwise conv reading that layout as it is.
 struct Slice {
-  dnnl::convolution_forward::primitive_desc pointwise, depthwise;
-  dnnl::convolution_forward pointwise_conv, depthwise_conv;
+  dnnl::convolution_forward::primitive_desc first, depthwise;
+  dnnl::convolution_forward first_conv, depthwise_conv;
 };
 
 Desc any_of(const DnnlDims& dims) { return Desc(dims, kF32, kAny); }
@@ -58,21 +58,23 @@ bool usable(const dnnl::convolution_forward::primitive_desc& pd) {
          pd.dst_desc().get_size() == static_cast<std::size_t>(elements) * sizeof(float);
 }
 
-/// The slice [m0, m1) of the expansion \p g (pointwise) then \p gd (depthwise), or nullopt
+/// The slice [m0, m1) of the expansion \p g (first) then \p gd (depthwise), or nullopt
 /// when oneDNN has no usable kernel for it (see `usable`).
 std::optional<Slice> slice_of(const WindowGeometry& g, const WindowGeometry& gd, bool bias,
                               bool dw_bias, std::int64_t m0, std::int64_t m1) {
   const std::int64_t outs = m1 - m0;
-  const DnnlDims plane = tail(g.in, 2), out_plane = tail(gd.out, 2);
+  const DnnlDims in = tail(g.in, 2), mid = tail(g.out, 2), kernel = tail(g.kernel, 2),
+                 out = tail(gd.out, 2), dw_kernel = tail(gd.kernel, 2);
   try {
-    const auto pointwise = conv_pd(any_of({1, g.c, plane[0], plane[1]}), any_of({outs, g.c, 1, 1}),
-                                   bias, any_of({1, outs, plane[0], plane[1]}), g);
-    if (!usable(pointwise)) return std::nullopt;
-    const DnnlDims kernel = tail(gd.kernel, 2);
-    const auto depthwise = conv_pd(pointwise.dst_desc(), any_of({outs, 1, 1, kernel[0], kernel[1]}),
-                                   dw_bias, any_of({1, outs, out_plane[0], out_plane[1]}), gd);
-    if (!usable(depthwise) || depthwise.src_desc() != pointwise.dst_desc()) return std::nullopt;
-    return Slice{pointwise, depthwise, dnnl::convolution_forward(pointwise),
+    const auto first =
+        conv_pd(any_of({1, g.c, in[0], in[1]}), any_of({outs, g.c, kernel[0], kernel[1]}), bias,
+                any_of({1, outs, mid[0], mid[1]}), g);
+    if (!usable(first)) return std::nullopt;
+    const auto depthwise =
+        conv_pd(first.dst_desc(), any_of({outs, 1, 1, dw_kernel[0], dw_kernel[1]}), dw_bias,
+                any_of({1, outs, out[0], out[1]}), gd);
+    if (!usable(depthwise) || depthwise.src_desc() != first.dst_desc()) return std::nullopt;
+    return Slice{first, depthwise, dnnl::convolution_forward(first),
                  dnnl::convolution_forward(depthwise)};
   } catch (const dnnl::error&) {
     return std::nullopt;
@@ -130,10 +132,10 @@ bool only_single_values_besides(const Launch* epilogue, const std::byte* produce
   });
 }
 
-bool blocked_expansion_fits(const Launch& pointwise, const Launch& depthwise) {
-  if (pointwise.in[0].shape.size() != 4) return false;
-  const WindowGeometry g = window_geometry(pointwise, true), gd = window_geometry(depthwise, true);
-  return slice_of(g, gd, pointwise.in.size() > 2, depthwise.in.size() > 2, 0, g.m).has_value();
+bool blocked_expansion_fits(const Launch& first, const Launch& depthwise) {
+  if (first.in[0].shape.size() != 4) return false;
+  const WindowGeometry g = window_geometry(first, true), gd = window_geometry(depthwise, true);
+  return slice_of(g, gd, first.in.size() > 2, depthwise.in.size() > 2, 0, g.m).has_value();
 }
 
 std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int threads) {
@@ -174,11 +176,11 @@ std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int
   const std::int64_t tiles = g.n * static_cast<std::int64_t>(ranges.size());
   const std::int64_t blocks = std::clamp<std::int64_t>(threads, 1, tiles);
   const Slice& widest = kinds.front();
-  // Per block: the input in the pointwise conv's layout, its output, the depthwise conv's.
+  // Per block: the input in the first conv's layout, its output, the depthwise conv's.
   std::vector<dnnl::memory> input, expanded, result;
   for (std::int64_t b = 0; b < blocks; ++b) {
-    input.emplace_back(widest.pointwise.src_desc(), engine);
-    expanded.emplace_back(widest.pointwise.dst_desc(), engine);
+    input.emplace_back(widest.first.src_desc(), engine);
+    expanded.emplace_back(widest.first.dst_desc(), engine);
     result.emplace_back(widest.depthwise.dst_desc(), engine);
     e->streams.emplace_back(engine);
   }
@@ -201,15 +203,15 @@ std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int
     const dnnl::memory x(activation_desc(1, g.c, g.c, g.in, 2), engine,
                          floats(l.in[0], tile.n * g.c * g.in_plane()));
     dnnl::memory src = x;
-    if (kind.pointwise.src_desc() != x.get_desc()) {
-      src = dnnl::memory(kind.pointwise.src_desc(), engine, input[b].get_data_handle());
+    if (kind.first.src_desc() != x.get_desc()) {
+      src = dnnl::memory(kind.first.src_desc(), engine, input[b].get_data_handle());
       tile.in = onednn::reorder_step(x, src);
     }
-    const dnnl::memory mid(kind.pointwise.dst_desc(), engine, expanded[b].get_data_handle()),
+    const dnnl::memory mid(kind.first.dst_desc(), engine, expanded[b].get_data_handle()),
         last(kind.depthwise.dst_desc(), engine, result[b].get_data_handle());
     tile.expanded = static_cast<float*>(mid.get_data_handle());
     tile.result = static_cast<float*>(last.get_data_handle());
-    tile.pointwise = conv_step(kind.pointwise, kind.pointwise_conv, l, g, m0, m1, src, mid);
+    tile.first = conv_step(kind.first, kind.first_conv, l, g, m0, m1, src, mid);
     tile.depthwise = conv_step(kind.depthwise, kind.depthwise_conv, dw, gd, m0, m1, mid, last);
     const dnnl::memory y(activation_desc(1, m1 - m0, g.m, gd.out, 2), engine,
                          floats(final_out, (tile.n * g.m + m0) * gd.out_plane()));
@@ -232,7 +234,7 @@ void run_blocked_expansion(const Launch& l, const BlockedExpansion& e) {
     const BlockedExpansion::Tile& tile = e.tiles[static_cast<std::size_t>(t)];
     const std::int64_t outs = tile.m1 - tile.m0;
     run(tile.in);
-    run(tile.pointwise);
+    run(tile.first);
     // The epilogues over the blocked buffers: single values besides the conv's output, so
     // the order of the elements does not matter.
     if (l.epilogue != nullptr) {

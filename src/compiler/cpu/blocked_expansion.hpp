@@ -1,6 +1,7 @@
 #pragma once
-// Internal: an expansion (a pointwise conv and the depthwise conv that alone reads its
-// output, see absorb_depthwise) by oneDNN's conv kernels on their blocked layout.
+// Internal: an expansion (a conv, pointwise or any other ungrouped one, and the depthwise
+// conv that alone reads its output, see absorb_depthwise) by oneDNN's conv kernels on their
+// blocked layout.
 
 #include <cstdint>
 #include <memory>
@@ -13,7 +14,8 @@ namespace kiln::compiler::kernel {
 
 /// An expansion by oneDNN's direct conv kernels on their blocked layout (nChw8c with AVX2,
 /// nChw16c with AVX-512): per tile of one batch entry and a slice of output channels, the
-/// input reordered into the blocked layout, the pointwise conv (its bias inside), its
+/// input reordered into the blocked layout (where the first conv reads it so), the first conv
+/// (a pointwise one, or a network's stem; its bias inside), its
 /// epilogue over the blocked buffer, the depthwise conv (bias inside), its epilogue, then
 /// one reorder into kiln's layout. The expanded activation is never reordered, and stays in
 /// the worker's scratch: around oneDNN's depthwise kernel alone, the reorders of its input
@@ -23,9 +25,9 @@ namespace kiln::compiler::kernel {
 struct BlockedExpansion {
   struct Tile {
     std::int64_t n = 0, m0 = 0, m1 = 0;
-    onednn::Step in, pointwise, depthwise, out;  // `in` empty: the conv reads kiln's layout
-    float* expanded = nullptr;                   // the pointwise conv's output, blocked
-    float* result = nullptr;                     // the depthwise conv's, blocked
+    onednn::Step in, first, depthwise, out;  // `in` empty: the conv reads kiln's layout
+    float* expanded = nullptr;               // the first conv's output, blocked
+    float* result = nullptr;                 // the depthwise conv's, blocked
   };
   std::vector<Tile> tiles;
   std::int64_t m = 0, plane = 0, out_plane = 0;
@@ -33,11 +35,11 @@ struct BlockedExpansion {
   std::vector<dnnl::stream> streams;  // per block
 };
 
-/// Whether a BlockedExpansion takes \p pointwise and \p depthwise (views' shapes and
+/// Whether a BlockedExpansion takes \p first and \p depthwise (views' shapes and
 /// dtypes, the ops' attributes; no data): 2-D, f32, oneDNN with a kernel that is not its
 /// reference one for both, the blocked outputs unpadded. The caller checks the weights are
 /// fixed and the epilogues' other operands single values.
-bool blocked_expansion_fits(const Launch& pointwise, const Launch& depthwise);
+bool blocked_expansion_fits(const Launch& first, const Launch& depthwise);
 
 /// \p l's expansion with `l.depthwise` on up to \p threads workers, or null when it does
 /// not fit (see blocked_expansion_fits; also: weights not fixed, or an epilogue with an

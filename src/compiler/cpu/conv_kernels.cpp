@@ -606,7 +606,7 @@ bool all_f32(const Launch& l) {
 /// depthwise conv reading its output): the GEMM path's planes and kiln's depthwise loops.
 bool kiln_expansion(const Launch& pw, const Launch& dw) {
   const Geometry g = window_geometry(pw, true);
-  return g.out_plane() >= (g.n > 1 ? kGemmPlaneBatched : kGemmPlane) &&
+  return pointwise(g) && g.out_plane() >= (g.n > 1 ? kGemmPlaneBatched : kGemmPlane) &&
          depthwise(window_geometry(dw, true));
 }
 
@@ -1138,9 +1138,9 @@ bool runs_with_depthwise(const Launch& pw, const Launch& dw, bool blocked_allowe
     for (const View& v : l->in)
       if (!v.strides.empty() || elements(v.shape) == 0) return false;
   const Geometry g = window_geometry(pw, true), gd = window_geometry(dw, true);
-  if (!pointwise(g) || !depthwise_geometry(gd) || gd.n != g.n || gd.c != g.m || gd.in != g.out)
-    return false;
-  return kiln_expansion(pw, dw) || (blocked_allowed && blocked_expansion_fits(pw, dw));
+  if (!depthwise_geometry(gd) || gd.n != g.n || gd.c != g.m || gd.in != g.out) return false;
+  return kiln_expansion(pw, dw) ||
+         (blocked_allowed && g.groups == 1 && blocked_expansion_fits(pw, dw));
 }
 
 bool conv_in_bf16(const Launch& l) {

@@ -245,11 +245,12 @@ void conv_transpose(const Launch& l);
 /// f32 convs: oneDNN primitives over tiles of batch entries and output channels.
 void prepare_conv(Launch& launch, int threads);
 /// Whether the CPU kernels run conv \p depthwise, which reads conv \p pointwise's output,
-/// inside \p pointwise (`Launch::depthwise`; see absorb_depthwise): a 1x1 f32 conv over
-/// whole planes and a 2-D depthwise f32 conv, which kiln's loops take (the GEMM path's
-/// planes, output rows of 16 or more) or, with \p blocked_allowed (fixed weights packed,
-/// epilogues whose other operands are single values), oneDNN's blocked kernels
-/// (BlockedExpansion). Reads only the views' shapes and dtypes and the ops' attributes.
+/// inside \p pointwise (`Launch::depthwise`; see absorb_depthwise): f32 convs, the second a
+/// 2-D depthwise one, which kiln's loops take (a 1x1 conv over whole planes on the GEMM
+/// path, output rows of 16 or more) or, with \p blocked_allowed (fixed weights packed,
+/// epilogues whose other operands are single values), oneDNN's blocked kernels (any
+/// ungrouped first conv: a stem too; BlockedExpansion). Reads only the views' shapes and
+/// dtypes and the ops' attributes.
 bool runs_with_depthwise(const Launch& pointwise, const Launch& depthwise, bool blocked_allowed);
 void prepare_conv_transpose(Launch& launch, int threads);
 /// True when prepare set the conv launch \p l to multiply in bfloat16.

@@ -51,8 +51,9 @@ void absorb_epilogues(Plan& plan);
 /// memory is placed.
 void absorb_attention(Plan& plan);
 
-/// Marks each depthwise conv whose input only a pointwise conv wrote (directly or through
-/// that conv's absorbed epilogue) and only it reads, where the CPU kernels take the pair
+/// Marks each depthwise conv whose input only a conv wrote (a pointwise one, or any other
+/// that oneDNN's blocked kernels take; directly or through that conv's absorbed epilogue)
+/// and only it reads, where the CPU kernels take the pair
 /// (kernel::runs_with_depthwise; oneDNN's blocked kernels only with \p prepack_weights), to
 /// run inside the pointwise conv as one kernel: per batch entry and band of channels, the
 /// pointwise conv, its bias and epilogue into a worker's scratch, then the depthwise conv of
