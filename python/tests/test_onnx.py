@@ -62,3 +62,41 @@ def test_broken_files_are_refused_with_their_name(tmp_path):
         kiln.import_onnx(str(path))
     with pytest.raises(kiln.UserError, match="missing.onnx"):
         kiln.import_onnx(str(tmp_path / "missing.onnx"))
+
+
+def test_an_expansion_runs_as_one_kernel_and_matches_numpy(tmp_path):
+    # MobileNet's block: a 1x1 conv, hard-swish, a 3x3 depthwise conv (stride 2), ReLU. kiln
+    # runs both convs as one kernel (stats()["expansions"]); NumPy computes them apart.
+    c, m = 8, 32
+    w = rng.standard_normal((m, c, 1, 1)).astype(numpy.float32)
+    b = rng.standard_normal(m).astype(numpy.float32)
+    dw = rng.standard_normal((m, 1, 3, 3)).astype(numpy.float32)
+    db = rng.standard_normal(m).astype(numpy.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["e"], kernel_shape=[1, 1]),
+        helper.make_node("HardSwish", ["e"], ["h"]),
+        helper.make_node("Conv", ["h", "dw", "db"], ["d"], kernel_shape=[3, 3], group=m,
+                         strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["d"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "expansion",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, 14, 14])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", m, 7, 7])],
+        [numpy_helper.from_array(v, n) for v, n in ((w, "w"), (b, "b"), (dw, "dw"), (db, "db"))],
+    )
+    path = str(tmp_path / "expansion.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = kiln.import_onnx(path)
+    compiled = kiln.CompiledCallable(model.graph, model.weights)
+    x = rng.standard_normal((3, c, 14, 14)).astype(numpy.float32)
+    (y,) = compiled(x)
+    e = numpy.einsum("mc,nchw->nmhw", w[:, :, 0, 0], x) + b[None, :, None, None]
+    h = e * numpy.clip(e / 6 + 0.5, 0, 1)
+    padded = numpy.pad(h, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    d = numpy.zeros((3, m, 7, 7), numpy.float32) + db[None, :, None, None]
+    for i in range(3):
+        for j in range(3):
+            d += dw[None, :, 0, i, j, None, None] * padded[:, :, i:i + 13:2, j:j + 13:2]
+    numpy.testing.assert_allclose(y, numpy.maximum(d, 0), rtol=1e-4, atol=1e-4)
+    assert compiled.stats()["expansions"] == 1
