@@ -125,6 +125,11 @@ onednn::Step conv_step(const dnnl::convolution_forward::primitive_desc& pd,
 
 }  // namespace
 
+namespace {
+/// prepare_blocked_expansion's work (oneDNN's errors left to it).
+std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads);
+}  // namespace
+
 bool only_single_values_besides(const Launch* epilogue, const std::byte* producer_out) {
   if (epilogue == nullptr) return true;
   return std::all_of(epilogue->in.begin(), epilogue->in.end(), [&](const View& v) {
@@ -139,6 +144,17 @@ bool blocked_expansion_fits(const Launch& first, const Launch& depthwise) {
 }
 
 std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int threads) {
+  try {
+    return prepare_tiles(l, threads);
+  } catch (const dnnl::error& e) {  // out of memory for the scratch, say
+    throw DeviceError(cat(l.view().describe(), ": oneDNN could not prepare its expansion with ",
+                          l.depthwise->view().describe(), ": ", e.what()));
+  }
+}
+
+namespace {
+
+std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads) {
   const Launch& dw = *l.depthwise;
   if (!l.pack_rhs || !dw.pack_rhs || l.in[0].shape.size() != 4 ||
       !only_single_values_besides(l.epilogue, l.out[0].data) ||
@@ -219,6 +235,8 @@ std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int
   }
   return e;
 }
+
+}  // namespace
 
 void run_blocked_expansion(const Launch& l, const BlockedExpansion& e) {
   const Launch& dw = *l.depthwise;
