@@ -339,6 +339,30 @@ TEST(WeightPacks, ConvolutionWeightsToo) {
   EXPECT_GT(first, 0u);
 }
 
+TEST(WeightPacks, ExpansionsPackTheirWeightsOncePerCallable) {
+  // A pointwise conv and its depthwise conv on oneDNN's blocked kernels: both weights packed
+  // once for every batch size (one slice of channels a tile at batch 1 and 2 on one worker).
+  const StagedGraph staged = stage([](Tensor x) {
+    const Tensor w = weight("w", f32({32, 8, 1, 1})), dw = weight("dw", f32({32, 1, 3, 3}));
+    const Tensor y = relu(conv(x, w, Window{}));
+    return conv(y, dw, Window{.pads = {1, 1, 1, 1}, .groups = 32});
+  })(f32({"batch", 8, 7, 7}));
+  const std::map<std::string, Tensor> weights = random_weights(staged);
+  auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{1});
+  CompiledCallable compiled(staged, weights, {.context = ctx});
+  std::size_t first = 0;
+  for (const std::int64_t batch : {1, 2, 5}) {
+    const std::vector<Tensor> in = {Tensor::random(f32({batch, 8, 7, 7}), 7, -1, 1)};
+    expect_close_to_reference(staged, compiled, in, weights, "batch " + std::to_string(batch));
+    EXPECT_EQ(compiled.stats().expansions, 1u) << "batch " << batch;
+    if (first == 0) first = compiled.stats().packed_weight_bytes;
+    EXPECT_EQ(compiled.stats().packed_weight_bytes, first) << "batch " << batch;
+  }
+  // Both weights (32 x 8 and 32 x 9 floats), each once.
+  EXPECT_GE(first, (32u * 8 + 32 * 9) * sizeof(float));
+  EXPECT_LT(first, 2 * (32u * 8 + 32 * 9) * sizeof(float));
+}
+
 TEST(AbsorbEpilogues, AnEpilogueAfterAReshapeOfTheMatmulRunsInsideIt) {
   // An ONNX MatMul over [batch, seq, d]: a matmul over [batch * seq, d], a reshape back,
   // then the bias and activation: the reshape copies nothing, so the elementwise op still
