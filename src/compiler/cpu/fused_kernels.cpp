@@ -288,6 +288,24 @@ std::int64_t direct_run(const Launch& l, const ReadStrides* read, std::size_t k)
   return run >= kMinDirectRun ? run : 0;
 }
 
+/// Whether an input read with \p strides over \p out, one value a run of \p run elements
+/// (its trailing dims broadcast), is read at the run's number: its strides over the leading
+/// dims are theirs in a row-major array of those dims (a dim of 1 may have any).
+bool runs_in_order(Dims out, const Index& strides, std::int64_t run) {
+  std::int64_t inner = 1, step = 1;
+  std::size_t d = out.size();
+  for (; d > 0 && inner < run; --d) {  // the run's dims: broadcast
+    if (strides[d - 1] != 0 && out[d - 1] != 1) return false;
+    inner *= out[d - 1];
+  }
+  if (inner != run) return false;
+  for (; d > 0; --d) {
+    if (out[d - 1] != 1 && strides[d - 1] != step) return false;
+    step *= out[d - 1];
+  }
+  return true;
+}
+
 /// Where element \p at of the output reads input \p strides (broadcast: stride 0).
 std::int64_t broadcast_offset(Dims out, const Index& strides, std::int64_t at) {
   std::int64_t offset = 0;
@@ -381,27 +399,41 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
   Scratch<std::int64_t, kStackValues> direct(l.in.size());
   for (std::size_t k = 0; k < l.in.size(); ++k) direct[k] = direct_run(l, read, k);
   const std::int64_t run = constant_run(l, read, direct.data());
+  // Per input, once a call rather than once a tile (tiles are a run long: 49 elements for
+  // a per-channel scale over 7x7 planes): of the output's shape; one value; one value a run
+  // whose place is the run's number (its dims the output's leading ones, in order: [N, C,
+  // 1, 1] over [N, C, H, W]), so that a tile finds it with no division, not two a dim.
+  Scratch<std::uint8_t, kStackValues> full(l.in.size()), single(l.in.size()), by_run(l.in.size());
+  for (std::size_t k = 0; k < l.in.size(); ++k) {
+    const View& in = l.in[k];
+    full[k] = in.dtype != DType::bool_ && same_dims(in.shape, o.shape);
+    single[k] = elements(in.shape) == 1;
+    by_run[k] = run > 0 && read != nullptr && !full[k] && !single[k] && direct[k] == 0 &&
+                runs_in_order(o.shape, read->strides[k], run);
+  }
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t begin = first + r * row_stride, end = begin + row_len;
+    // The run the tile is in and where in it (kept as the tiles advance: no division).
+    std::int64_t run_number = run > 0 ? begin / run : 0, in_run = run > 0 ? begin % run : 0;
     for (std::int64_t at = begin, len = 0; at < end; at += len) {
       len = std::min(kTile, end - at);
-      if (run > 0) len = std::min(len, run - at % run);
+      if (run > 0) len = std::min(len, run - in_run);
       for (std::size_t k = 0; k < l.in.size(); ++k)  // tiles end where in-place runs end
         if (direct[k] > 0) len = std::min(len, direct[k] - at % direct[k]);
       float* target = redirected ? rows_at.rows + (at - rows_at.origin) : out + at;
       for (std::size_t k = 0; k < l.in.size(); ++k) {
         const std::uint32_t v = p.args[k];
         const bool mask = l.in[k].dtype == DType::bool_;
-        if (same_dims(l.in[k].shape, o.shape) && !mask) {
+        if (full[k]) {
           value[v] = redirected && l.in[k].data == rows_at.matmul_out
                          ? rows_at.rows + (at - rows_at.origin)
                          : reinterpret_cast<const float*>(l.in[k].data) + at;
         } else if (direct[k] > 0) {  // in place: this tile is within one run of it
           value[v] = reinterpret_cast<const float*>(l.in[k].data) +
                      broadcast_offset(o.shape, read->strides[k], at);
-        } else if (run > 0 && elements(l.in[k].shape) != 1) {  // one value this tile
+        } else if (run > 0 && !single[k]) {  // one value this tile
           value[v] = reinterpret_cast<const float*>(l.in[k].data) +
-                     broadcast_offset(o.shape, read->strides[k], at);
+                     (by_run[k] ? run_number : broadcast_offset(o.shape, read->strides[k], at));
           stride[v] = 0;
         } else if (stride[v] != 0) {
           if (mask) {
@@ -432,6 +464,7 @@ void kernel::run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_
       }
       if (value[p.result] != target)  // the body returns an argument unchanged
         for (std::int64_t i = 0; i < len; ++i) target[i] = value[p.result][stride[p.result] * i];
+      if (run > 0 && (in_run += len) == run) in_run = 0, ++run_number;
     }
   }
 }
