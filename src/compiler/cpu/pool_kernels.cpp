@@ -12,8 +12,6 @@ namespace kiln::compiler::kernel {
 
 namespace {
 
-constexpr std::size_t kMaxSpatial = WindowGeometry::kMaxSpatial;
-using Spatial = WindowGeometry::Spatial;
 using Geometry = WindowGeometry;
 
 /// The taps k in [0, kernel) of a window from \p start whose positions start + k dilation
