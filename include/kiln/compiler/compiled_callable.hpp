@@ -61,9 +61,9 @@ struct CompileOptions {
   /// result, and comes right after it, inside the matmul, on each output tile as soon as it
   /// is computed: bias, scale, activation and residual add cost no extra pass over memory.
   /// In f32 it also runs attention, softmax(Q Kᵀ [+ mask]) V, as one kernel a block of query
-  /// rows at a time, the scores in cache and in no arena (`Stats::attentions`), and a
-  /// pointwise conv with the depthwise conv that alone reads its output as one kernel, a band
-  /// of channels at a time (`Stats::expansions`).
+  /// rows at a time, the scores in cache and in no arena (`Stats::attentions`), and a conv
+  /// with the depthwise conv that alone reads its output as one kernel, a batch entry or a
+  /// band of channels at a time (`Stats::expansions`).
   bool fuse_epilogues = true;
   /// Prepare once per plan, for each f32 matmul that reads a weight or constant (a Linear
   /// layer), the weight in the layout the GEMM reads (oneDNN's packed form, or column
@@ -172,9 +172,9 @@ class CompiledCallable {
     std::size_t attentions = 0;        ///< softmax(Q Kᵀ) V run as one kernel (two batched
                                        ///< matmuls and the softmax between them, a block of
                                        ///< query rows at a time), newest plan
-    std::size_t expansions = 0;        ///< pointwise convs that run the depthwise conv after
-                                       ///< them (one kernel, band by band: the expanded
-                                       ///< activation stays in cache), newest plan
+    std::size_t expansions = 0;        ///< convs that run the depthwise conv after them (one
+                                       ///< kernel: the expanded activation is kept in a
+                                       ///< worker's scratch, not in the arena), newest plan
     std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)
     std::size_t hoisted = 0;         ///< launches that read only weights and constants (a causal
                                      ///< mask, a weight transposed): run once when the plan is

@@ -123,37 +123,7 @@ onednn::Step conv_step(const dnnl::convolution_forward::primitive_desc& pd,
   return step;
 }
 
-}  // namespace
-
-namespace {
 /// prepare_blocked_expansion's work (oneDNN's errors left to it).
-std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads);
-}  // namespace
-
-bool only_single_values_besides(const Launch* epilogue, const std::byte* producer_out) {
-  if (epilogue == nullptr) return true;
-  return std::all_of(epilogue->in.begin(), epilogue->in.end(), [&](const View& v) {
-    return v.data == producer_out || elements(v.shape) == 1;
-  });
-}
-
-bool blocked_expansion_fits(const Launch& first, const Launch& depthwise) {
-  if (first.in[0].shape.size() != 4) return false;
-  const WindowGeometry g = window_geometry(first, true), gd = window_geometry(depthwise, true);
-  return slice_of(g, gd, first.in.size() > 2, depthwise.in.size() > 2, 0, g.m).has_value();
-}
-
-std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int threads) {
-  try {
-    return prepare_tiles(l, threads);
-  } catch (const dnnl::error& e) {  // out of memory for the scratch, say
-    throw DeviceError(cat(l.view().describe(), ": oneDNN could not prepare its expansion with ",
-                          l.depthwise->view().describe(), ": ", e.what()));
-  }
-}
-
-namespace {
-
 std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads) {
   const Launch& dw = *l.depthwise;
   if (!l.pack_rhs || !dw.pack_rhs || l.in[0].shape.size() != 4 ||
@@ -168,30 +138,28 @@ std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads) {
   std::int64_t slices = 1;
   if (g.n < threads && g.m >= 32) slices = std::min((threads + g.n - 1) / g.n, g.m / 16);
   std::int64_t width = slices == 1 ? g.m : (g.m / slices + 15) / 16 * 16;
+  // The primitives of a slice of `width` channels, and of the last one if it is narrower;
+  // one slice of every channel where oneDNN has no usable kernel for those (the planner's
+  // blocked_expansion_fits checked that one).
+  const std::int64_t last_width = g.m - (g.m - 1) / width * width;
+  std::optional<Slice> full = slice_of(g, gd, bias, dw_bias, 0, width),
+                       narrow = last_width == width
+                                    ? full
+                                    : slice_of(g, gd, bias, dw_bias, g.m - last_width, g.m);
+  if (!full || !narrow) {
+    width = g.m;
+    full = narrow = slice_of(g, gd, bias, dw_bias, 0, g.m);
+    if (!full) return nullptr;
+  }
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
-  std::vector<Slice> kinds;  // by width: the full one, then the last (narrower) one
   for (std::int64_t m0 = 0; m0 < g.m; m0 += width)
     ranges.emplace_back(m0, std::min(g.m, m0 + width));
-  for (const auto& [m0, m1] : ranges) {
-    if (!kinds.empty() && m1 - m0 == width && m0 != 0) continue;
-    std::optional<Slice> s = slice_of(g, gd, bias, dw_bias, m0, m1);
-    if (!s) {  // one slice of every channel (blocked_expansion_fits checked it)
-      ranges = {{0, g.m}};
-      width = g.m;
-      kinds.clear();
-      s = slice_of(g, gd, bias, dw_bias, 0, g.m);
-      if (!s) return nullptr;
-      kinds.push_back(*s);
-      break;
-    }
-    kinds.push_back(*s);
-  }
   const dnnl::engine& engine = onednn::cpu_engine();
   auto e = std::make_unique<BlockedExpansion>();
   e->m = g.m, e->plane = g.out_plane(), e->out_plane = gd.out_plane();
   const std::int64_t tiles = g.n * static_cast<std::int64_t>(ranges.size());
   const std::int64_t blocks = std::clamp<std::int64_t>(threads, 1, tiles);
-  const Slice& widest = kinds.front();
+  const Slice& widest = *full;
   // Per block: the input in the first conv's layout, its output, the depthwise conv's.
   std::vector<dnnl::memory> input, expanded, result;
   for (std::int64_t b = 0; b < blocks; ++b) {
@@ -213,7 +181,7 @@ std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads) {
   for (std::int64_t t = 0; t < tiles; ++t) {
     const std::size_t b = block_of[static_cast<std::size_t>(t)];
     const auto [m0, m1] = ranges[static_cast<std::size_t>(t) % ranges.size()];
-    const Slice& kind = m1 - m0 == width ? kinds.front() : kinds.back();
+    const Slice& kind = m1 - m0 == width ? *full : *narrow;
     BlockedExpansion::Tile& tile = e->tiles.emplace_back();
     tile.n = t / static_cast<std::int64_t>(ranges.size()), tile.m0 = m0, tile.m1 = m1;
     const dnnl::memory x(activation_desc(1, g.c, g.c, g.in, 2), engine,
@@ -237,6 +205,28 @@ std::unique_ptr<BlockedExpansion> prepare_tiles(const Launch& l, int threads) {
 }
 
 }  // namespace
+
+bool only_single_values_besides(const Launch* epilogue, const std::byte* producer_out) {
+  if (epilogue == nullptr) return true;
+  return std::all_of(epilogue->in.begin(), epilogue->in.end(), [&](const View& v) {
+    return v.data == producer_out || elements(v.shape) == 1;
+  });
+}
+
+bool blocked_expansion_fits(const Launch& first, const Launch& depthwise) {
+  if (first.in[0].shape.size() != 4) return false;
+  const WindowGeometry g = window_geometry(first, true), gd = window_geometry(depthwise, true);
+  return slice_of(g, gd, first.in.size() > 2, depthwise.in.size() > 2, 0, g.m).has_value();
+}
+
+std::unique_ptr<BlockedExpansion> prepare_blocked_expansion(const Launch& l, int threads) {
+  try {
+    return prepare_tiles(l, threads);
+  } catch (const dnnl::error& e) {  // out of memory for the scratch, say
+    throw DeviceError(cat(l.view().describe(), ": oneDNN could not prepare its expansion with ",
+                          l.depthwise->view().describe(), ": ", e.what()));
+  }
+}
 
 void run_blocked_expansion(const Launch& l, const BlockedExpansion& e) {
   const Launch& dw = *l.depthwise;

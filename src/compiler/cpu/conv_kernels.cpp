@@ -571,6 +571,14 @@ void run_depthwise(const Launch& l, const Depthwise& d) {
   }
 }
 
+/// Adds bias[r] to each of \p count rows of \p plane floats from \p rows (a GEMM's output
+/// in cache), by the vectorised loop (this file is built for any x86-64).
+void add_row_bias(float* rows, const float* bias, std::int64_t count, std::int64_t plane) {
+  for (std::int64_t r = 0; r < count; ++r)
+    vmath::binary(vmath::Binary::add, rows + r * plane, 1, bias + r, 0, rows + r * plane,
+                  static_cast<std::size_t>(plane));
+}
+
 /// Runs a pointwise tile's GEMMs, each followed by the bias on its rows (in cache).
 /// Then \p epilogue (or null) on the same rows, image by image: a batch's outputs need not
 /// fit in cache (MobileNetV3's first expansion at batch 8: 7 MiB).
@@ -579,10 +587,7 @@ bool run_pointwise(const ConvTile& tile, const Launch* epilogue) {
     if (!tile.images[k].run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
       return false;
     float* rows = tile.out + static_cast<std::int64_t>(k) * tile.image_stride;
-    if (tile.bias != nullptr)  // vectorised (this file is built for any x86-64)
-      for (std::int64_t m = 0; m < tile.m1 - tile.m0; ++m)
-        vmath::binary(vmath::Binary::add, rows + m * tile.plane, 1, tile.bias + m, 0,
-                      rows + m * tile.plane, static_cast<std::size_t>(tile.plane));
+    if (tile.bias != nullptr) add_row_bias(rows, tile.bias, tile.m1 - tile.m0, tile.plane);
     if (epilogue != nullptr) {
       const std::int64_t image = tile.n0 + static_cast<std::int64_t>(k);
       run_fused_f32_rows(*epilogue, image * tile.image_stride + tile.m0 * tile.plane, 1,
@@ -654,10 +659,7 @@ void run_expansion(const Launch& l, const Expansion& e) {
     if (dnnl_sgemm('N', 'N', count, e.plane, e.c, 1.0f, w + m0 * e.c, e.c, x + n * e.c * e.plane,
                    e.plane, 0.0f, rows, e.plane) != dnnl_success)
       throw DeviceError(cat(l.view().describe(), ": oneDNN's sgemm failed"));
-    if (bias != nullptr)
-      for (std::int64_t r = 0; r < count; ++r)
-        vmath::binary(vmath::Binary::add, rows + r * e.plane, 1, bias + m0 + r, 0,
-                      rows + r * e.plane, static_cast<std::size_t>(e.plane));
+    if (bias != nullptr) add_row_bias(rows, bias + m0, count, e.plane);
     const std::int64_t at = (n * e.m + m0) * e.plane;
     if (l.epilogue != nullptr)  // on the band where it is, not where its views say
       run_fused_f32_rows(*l.epilogue, at, 1, count * e.plane, 0,

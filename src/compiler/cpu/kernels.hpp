@@ -80,9 +80,9 @@ struct Launch {
   const Launch* softmax = nullptr;
   const Launch* probs_epilogue = nullptr;
   const Launch* context = nullptr;
-  // Pointwise conv launches (set by the planner, see absorb_depthwise): the depthwise conv
-  // that alone reads this conv's output (or its epilogue's), run here band by band with its
-  // own epilogue; the plan does not launch it.
+  // conv launches (set by the planner, see absorb_depthwise): the depthwise conv that alone
+  // reads this conv's output (or its epilogue's), run here with its own epilogue, a batch
+  // entry or a band of channels at a time; the plan does not launch it.
   const Launch* depthwise = nullptr;
   // Set by the planner: in[1] stays the same for the plan's life (a weight or a constant),
   // so prepare may pack it once for oneDNN (matmuls: PackedMatmul; convs: reordered).

@@ -1276,6 +1276,20 @@ KILN_INLINE void chain_step(Vec16 (&t)[V], bool flip, float scalar, const float*
     for (std::size_t r = 0; r < V; ++r) t[r] = f(t[r], c);
 }
 
+/// A max or min step of binary_chain: \p general (apply2's), or with a scalar operand that
+/// is not NaN (\p number) \p number_first (flipped: f(scalar, t)) or \p number_second.
+template <std::size_t V, class General, class NumberFirst, class NumberSecond>
+KILN_INLINE void extremum_step(Vec16 (&t)[V], const ChainStep& step, const float* in, bool number,
+                               General general, NumberFirst number_first,
+                               NumberSecond number_second) {
+  if (number && step.flip)
+    chain_step<V>(t, true, step.scalar, nullptr, number_first);
+  else if (number)
+    chain_step<V>(t, false, step.scalar, nullptr, number_second);
+  else
+    chain_step<V>(t, step.flip, step.scalar, in, general);
+}
+
 /// binary_chain on the 16 V floats at x, to y. A max or min with a scalar that is not NaN
 /// is one maxps or minps (two ops flipped) instead of apply2's general four.
 template <std::size_t V>
@@ -1305,26 +1319,16 @@ KILN_INLINE void chain_block(const float* x, const ChainStep* steps, std::size_t
                       [](Vec16 a, Vec16 b) { return vec_div(a, b); });
         break;
       case Binary::max:
-        if (number && step.flip)
-          chain_step<V>(t, true, step.scalar, nullptr,
-                        [](Vec16 a, Vec16 b) { return vec_number_max(a, b); });
-        else if (number)
-          chain_step<V>(t, false, step.scalar, nullptr,
-                        [](Vec16 a, Vec16 b) { return vec_max_number(a, b); });
-        else
-          chain_step<V>(t, step.flip, step.scalar, in,
-                        [](Vec16 a, Vec16 b) { return vec_max(a, b); });
+        extremum_step<V>(
+            t, step, in, number, [](Vec16 a, Vec16 b) { return vec_max(a, b); },
+            [](Vec16 a, Vec16 b) { return vec_number_max(a, b); },
+            [](Vec16 a, Vec16 b) { return vec_max_number(a, b); });
         break;
       default:
-        if (number && step.flip)
-          chain_step<V>(t, true, step.scalar, nullptr,
-                        [](Vec16 a, Vec16 b) { return vec_number_min(a, b); });
-        else if (number)
-          chain_step<V>(t, false, step.scalar, nullptr,
-                        [](Vec16 a, Vec16 b) { return vec_min_number(a, b); });
-        else
-          chain_step<V>(t, step.flip, step.scalar, in,
-                        [](Vec16 a, Vec16 b) { return vec_min(a, b); });
+        extremum_step<V>(
+            t, step, in, number, [](Vec16 a, Vec16 b) { return vec_min(a, b); },
+            [](Vec16 a, Vec16 b) { return vec_number_min(a, b); },
+            [](Vec16 a, Vec16 b) { return vec_min_number(a, b); });
         break;
     }
   }

@@ -18,12 +18,6 @@ namespace {
 /// worker (64 MiB here). Longer rows run op by op, where the arena's size check sees them.
 constexpr std::int64_t kMostKeys = std::int64_t{1} << 20;
 
-std::int64_t elements_of(const Index& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
-
 /// The f32 storage launch \p i reads as operand \p k, if it is f32 of rank 3 or more.
 const Storage* f32_operand(const Plan& plan, std::size_t i, std::size_t k) {
   if (plan.in(i).size() <= k) return nullptr;
@@ -106,27 +100,6 @@ std::optional<AttentionParts> attention_after(const Plan& plan, std::size_t i,
 
 }  // namespace
 
-bool is_op(const Plan& plan, std::size_t i, std::string_view name) {
-  return plan.launches[i].view().name() == name;
-}
-
-bool read_only_by(const Plan& plan, std::size_t s, std::size_t reader,
-                  const std::vector<bool>& is_output) {
-  const Storage& st = plan.storage[s];
-  if (is_output[s] || st.base >= 0) return false;
-  bool found = false;
-  for (std::size_t r : st.readers) {
-    if (r == reader) {
-      found = true;
-      continue;
-    }
-    const std::span<const std::size_t> in = plan.in(r);
-    if (std::any_of(in.begin(), in.end(), [&](std::size_t v) { return plan.root(v) == s; }))
-      return false;  // read by another launch (an absorbed one too: it reads what it lists)
-  }
-  return found;
-}
-
 void absorb_attention(Plan& plan) {
   const std::vector<bool> is_output = plan.output_flags();
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
@@ -177,11 +150,7 @@ void absorb_attention(Plan& plan) {
     // `kiln.matmul + kiln.add + kiln.softmax + kiln.matmul (attention) ...`: after the
     // epilogue's part (` + kiln.add`, ` + kiln.fused @fused_2`).
     std::size_t at = plan.launches[i].view().name().size();
-    if (epilogue >= 0) {
-      const ir::OpView e = plan.launches[static_cast<std::size_t>(epilogue)].view();
-      at += 3 + e.name().size();
-      if (const ir::Attribute* callee = e.find("callee")) at += 2 + callee->as_symbol().name.size();
-    }
+    if (epilogue >= 0) at += 3 + op_label(plan, static_cast<std::size_t>(epilogue)).size();
     plan.labels[i].insert(std::min(at, plan.labels[i].size()),
                           " + kiln.softmax + kiln.matmul (attention)");
   }
@@ -205,14 +174,10 @@ void link_attention(Plan& plan) {
     for (std::size_t e : {plan.launches[p].epilogue != nullptr ? plan.next_launch(p) : p,
                           probs_epilogue != nullptr ? plan.next_launch(i) : p})
       read.insert(read.end(), plan.in(e).begin(), plan.in(e).end());
-    for (std::size_t s : read) {
-      const Storage& in = plan.storage[plan.root(s)];
-      if (in.arena_offset >= 0 && in.kept == out.kept && in.device == out.device &&
-          in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
-          out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
+    for (std::size_t s : read)
+      if (share_bytes(plan.storage[plan.root(s)], out))
         throw InternalError(detail::cat("CompiledCallable: the attention kernel of ",
                                         plan.labels[p], " writes over an operand it still reads"));
-    }
     plan.launches[p].softmax = &plan.launches[i];
     plan.launches[p].probs_epilogue = probs_epilogue;
     plan.launches[p].context = &plan.launches[c];

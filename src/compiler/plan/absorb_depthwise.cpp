@@ -1,4 +1,4 @@
-// Plan rewrite: a pointwise conv and the depthwise conv after it as one kernel (see
+// Plan rewrite: a conv and the depthwise conv after it as one kernel, an expansion (see
 // rewrites.hpp).
 
 #include <algorithm>
@@ -32,14 +32,6 @@ struct ShapeViews {
   static View of(const Storage& st) { return {nullptr, st.dtype, st.shape, st.strides}; }
 };
 
-/// `kiln.relu` or `kiln.fused @fused_3`: launch \p i's op as labels name it.
-std::string op_label(const Plan& plan, std::size_t i) {
-  const ir::OpView op = plan.launches[i].view();
-  std::string label(op.name());
-  if (const ir::Attribute* callee = op.find("callee")) label += " @" + callee->as_symbol().name;
-  return label;
-}
-
 /// Launch \p i's absorbed epilogue: the next launch, when it is one that reads \p i's
 /// output directly; else -1.
 std::int64_t epilogue_of(const Plan& plan, std::size_t i) {
@@ -59,13 +51,10 @@ bool fixed_operand(const Plan& plan, std::size_t i, std::size_t k) {
 /// produced holds a single value.
 bool single_values_besides(const Plan& plan, std::int64_t e, std::size_t produced) {
   if (e < 0) return true;
-  for (std::size_t s : plan.in(std::size_t(e))) {
-    if (s == produced) continue;
-    std::int64_t n = 1;
-    for (std::int64_t d : plan.storage[s].shape) n *= d;
-    if (n != 1) return false;
-  }
-  return true;
+  const std::span<const std::size_t> in = plan.in(std::size_t(e));
+  return std::all_of(in.begin(), in.end(), [&](std::size_t s) {
+    return s == produced || elements_of(plan.storage[s].shape) == 1;
+  });
 }
 
 }  // namespace
@@ -75,16 +64,16 @@ void absorb_depthwise(Plan& plan, bool prepack_weights) {
   for (std::size_t i = 0; i < plan.launches.size(); ++i) {
     if (plan.absorbed[i] || plan.invariant[i] || !is_conv(plan, i) || plan.out(i).size() != 1)
       continue;
-    // The pointwise conv's epilogue, then the depthwise conv right after it (no views between:
-    // the depthwise conv reads the planes as the pointwise conv writes them).
+    // The first conv's epilogue, then the depthwise conv right after it (no views between:
+    // the depthwise conv reads the planes as the first conv writes them).
     const std::int64_t e = epilogue_of(plan, i);
-    const std::size_t last_of_pointwise = e >= 0 ? std::size_t(e) : i;
-    const std::size_t d = last_of_pointwise + 1;
+    const std::size_t last_of_first = e >= 0 ? std::size_t(e) : i;
+    const std::size_t d = last_of_first + 1;
     if (d >= plan.launches.size() || plan.absorbed[d] || plan.is_view[d] || !is_conv(plan, d) ||
         plan.out(d).size() != 1 || plan.io[d].device != plan.io[i].device ||
         plan.invariant[d] != plan.invariant[i])
       continue;
-    const std::size_t expanded = plan.out(last_of_pointwise)[0];
+    const std::size_t expanded = plan.out(last_of_first)[0];
     if (plan.in(d).empty() || plan.in(d)[0] != expanded ||
         !read_only_by(plan, expanded, d, is_output) ||
         (e >= 0 && (plan.storage[expanded].shape != plan.storage[plan.out(i)[0]].shape ||
@@ -96,8 +85,8 @@ void absorb_depthwise(Plan& plan, bool prepack_weights) {
                                  fixed_operand(plan, d, 1) &&
                                  single_values_besides(plan, e, plan.out(i)[0]) &&
                                  single_values_besides(plan, dw_epilogue, plan.out(d)[0]);
-    const ShapeViews pointwise(plan, i), depthwise(plan, d);
-    if (!kernel::runs_with_depthwise(pointwise.launch, depthwise.launch, blocked_allowed)) continue;
+    const ShapeViews first(plan, i), depthwise(plan, d);
+    if (!kernel::runs_with_depthwise(first.launch, depthwise.launch, blocked_allowed)) continue;
     const std::size_t last = dw_epilogue >= 0 ? std::size_t(dw_epilogue) : d;
     plan.absorbed[d] = plan.in_kernel[d] = true;
     ++plan.expansions;
@@ -121,29 +110,23 @@ void absorb_depthwise(Plan& plan, bool prepack_weights) {
 void link_depthwise(Plan& plan) {
   for (std::size_t d = 1; d < plan.launches.size(); ++d) {
     if (!plan.in_kernel[d] || !is_conv(plan, d)) continue;
-    std::size_t i = d - 1;  // its pointwise conv: the launch before it, or before its epilogue
+    std::size_t i = d - 1;  // its first conv: the launch before it, or before its epilogue
     if (plan.absorbed[i] && !plan.in_kernel[i]) --i;
     // The kernel writes the depthwise conv's output (and its epilogue's) while it still
-    // reads the pointwise conv's operands and the epilogues'.
+    // reads the first conv's operands and the epilogues'.
     const std::int64_t dw_epilogue = epilogue_of(plan, d);
     const std::size_t last = dw_epilogue >= 0 ? std::size_t(dw_epilogue) : d;
     const std::size_t written[] = {plan.out(d)[0], plan.out(last)[0]};
-    for (std::size_t w : written) {
-      const Storage& out = plan.storage[w];
+    for (std::size_t w : written)
       for (std::size_t l = i; l <= last; ++l)
         for (std::size_t s : plan.in(l)) {
           const std::size_t r = plan.root(s);
-          const Storage& in = plan.storage[r];
           if (r == written[0] || r == written[1]) continue;  // the kernel's own, elementwise
-          if (in.arena_offset >= 0 && out.arena_offset >= 0 && in.bytes > 0 &&
-              in.kept == out.kept && in.device == out.device &&
-              in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
-              out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
+          if (share_bytes(plan.storage[r], plan.storage[w]))
             throw InternalError(detail::cat("CompiledCallable: the expansion kernel of ",
                                             plan.labels[i],
                                             " writes over an operand it still reads"));
         }
-    }
     plan.launches[i].depthwise = &plan.launches[d];
   }
 }

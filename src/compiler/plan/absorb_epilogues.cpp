@@ -25,12 +25,6 @@ bool reshapes_in_place(const Plan& plan, std::size_t j, std::size_t s) {
          view.shape.back() == base.shape.back();
 }
 
-std::int64_t elements_of(const Index& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
-
 }  // namespace
 
 void absorb_epilogues(Plan& plan) {
@@ -67,10 +61,7 @@ void absorb_epilogues(Plan& plan) {
     for (std::size_t in : plan.in(i)) plan.storage[plan.root(in)].readers.push_back(j);
     // `kiln.matmul + kiln.fused @fused_3 layers.0 (nn.cpp:29)`: both ops before the
     // place, which traces may truncate.
-    std::string epilogue = " + " + std::string(consumer.view().name());
-    if (const ir::Attribute* callee = consumer.view().find("callee"))
-      epilogue += " @" + callee->as_symbol().name;
-    plan.labels[i].insert(producer.view().name().size(), epilogue);
+    plan.labels[i].insert(producer.view().name().size(), " + " + op_label(plan, j));
   }
 }
 
@@ -81,14 +72,10 @@ void link_epilogues(Plan& plan) {
     while (p > 0 && plan.is_view[p]) --p;
     // An epilogue writes its output while other tiles of its matmul still read the operands.
     const Storage& out = plan.storage[plan.out(i)[0]];
-    for (std::size_t s : plan.in(p)) {
-      const Storage& in = plan.storage[plan.root(s)];
-      if (in.arena_offset >= 0 && in.kept == out.kept && in.device == out.device &&
-          in.arena_offset < out.arena_offset + std::int64_t(out.bytes) &&
-          out.arena_offset < in.arena_offset + std::int64_t(in.bytes))
+    for (std::size_t s : plan.in(p))
+      if (share_bytes(plan.storage[plan.root(s)], out))
         throw InternalError(detail::cat("CompiledCallable: the epilogue of ", plan.labels[p],
                                         " writes over an operand it is still reading"));
-    }
     plan.launches[p].epilogue = &plan.launches[i];
   }
 }

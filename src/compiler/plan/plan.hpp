@@ -116,7 +116,7 @@ struct Plan {
   std::vector<bool> invariant;
   std::size_t epilogues = 0, views = 0;
   std::size_t attentions = 0;     // attention kernels (each absorbs two launches)
-  std::size_t expansions = 0;     // pointwise convs that run their depthwise conv (one launch)
+  std::size_t expansions = 0;     // convs that run their depthwise conv (one launch)
   std::size_t bf16_handoffs = 0;  // see hand_off_bf16
   // Per device: the call's values (places are reused only by the device's own later
   // launches). The lowering may give every plan of a callable the same memory.

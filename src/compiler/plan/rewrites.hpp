@@ -5,6 +5,8 @@
 // epilogues, so CUDA plans run none.
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,12 +14,22 @@
 
 namespace kiln::compiler {
 
+// ---- helpers the rewrites share (rewrite_support.cpp) ----
+
 /// Whether launch \p i runs the op \p name.
 bool is_op(const Plan& plan, std::size_t i, std::string_view name);
 /// Whether storage \p s (not a view, not an entry result) is read by launch \p reader alone
 /// among the launches that run (others may list it to keep their operands live).
 bool read_only_by(const Plan& plan, std::size_t s, std::size_t reader,
                   const std::vector<bool>& is_output);
+/// `kiln.relu` or `kiln.fused @fused_3`: launch \p i's op as labels name it.
+std::string op_label(const Plan& plan, std::size_t i);
+/// Whether storages \p a and \p b (roots) share bytes: both placed in the same arena of
+/// one device, their byte ranges overlapping (an empty one overlaps nothing). The link_*
+/// steps refuse a kernel that would write over what it still reads.
+bool share_bytes(const Storage& a, const Storage& b);
+/// The elements of a storage of \p shape.
+std::int64_t elements_of(const Index& shape);
 
 /// Turns reshapes of contiguous data and transposes whose readers all take strided operands
 /// (matmuls, directly or through further reshapes and transposes) into views: no copy runs,
