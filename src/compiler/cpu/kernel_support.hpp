@@ -147,7 +147,7 @@ using IndexScratch = Scratch<std::int64_t, 16>;
 
 // ---- kernels.cpp: grids ---------------------------------------------------------------------
 
-/// How many blocks \p l's work splits into on \p threads workers (1 below ~16 K elements).
+/// How many blocks \p l's work splits into on \p threads workers (1 below ~2 K elements).
 std::uint32_t blocks_for(const Launch& l, int threads);
 
 // ---- fused_kernels.cpp: elementwise bodies ------------------------------------------------------
