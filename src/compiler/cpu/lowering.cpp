@@ -68,9 +68,14 @@ class CpuLowering final : public Lowering {
   // One graph per device, of that device's launches. Devices meet only in collectives,
   // whose launches block until every rank has reached them.
   void record(Plan& plan) override {
-    for (std::size_t i = 0; i < plan.launches.size(); ++i)
-      if (contexts_[plan.io[i].device])
+    for (std::size_t i = 0; i < plan.launches.size(); ++i) {
+      // A launch run inside another's kernel (attention's softmax and context matmul, an
+      // expansion's depthwise conv) needs no state of its own: that kernel reads only its
+      // views. Elementwise ones (epilogues) it runs through their prepared strides.
+      const bool unused = plan.in_kernel[i] && !plan.launches[i].fused;
+      if (contexts_[plan.io[i].device] && !unused)
         prepare(plan.launches[i], contexts_[plan.io[i].device]->num_threads());
+    }
     if (precision_ == MatmulPrecision::bf16) hand_off_bf16(plan);
     run_invariant(plan);
     plan.graphs.resize(contexts_.size());
