@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "compiler/cpu/fused_program.hpp"
+#include "compiler/cpu/kernel_support.hpp"
 #include "compiler/cpu/kernels.hpp"
 #include "kiln/compiler/compiled_callable.hpp"
 #include "kiln/compiler/reference.hpp"
@@ -508,6 +509,107 @@ TEST(AbsorbAttention, SoftmaxOfScoresTimesVRunsAsOneKernelAndMatchesTheReference
   for (const int threads : {1, 2, 3})
     EXPECT_LT(peak(true, threads) + scores, peak(false, threads)) << threads;
   EXPECT_LT(peak(true, 1), scores) << "the fused plan's arena holds the scores";
+}
+
+TEST(AbsorbAttention, LiveKeysEndAfterTheLastKeyAnyRowSees) {
+  using compiler::kernel::live_keys;
+  constexpr float lowest = std::numeric_limits<float>::lowest(), inf = INFINITY;
+  constexpr std::int64_t t = 8;
+  // Rows 2..4 of a causal mask: the keys [0, 5); with -inf; with masked keys among the
+  // seen ones; with a NaN (seen).
+  std::vector<float> causal(5 * t);
+  for (std::int64_t r = 0; r < 5; ++r)
+    for (std::int64_t k = 0; k < t; ++k) causal[r * t + k] = k > r ? lowest : 0.0f;
+  const float* rows2to4 = causal.data() + 2 * t;
+  EXPECT_EQ(live_keys(rows2to4, 3, t, t), 5);
+  EXPECT_EQ(live_keys(causal.data(), 1, t, t), 1);
+  std::vector<float> m = causal;
+  for (float& x : m) x = x == lowest ? -inf : x;
+  EXPECT_EQ(live_keys(m.data() + 2 * t, 3, t, t), 5);
+  m = causal;
+  m[3 * t + 1] = lowest;
+  m[4 * t + 0] = -inf;
+  m[2 * t + 2] = NAN;
+  EXPECT_EQ(live_keys(m.data() + 2 * t, 3, t, t), 5);
+  // One row for all (row 0): a padding mask.
+  const std::vector<float> padding = {0, 0, 0, 0, 0, 0, lowest, -inf};
+  EXPECT_EQ(live_keys(padding.data(), 4, 0, t), 6);
+  // Every key: a row that sees the last key, one that sees none, a value neither masked
+  // nor visible (-1e31) where rows see keys, no keys.
+  m = causal;
+  m[4 * t + t - 1] = 0.0f;
+  EXPECT_EQ(live_keys(m.data(), 5, t, t), t);
+  m = causal;
+  for (std::int64_t k = 0; k < t; ++k) m[3 * t + k] = lowest;
+  EXPECT_EQ(live_keys(m.data() + 2 * t, 3, t, t), t);
+  m = causal;
+  m[3 * t + 1] = -1e31f;
+  EXPECT_EQ(live_keys(m.data() + 2 * t, 3, t, t), t);
+  EXPECT_EQ(live_keys(causal.data(), 5, t, 0), 0);
+}
+
+TEST(AbsorbAttention, KeysMaskedForAWholeBlockOfRowsAreNotComputed) {
+  // A mask row per query row (as exporters write a causal mask: 0 where a key is seen,
+  // lowest() or -inf where not): a block of query rows (300 keys: 54 rows) computes only
+  // the keys up to the last one any of its rows sees. The reference's results for causal
+  // masks of either kind, with masked keys among the seen ones, with a row that sees no
+  // key (NaN, replaced by 0), and with a value between "masked" and "visible" (-1e31: every
+  // key computed; see LiveKeysEndAfterTheLastKeyAnyRowSees). A NaN in a key only later rows see
+  // stays out of the first block's rows, as in PyTorch's causal attention (the reference adds it to
+  // lowest(): NaN rows, then 0).
+  const StagedGraph staged = attention(false, false, false, /*exported=*/true);
+  constexpr std::int64_t batch = 2, seq = 300, nan_key = 200;
+  const double lowest = std::numeric_limits<float>::lowest();
+  struct Case {
+    const char* what;
+    double masked;
+    bool holes = false, empty_row = false, between = false, nan_in_k = false;
+  };
+  for (const Case& c : {Case{"causal, lowest()", lowest}, Case{"causal, -inf", -INFINITY},
+                        Case{"causal with holes", lowest, true},
+                        Case{"a row that sees nothing", lowest, false, true},
+                        Case{"-1e31 past a row's keys", lowest, false, false, true},
+                        Case{"NaN in a later key", lowest, false, false, false, true}}) {
+    std::vector<Tensor> in;
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      std::vector<double> x = Tensor::random(f32({batch, seq, 64}), 40 + i, -1, 1).to_doubles();
+      if (c.nan_in_k && i == 1)
+        for (std::int64_t k = 0; k < 64; ++k) x[static_cast<std::size_t>(nan_key * 64 + k)] = NAN;
+      in.push_back(Tensor::constant(x, Shape{batch, seq, 64}));
+    }
+    std::vector<double> mask(static_cast<std::size_t>(batch * seq * seq), 0.0);
+    for (std::size_t i = 0; i < mask.size(); ++i) {
+      const auto row = static_cast<std::int64_t>(i) / seq % seq,
+                 key = static_cast<std::int64_t>(i) % seq;
+      if (key > row || (c.holes && key < row && key % 5 == 1)) mask[i] = c.masked;
+      if (c.empty_row && i / seq == 7) mask[i] = c.masked;  // batch 0, row 7
+      if (c.between && i / seq == 10 && key == 250) mask[i] = -1e31;
+    }
+    in.push_back(Tensor::constant(mask, Shape{batch, 1, seq, seq}));
+    std::vector<Tensor> seen = in;  // the reference: the NaN key replaced by zeros
+    if (c.nan_in_k) {
+      std::vector<double> k = in[1].to_doubles();
+      for (std::int64_t j = 0; j < 64; ++j) k[static_cast<std::size_t>(nan_key * 64 + j)] = 0;
+      seen[1] = Tensor::constant(k, Shape{batch, seq, 64});
+    }
+    const std::vector<double> want = reference_run(staged.graph(), seen, {})[0].to_doubles();
+    for (const int threads : {1, 2}) {
+      auto ctx = std::make_shared<DeviceContext>(Device::cpu(), DeviceContextOptions{threads});
+      CompiledCallable compiled(staged, {}, {.context = ctx});
+      const std::vector<double> got = compiled.run(in)[0].to_doubles();
+      ASSERT_EQ(compiled.stats().attentions, 1u) << c.what;
+      ASSERT_EQ(got.size(), want.size()) << c.what;
+      // The context [b, 4 heads, seq, 16]; with the NaN key, the first block's rows of
+      // batch entry 0 (every later row of entry 0 sees it, or shares a block with one).
+      for (std::size_t e = 0; e < got.size(); ++e) {
+        const std::int64_t entry = static_cast<std::int64_t>(e) / (4 * seq * 16),
+                           row = static_cast<std::int64_t>(e) / 16 % seq;
+        if (c.nan_in_k && entry == 0 && row >= 54) continue;
+        ASSERT_NEAR(got[e], want[e], 2e-5 * (1 + std::fabs(want[e])))
+            << c.what << ", threads " << threads << ", element " << e;
+      }
+    }
+  }
 }
 
 TEST(SharedArena, ShapesNoBiggerThanTheLargestSoFarAddNoMemory) {

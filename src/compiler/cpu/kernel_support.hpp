@@ -172,6 +172,14 @@ void run_fused_f32_rows(const Launch& l, std::int64_t first, std::int64_t rows,
 // ---- matmul_kernels.cpp: matmul ---------------------------------------------------------------
 
 void matmul(const Launch& l);
+/// Of \p rows query rows of an additive attention \p mask (row stride \p row, 0: one
+/// row for all; \p t keys), the keys [0, live) the attention kernel computes: past `live`
+/// every row's mask is "masked" (lowest() or -inf, as PyTorch and Hugging Face write it).
+/// Only when every value is masked or "visible" (-1e30 or more, or NaN) and every row sees
+/// a key: softmax then gives the keys past `live` exactly 0 for any score under 1e37 in
+/// size, so leaving them out changes nothing (PyTorch's causal attention never reads them
+/// either: a NaN or inf score there no longer reaches the row). \returns t otherwise.
+std::int64_t live_keys(const float* mask, std::int64_t rows, std::int64_t row, std::int64_t t);
 /// The matmul's layout (operands, batch, sizes; oneDNN's packed or skinny forms), its grid
 /// adjusted to them.
 void prepare_matmul(Launch& launch, int threads);

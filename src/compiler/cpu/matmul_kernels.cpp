@@ -462,12 +462,20 @@ void run_attention(const Launch& l, const PreparedAttention& a) {
     const float* q = a.q.data + batch_offset(bi, a.batch, a.q.batch_strides) + r0 * a.q.row;
     const float* kt = a.kt.data + batch_offset(bi, a.batch, a.kt.batch_strides);
     const float* v = a.v.data + batch_offset(bi, a.batch, a.v.batch_strides);
+    const float* mask =
+        a.mask ? a.mask->data + batch_offset(bi, a.batch, a.mask->batch_strides) + r0 * a.mask->row
+               : nullptr;
+    // The keys these rows see, the first `t` (all of them without a mask, or when the
+    // probabilities' epilogue reads every score): the scores' rows are t apart.
+    const bool whole_rows = l.probs_epilogue != nullptr && a.nan_to == nullptr;
+    const std::int64_t t =
+        mask != nullptr && !whole_rows ? live_keys(mask, rows, a.mask->row, a.t) : a.t;
     if (a.d == 0) {
-      std::fill(scores, scores + rows * a.t, 0.0f);
-    } else if (dnnl_sgemm(a.q.trans(), a.kt.trans(), rows, a.t, a.d, 1.0f, q, a.q.lead(), kt,
-                          a.kt.lead(), 0.0f, scores, a.t) != dnnl_success) {
+      std::fill(scores, scores + rows * t, 0.0f);
+    } else if (dnnl_sgemm(a.q.trans(), a.kt.trans(), rows, t, a.d, 1.0f, q, a.q.lead(), kt,
+                          a.kt.lead(), 0.0f, scores, t) != dnnl_success) {
       throw DeviceError(cat("oneDNN sgemm failed for attention's scores, a [", rows, ", ", a.d,
-                            "] x [", a.d, ", ", a.t, "] tile"));
+                            "] x [", a.d, ", ", t, "] tile"));
     }
     const std::int64_t at = (bi * a.s + r0) * a.t;  // the rows' place in the scores
     if (l.epilogue != nullptr && !a.mask)
@@ -476,26 +484,47 @@ void run_attention(const Launch& l, const PreparedAttention& a) {
     // cache (a block's scores are not: a pass over them each was 3x slower).
     vmath::SoftmaxRows softmax{.x = scores,
                                .rows = static_cast<std::size_t>(rows),
-                               .n = static_cast<std::size_t>(a.t),
-                               .row = static_cast<std::size_t>(a.t),
+                               .n = static_cast<std::size_t>(t),
+                               .row = static_cast<std::size_t>(t),
                                .nan_to = a.nan_to};
-    if (a.mask) {
-      softmax.add =
-          a.mask->data + batch_offset(bi, a.batch, a.mask->batch_strides) + r0 * a.mask->row;
+    if (mask != nullptr) {
+      softmax.add = mask;
       softmax.add_row = static_cast<std::size_t>(a.mask->row);
     }
     vmath::softmax_rows(softmax);
     if (l.probs_epilogue != nullptr && a.nan_to == nullptr)
       run_fused_f32_rows(*l.probs_epilogue, at, rows, a.t, a.t,
                          RowsAt{l.softmax->out[0].data, at, scores});
-    if (dnnl_sgemm('N', a.v.trans(), rows, a.dv, a.t, 1.0f, scores, a.t, v, a.v.lead(), 0.0f,
+    if (dnnl_sgemm('N', a.v.trans(), rows, a.dv, t, 1.0f, scores, t, v, a.v.lead(), 0.0f,
                    a.out + (bi * a.s + r0) * a.dv, a.dv) != dnnl_success)
-      throw DeviceError(cat("oneDNN sgemm failed for attention's context, a [", rows, ", ", a.t,
-                            "] x [", a.t, ", ", a.dv, "] tile"));
+      throw DeviceError(cat("oneDNN sgemm failed for attention's context, a [", rows, ", ", t,
+                            "] x [", t, ", ", a.dv, "] tile"));
   }
 }
 
 }  // namespace
+
+std::int64_t kernel::live_keys(const float* mask, std::int64_t rows, std::int64_t row,
+                               std::int64_t t) {
+  constexpr float kMasked = std::numeric_limits<float>::lowest(), kVisible = -1e30f;
+  if (row == 0) rows = 1;
+  // A row that sees the last key (the last block of a causal mask, any padding mask
+  // without padding) makes the scan below pointless.
+  if (t == 0) return t;
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (!(mask[r * row + t - 1] <= kMasked)) return t;
+  std::int64_t live = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* m = mask + r * row;
+    std::int64_t end = t;
+    while (end > 0 && m[end - 1] <= kMasked) --end;
+    std::int64_t between = 0;  // counted without branches (vectorized)
+    for (std::int64_t j = 0; j < end; ++j) between += m[j] > kMasked && m[j] < kVisible ? 1 : 0;
+    if (end == 0 || between != 0) return t;  // end 0: a row that sees nothing (NaNs)
+    live = std::max(live, end);
+  }
+  return live;
+}
 
 void kernel::matmul(const Launch& l) { run_matmul(l); }
 
