@@ -189,6 +189,7 @@ void register_compiled(nb::module_& m) {
                 {"epilogues", &Stats::epilogues},
                 {"attentions", &Stats::attentions},
                 {"expansions", &Stats::expansions},
+                {"scaled_inputs", &Stats::scaled_inputs},
                 {"views", &Stats::views},
                 {"hoisted", &Stats::hoisted},
                 {"packed_matmuls", &Stats::packed_matmuls},

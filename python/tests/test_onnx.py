@@ -100,3 +100,44 @@ def test_an_expansion_runs_as_one_kernel_and_matches_numpy(tmp_path):
             d += dw[None, :, 0, i, j, None, None] * padded[:, :, i:i + 13:2, j:j + 13:2]
     numpy.testing.assert_allclose(y, numpy.maximum(d, 0), rtol=1e-4, atol=1e-4)
     assert compiled.stats()["expansions"] == 1
+
+
+def test_a_squeeze_and_excitation_scale_runs_inside_the_1x1_conv_and_matches_numpy(tmp_path):
+    # MobileNetV3's squeeze-and-excitation: the mean of each channel, two 1x1 convs (ReLU,
+    # hard-sigmoid), the activation times that scale, then the block's 1x1 projection conv
+    # with a residual add. kiln runs the multiply inside the projection conv
+    # (stats()["scaled_inputs"]); NumPy computes each step apart.
+    c, r, m = 32, 8, 32
+    w1 = rng.standard_normal((r, c, 1, 1)).astype(numpy.float32)
+    w2 = rng.standard_normal((c, r, 1, 1)).astype(numpy.float32)
+    wp = rng.standard_normal((m, c, 1, 1)).astype(numpy.float32)
+    bp = rng.standard_normal(m).astype(numpy.float32)
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+        helper.make_node("Conv", ["p", "w1"], ["q"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["q"], ["a"]),
+        helper.make_node("Conv", ["a", "w2"], ["t"], kernel_shape=[1, 1]),
+        helper.make_node("HardSigmoid", ["t"], ["s"], alpha=1.0 / 6),
+        helper.make_node("Mul", ["s", "x"], ["z"]),
+        helper.make_node("Conv", ["z", "wp", "bp"], ["o"], kernel_shape=[1, 1]),
+        helper.make_node("Add", ["o", "x"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "squeeze_excitation",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, 14, 14])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", m, 14, 14])],
+        [numpy_helper.from_array(v, n) for v, n in ((w1, "w1"), (w2, "w2"), (wp, "wp"), (bp, "bp"))],
+    )
+    path = str(tmp_path / "squeeze_excitation.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = kiln.import_onnx(path)
+    compiled = kiln.CompiledCallable(model.graph, model.weights)
+    x = rng.standard_normal((3, c, 14, 14)).astype(numpy.float32)
+    (y,) = compiled(x)
+    p = x.mean(axis=(2, 3))
+    a = numpy.maximum(p @ w1[:, :, 0, 0].T, 0)
+    s = numpy.clip(a @ w2[:, :, 0, 0].T / 6 + 0.5, 0, 1)
+    z = x * s[:, :, None, None]
+    o = numpy.einsum("mc,nchw->nmhw", wp[:, :, 0, 0], z) + bp[None, :, None, None]
+    numpy.testing.assert_allclose(y, o + x, rtol=1e-4, atol=1e-4)
+    assert compiled.stats()["scaled_inputs"] == 1

@@ -390,6 +390,7 @@ struct CompiledCallable::Impl {
       if (fuse_epilogues && matmul_precision == MatmulPrecision::f32) {
         compiler::absorb_attention(*plan);
         compiler::absorb_depthwise(*plan, prepack_weights);
+        compiler::absorb_input_scales(*plan);
       }
     }
     const compiler::ArenaSizes sizes = compiler::place_values(*plan, devices.size());
@@ -411,6 +412,7 @@ struct CompiledCallable::Impl {
     compiler::link_epilogues(*plan);
     compiler::link_attention(*plan);
     compiler::link_depthwise(*plan);
+    compiler::link_input_scales(*plan);
     compiler::skip_empty_launches(*plan);
     return plan;
   }
@@ -438,6 +440,7 @@ struct CompiledCallable::Impl {
       stats.epilogues = plan->epilogues;
       stats.attentions = plan->attentions;
       stats.expansions = plan->expansions;
+      stats.scaled_inputs = plan->scaled_inputs;
       stats.views = plan->views;
       stats.hoisted = hoisted;
       stats.packed_matmuls = static_cast<std::size_t>(

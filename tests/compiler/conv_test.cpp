@@ -524,6 +524,61 @@ TEST(Conv, ExpansionsRunTheirDepthwiseConvInsideThePointwiseConv) {
   }
 }
 
+TEST(Conv, APerChannelScaleRunsInsideThe1x1ConvThatReadsIt) {
+  // Squeeze-and-excitation: y times a scale per batch entry and channel ([N, C, 1, 1], or
+  // [1, C, 1, 1] for all), read only by a 1x1 conv on the GEMM path, runs inside that
+  // conv: each batch entry scaled just before its GEMM, into the conv's input (tiles of
+  // whole batch entries) or a tile's scratch (tiles of output channels: one entry on 2 or
+  // 3 workers). Either operand order, with and without a bias and a residual add; against
+  // the reference. Apart: the scaled activation also returned, a 3x3 conv, 7x7 planes at
+  // batch 1 (oneDNN's conv).
+  struct Case {
+    Ints y;
+    std::int64_t m;
+    bool per_entry, scale_first, bias, residual, apart = false;
+    Ints kernel = {1, 1};
+    bool also_out = false;
+  };
+  const std::vector<Case> cases = {
+      {{3, 16, 14, 14}, 24, true, false, true, true},
+      {{1, 48, 12, 12}, 16, true, true, false, false},
+      {{2, 16, 16, 20}, 16, false, false, true, true},
+      {{1, 32, 14, 14}, 8, false, true, true, false},
+      {{2, 16, 14, 14}, 16, true, false, true, false, true, {3, 3}},
+      {{2, 16, 14, 14}, 16, true, false, true, false, true, {1, 1}, true},
+      {{1, 32, 7, 7}, 16, true, false, true, false, true},
+  };
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    const Case& c = cases[k];
+    SCOPED_TRACE("case " + std::to_string(k));
+    const std::int64_t n = c.y[0], channels = c.y[1];
+    const Tensor y = Tensor::random(TensorLayout(DType::f32, shape_of(c.y)), 700 + k, -2, 2);
+    const Tensor s = Tensor::random(
+        TensorLayout(DType::f32, Shape{c.per_entry ? n : 1, channels, 1, 1}), 710 + k, 0, 1);
+    const Tensor w = Tensor::random(
+        TensorLayout(DType::f32, Shape{c.m, channels, c.kernel[0], c.kernel[1]}), 720 + k, -1, 1);
+    const Tensor b = Tensor::random(TensorLayout(DType::f32, Shape{c.m}), 730 + k, -1, 1);
+    const Tensor r =
+        Tensor::random(TensorLayout(DType::f32, Shape{n, c.m, c.y[2], c.y[3]}), 740 + k, -1, 1);
+    const Window same{.pads = c.kernel[0] == 3 ? Ints{1, 1, 1, 1} : Ints{}};
+    const StagedGraph staged = stage([&](Tensor ys, Tensor ss, Tensor rs) -> std::vector<Tensor> {
+      const Tensor scaled = c.scale_first ? ss * ys : ys * ss;
+      Tensor out = c.bias ? conv(scaled, w, b, same) : conv(scaled, w, same);
+      if (c.residual) out = out + rs;
+      if (c.also_out) return {out, scaled};
+      return {out};
+    })(y.layout(), s.layout(), r.layout());
+    for (int threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::to_string(threads) + " workers");
+      both(staged, {y, s, r}, 1e-5, threads);
+      CompiledCallable call(staged, {}, on_threads(threads));
+      call.run({y, s, r});
+      EXPECT_EQ(call.stats().scaled_inputs, c.apart ? 0u : 1u);
+      EXPECT_EQ(call.stats().launches, c.apart ? 2u : 1u);  // the multiply, the conv
+    }
+  }
+}
+
 TEST(Conv, AStemAndTheDepthwiseConvAfterItRunAsOneKernel) {
   // Any ungrouped conv before a depthwise one (MobileNetV3's stem: 3 -> 16 channels, 3x3,
   // stride 2, hard-swish) runs with it on oneDNN's blocked kernels when its weights are

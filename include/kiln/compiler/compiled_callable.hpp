@@ -63,7 +63,9 @@ struct CompileOptions {
   /// In f32 it also runs attention, softmax(Q Kᵀ [+ mask]) V, as one kernel a block of query
   /// rows at a time, the scores in cache and in no arena (`Stats::attentions`), and a conv
   /// with the depthwise conv that alone reads its output as one kernel, a batch entry or a
-  /// band of channels at a time (`Stats::expansions`).
+  /// band of channels at a time (`Stats::expansions`), and a per-channel scale of each
+  /// batch entry (squeeze-and-excitation's multiply) inside the 1x1 conv that alone reads
+  /// the scaled activation, a batch entry just before its GEMM (`Stats::scaled_inputs`).
   bool fuse_epilogues = true;
   /// Prepare once per plan, for each f32 matmul that reads a weight or constant (a Linear
   /// layer), the weight in the layout the GEMM reads (oneDNN's packed form, or column
@@ -175,6 +177,9 @@ class CompiledCallable {
     std::size_t expansions = 0;        ///< convs that run the depthwise conv after them (one
                                        ///< kernel: the expanded activation is kept in a
                                        ///< worker's scratch, not in the arena), newest plan
+    std::size_t scaled_inputs = 0;     ///< 1x1 convs that scale their input per channel
+                                       ///< themselves (squeeze-and-excitation's multiply,
+                                       ///< not launched), newest plan
     std::size_t views = 0;           ///< reshapes and transposes that copy nothing (read in place)
     std::size_t hoisted = 0;         ///< launches that read only weights and constants (a causal
                                      ///< mask, a weight transposed): run once when the plan is

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -161,6 +162,16 @@ struct ConvTile {
   const float* bias = nullptr;  // the tile's first output channel's, or null
   float* out = nullptr;         // the tile's first image's first output row
   std::int64_t image_stride = 0, plane = 0;
+  // With Launch::input_scale: before each GEMM, its image's input channel c times
+  // scales[image * scale_stride + c], from `unscaled` into `scaled` + image *
+  // scaled_stride ([channels, plane]), which the GEMM reads: the conv's input, where the
+  // tile owns whole images (its place in the arena is in cache, being reused all the time),
+  // else `own` (two tiles write the same image).
+  const float* unscaled = nullptr;
+  const float* scales = nullptr;
+  std::int64_t scale_stride = 0, channels = 0, scaled_stride = 0;
+  float* scaled = nullptr;
+  std::unique_ptr<float[]> own;
 };
 
 /// A depthwise conv (one input channel per output channel; 1-D or 2-D, undilated, stride 1
@@ -276,7 +287,14 @@ std::vector<ConvTile> plan_tiles(const Geometry& g, int threads, bool row_bands 
                        .bias = nullptr,
                        .out = nullptr,
                        .image_stride = 0,
-                       .plane = 0});
+                       .plane = 0,
+                       .unscaled = nullptr,
+                       .scales = nullptr,
+                       .scale_stride = 0,
+                       .channels = 0,
+                       .scaled_stride = 0,
+                       .scaled = nullptr,
+                       .own = nullptr});
   return tiles;
 }
 
@@ -463,8 +481,31 @@ bool pointwise(const Geometry& g) {
   return g.groups == 1 && g.in_plane() == g.out_plane();
 }
 
+/// The operands of the multiply \p scale (see Launch::input_scale) as a conv's input of
+/// \p shape ([N, C, spatial...]): which is the activation (of that shape), which the
+/// scale ([N or 1, C, 1...]), and the scale's stride between batch entries (C or 0).
+struct ScaleOperands {
+  std::size_t x = 0, s = 1;
+  std::int64_t stride = 0;
+};
+std::optional<ScaleOperands> scale_operands(const Launch& scale, Dims shape) {
+  if (scale.in.size() != 2 || scale.out.size() != 1 || shape.size() < 3 ||
+      !same_dims(scale.out[0].shape, shape))
+    return std::nullopt;
+  for (const std::size_t x : {0, 1}) {
+    const Dims a = scale.in[x].shape, b = scale.in[1 - x].shape;
+    if (!same_dims(a, shape) || b.size() != shape.size() || b[1] != shape[1] ||
+        (b[0] != 1 && b[0] != shape[0]) || elements(b) == elements(a))
+      continue;
+    if (std::all_of(b.begin() + 2, b.end(), [](std::int64_t d) { return d == 1; }))
+      return ScaleOperands{x, 1 - x, b[0] == 1 ? 0 : shape[1]};
+  }
+  return std::nullopt;
+}
+
 /// \p l (a pointwise conv, f32) as one oneDNN matmul per tile and batch entry, or null
-/// when oneDNN has only its reference kernel for it.
+/// when oneDNN has only its reference kernel for it. With `Launch::input_scale`, each
+/// tile's matmuls read its scratch, where each image's input is scaled first.
 std::unique_ptr<PreparedConv> prepare_pointwise(const Launch& l, const Geometry& g, int threads) {
   const dnnl::engine& engine = onednn::cpu_engine();
   const onednn::OneOpenMpThread one_thread;  // each tile runs on one worker
@@ -475,7 +516,23 @@ std::unique_ptr<PreparedConv> prepare_pointwise(const Launch& l, const Geometry&
   auto* w = reinterpret_cast<float*>(l.in[1].data);
   auto* out = reinterpret_cast<float*>(l.out[0].data);
   const auto f32 = dnnl::memory::data_type::f32;
+  std::optional<ScaleOperands> scale;
+  if (l.input_scale != nullptr && !(scale = scale_operands(*l.input_scale, l.in[0].shape)))
+    throw InternalError(
+        cat(l.view().describe(), ": its scaled input is not [N, C, ...] by [N, C, 1...]"));
   for (ConvTile& tile : prepared->tiles) {
+    if (scale) {
+      tile.unscaled = reinterpret_cast<const float*>(l.input_scale->in[scale->x].data);
+      tile.scales = reinterpret_cast<const float*>(l.input_scale->in[scale->s].data);
+      tile.scale_stride = scale->stride;
+      tile.channels = g.c;
+      if (tile.m0 == 0 && tile.m1 == g.m) {
+        tile.scaled = x, tile.scaled_stride = g.c * plane;
+      } else {
+        tile.own = std::make_unique<float[]>(static_cast<std::size_t>(g.c * plane));
+        tile.scaled = tile.own.get();
+      }
+    }
     const std::int64_t outs = tile.m1 - tile.m0;
     const Desc a({outs, g.c}, f32, DnnlDims{g.c, 1}), b({g.c, plane}, f32, DnnlDims{plane, 1}),
         c({outs, plane}, f32, DnnlDims{plane, 1});
@@ -488,7 +545,9 @@ std::unique_ptr<PreparedConv> prepare_pointwise(const Launch& l, const Geometry&
       onednn::Step& step = tile.images.emplace_back();
       step.primitive = primitive;
       step.add(DNNL_ARG_SRC, dnnl::memory(a, engine, w + tile.m0 * g.c));
-      step.add(DNNL_ARG_WEIGHTS, dnnl::memory(b, engine, x + n * g.c * plane));
+      step.add(DNNL_ARG_WEIGHTS,
+               dnnl::memory(b, engine,
+                            scale ? tile.scaled + n * tile.scaled_stride : x + n * g.c * plane));
       step.add(DNNL_ARG_DST, dnnl::memory(c, engine, out + (n * g.m + tile.m0) * plane));
       if (pd.scratchpad_desc().get_size() > 0) step.add(DNNL_ARG_SCRATCHPAD, scratchpad);
     }
@@ -584,6 +643,15 @@ void add_row_bias(float* rows, const float* bias, std::int64_t count, std::int64
 /// fit in cache (MobileNetV3's first expansion at batch 8: 7 MiB).
 bool run_pointwise(const ConvTile& tile, const Launch* epilogue) {
   for (std::size_t k = 0; k < tile.images.size(); ++k) {
+    if (tile.scaled != nullptr) {  // the image's input scaled per channel (in cache)
+      const std::int64_t image = tile.n0 + static_cast<std::int64_t>(k);
+      const float* from = tile.unscaled + image * tile.channels * tile.plane;
+      float* to = tile.scaled + image * tile.scaled_stride;
+      for (std::int64_t c = 0; c < tile.channels; ++c)
+        vmath::binary(vmath::Binary::mul, from + c * tile.plane, 1,
+                      tile.scales + image * tile.scale_stride + c, 0, to + c * tile.plane,
+                      static_cast<std::size_t>(tile.plane));
+    }
     if (!tile.images[k].run(tile.stream) || dnnl_stream_wait(tile.stream.get()) != dnnl_success)
       return false;
     float* rows = tile.out + static_cast<std::int64_t>(k) * tile.image_stride;
@@ -721,6 +789,18 @@ void prepare_window_conv(Launch& l, int threads, bool transposed) {
     } else {
       throw InternalError(cat(l.view().describe(), ": no kernel for its expansion"));
     }
+    l.prepared = std::move(prepared);
+    return;
+  }
+  if (l.input_scale != nullptr) {  // the planner checked runs_with_input_scale
+    try {
+      prepared = prepare_pointwise(l, g, threads);
+    } catch (const dnnl::error& e) {
+      throw DeviceError(cat(l.view().describe(), ": oneDNN cannot run its GEMMs (", e.what(), ")"));
+    }
+    if (prepared == nullptr)
+      throw InternalError(cat(l.view().describe(), ": no GEMM kernel for its scaled input"));
+    l.blocks = static_cast<std::uint32_t>(prepared->tiles.size());
     l.prepared = std::move(prepared);
     return;
   }
@@ -895,6 +975,18 @@ bool runs_with_depthwise(const Launch& pw, const Launch& dw, bool blocked_allowe
   if (!depthwise_geometry(gd) || gd.n != g.n || gd.c != g.m || gd.in != g.out) return false;
   return kiln_expansion(pw, dw) ||
          (blocked_allowed && g.groups == 1 && blocked_expansion_fits(pw, dw));
+}
+
+bool runs_with_input_scale(const Launch& conv, const Launch& scale) {
+  if (conv.view().name() != "kiln.conv" || conv.in.size() < 2 || conv.out.size() != 1 ||
+      !all_f32(conv) || !all_f32(scale))
+    return false;
+  for (const Launch* l : {&conv, &scale})
+    for (const View& v : l->in)
+      if (!v.strides.empty() || elements(v.shape) == 0) return false;
+  const Geometry g = window_geometry(conv, true);
+  return pointwise(g) && g.out_plane() >= (g.n > 1 ? kGemmPlaneBatched : kGemmPlane) &&
+         scale_operands(scale, conv.in[0].shape).has_value();
 }
 
 bool conv_in_bf16(const Launch& l) {

@@ -260,6 +260,12 @@ void prepare_conv(Launch& launch, int threads);
 /// ungrouped first conv: a stem too; BlockedExpansion). Reads only the views' shapes and
 /// dtypes and the ops' attributes.
 bool runs_with_depthwise(const Launch& pointwise, const Launch& depthwise, bool blocked_allowed);
+/// Whether the CPU kernels run the elementwise multiply \p scale, whose output is conv
+/// \p conv's input, inside \p conv (`Launch::input_scale`; see absorb_input_scales): f32,
+/// an [N, C, ...] activation times an [N or 1, C, 1...] scale, read by a 1x1 conv over
+/// whole planes on the GEMM path. Reads only the views' shapes and dtypes and the ops'
+/// attributes.
+bool runs_with_input_scale(const Launch& conv, const Launch& scale);
 void prepare_conv_transpose(Launch& launch, int threads);
 /// True when prepare set the conv launch \p l to multiply in bfloat16.
 bool conv_in_bf16(const Launch& l);

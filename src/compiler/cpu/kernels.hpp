@@ -84,6 +84,11 @@ struct Launch {
   // reads this conv's output (or its epilogue's), run here with its own epilogue, a batch
   // entry or a band of channels at a time; the plan does not launch it.
   const Launch* depthwise = nullptr;
+  // conv launches (set by the planner, see absorb_input_scales): the elementwise multiply
+  // of an [N, C, H, W] by an [N or 1, C, 1, 1] whose output is this conv's input, run here:
+  // each batch entry's input scaled into scratch just before its GEMM. The conv's in[0]
+  // then has no bytes (read this launch's operands instead); the plan does not launch it.
+  const Launch* input_scale = nullptr;
   // Set by the planner: in[1] stays the same for the plan's life (a weight or a constant),
   // so prepare may pack it once for oneDNN (matmuls: PackedMatmul; convs: reordered).
   bool pack_rhs = false;

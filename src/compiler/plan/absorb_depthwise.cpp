@@ -14,34 +14,6 @@ namespace kiln::compiler {
 
 namespace {
 
-bool is_conv(const Plan& plan, std::size_t i) { return is_op(plan, i, "kiln.conv"); }
-
-/// The views of launch \p i's operands and results with their shapes and dtypes (no data:
-/// memory is not placed yet), for the kernels' checks.
-struct ShapeViews {
-  std::vector<View> views;
-  Launch launch;
-  ShapeViews(const Plan& plan, std::size_t i) {
-    for (std::size_t s : plan.in(i)) views.push_back(of(plan.storage[s]));
-    for (std::size_t s : plan.out(i)) views.push_back(of(plan.storage[s]));
-    launch.graph = plan.launches[i].graph;
-    launch.op = plan.launches[i].op;
-    launch.in = std::span<const View>(views).first(plan.in(i).size());
-    launch.out = std::span<const View>(views).subspan(plan.in(i).size());
-  }
-  static View of(const Storage& st) { return {nullptr, st.dtype, st.shape, st.strides}; }
-};
-
-/// Launch \p i's absorbed epilogue: the next launch, when it is one that reads \p i's
-/// output directly; else -1.
-std::int64_t epilogue_of(const Plan& plan, std::size_t i) {
-  const std::size_t j = i + 1;
-  if (j >= plan.launches.size() || !plan.absorbed[j] || plan.in_kernel[j] || plan.is_view[j])
-    return -1;
-  const std::span<const std::size_t> in = plan.in(j);
-  return std::find(in.begin(), in.end(), plan.out(i)[0]) != in.end() ? std::int64_t(j) : -1;
-}
-
 /// Whether launch \p i's operand \p k is a weight or constant (fixed bytes).
 bool fixed_operand(const Plan& plan, std::size_t i, std::size_t k) {
   return plan.in(i).size() > k && plan.storage[plan.root(plan.in(i)[k])].fixed != nullptr;

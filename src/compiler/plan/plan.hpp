@@ -109,7 +109,8 @@ struct Plan {
   std::vector<bool> is_view;
   // Per launch: absorbed as a part of an earlier launch's kernel, not as an epilogue: the
   // softmax or the context matmul of an attention kernel that runs in the matmul before them
-  // (see absorb_attention), the depthwise conv of an expansion (see absorb_depthwise).
+  // (see absorb_attention), the depthwise conv of an expansion (see absorb_depthwise), the
+  // multiply that scales a conv's input (see absorb_input_scales).
   std::vector<bool> in_kernel;
   // Per launch: reads only weights, constants and other invariant launches' outputs, so it
   // runs once when the plan is recorded, not on each call (see hoist_invariant).
@@ -117,6 +118,7 @@ struct Plan {
   std::size_t epilogues = 0, views = 0;
   std::size_t attentions = 0;     // attention kernels (each absorbs two launches)
   std::size_t expansions = 0;     // convs that run their depthwise conv (one launch)
+  std::size_t scaled_inputs = 0;  // convs that run the multiply that scales their input
   std::size_t bf16_handoffs = 0;  // see hand_off_bf16
   // Per device: the call's values (places are reused only by the device's own later
   // launches). The lowering may give every plan of a callable the same memory.

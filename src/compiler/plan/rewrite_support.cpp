@@ -48,4 +48,24 @@ std::int64_t elements_of(const Index& shape) {
   return n;
 }
 
+bool is_conv(const Plan& plan, std::size_t i) { return is_op(plan, i, "kiln.conv"); }
+
+std::int64_t epilogue_of(const Plan& plan, std::size_t i) {
+  const std::size_t j = i + 1;
+  if (j >= plan.launches.size() || !plan.absorbed[j] || plan.in_kernel[j] || plan.is_view[j])
+    return -1;
+  const std::span<const std::size_t> in = plan.in(j);
+  return std::find(in.begin(), in.end(), plan.out(i)[0]) != in.end() ? std::int64_t(j) : -1;
+}
+
+ShapeViews::ShapeViews(const Plan& plan, std::size_t i) {
+  const auto of = [](const Storage& st) { return View{nullptr, st.dtype, st.shape, st.strides}; };
+  for (std::size_t s : plan.in(i)) views.push_back(of(plan.storage[s]));
+  for (std::size_t s : plan.out(i)) views.push_back(of(plan.storage[s]));
+  launch.graph = plan.launches[i].graph;
+  launch.op = plan.launches[i].op;
+  launch.in = std::span<const View>(views).first(plan.in(i).size());
+  launch.out = std::span<const View>(views).subspan(plan.in(i).size());
+}
+
 }  // namespace kiln::compiler

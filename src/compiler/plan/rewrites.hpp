@@ -30,6 +30,21 @@ std::string op_label(const Plan& plan, std::size_t i);
 bool share_bytes(const Storage& a, const Storage& b);
 /// The elements of a storage of \p shape.
 std::int64_t elements_of(const Index& shape);
+/// Whether launch \p i is a conv (`kiln.conv`).
+bool is_conv(const Plan& plan, std::size_t i);
+/// Launch \p i's absorbed epilogue: the next launch, when it is one that reads \p i's
+/// output directly; else -1.
+std::int64_t epilogue_of(const Plan& plan, std::size_t i);
+/// Launch \p i with views of its operands and results that carry their shapes and dtypes
+/// but no data (memory is not placed yet), for the kernels' checks
+/// (kernel::runs_with_depthwise, kernel::runs_with_input_scale).
+struct ShapeViews {
+  ShapeViews(const Plan& plan, std::size_t i);
+  ShapeViews(const ShapeViews&) = delete;
+  ShapeViews& operator=(const ShapeViews&) = delete;
+  std::vector<View> views;
+  Launch launch;
+};
 
 /// Turns reshapes of contiguous data and transposes whose readers all take strided operands
 /// (matmuls, directly or through further reshapes and transposes) into views: no copy runs,
@@ -74,6 +89,14 @@ void absorb_attention(Plan& plan);
 /// everything the kernel reads stays live until its last write. After absorb_epilogues,
 /// before memory is placed.
 void absorb_depthwise(Plan& plan, bool prepack_weights);
+/// Marks each elementwise multiply of an f32 [N, C, H, W] by an f32 [N or 1, C, 1, 1]
+/// (squeeze-and-excitation's scale) whose output only a conv reads, as its input, where
+/// the CPU kernels take it (kernel::runs_with_input_scale: a 1x1 conv on the GEMM path), to
+/// run inside that conv: each batch entry's input scaled into a worker's scratch just
+/// before its GEMM, so the scaled activation is never written to memory and read back.
+/// It takes no bytes of the arena; the multiply's operands stay live until the conv. After
+/// absorb_depthwise, before memory is placed.
+void absorb_input_scales(Plan& plan);
 
 /// After memory is placed and the views bound: points each matmul at its absorbed epilogue
 /// (`Launch::epilogue`). \throws InternalError if an epilogue's output was placed over an
@@ -90,6 +113,10 @@ void link_attention(Plan& plan);
 /// InternalError if the depthwise conv's output (or its epilogue's) was placed over an
 /// operand the kernel still reads.
 void link_depthwise(Plan& plan);
+/// After memory is placed and the views bound: points each conv at the multiply
+/// absorb_input_scales joined to it (`Launch::input_scale`). \throws InternalError if the
+/// conv's output (or its epilogue's) was placed over the multiply's operands.
+void link_input_scales(Plan& plan);
 
 /// bf16 plans, after the CPU lowering prepared the launches: a bf16 weight matmul whose
 /// output (or fused epilogue's) only another bf16 weight matmul reads, as its left operand
