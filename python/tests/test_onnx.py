@@ -34,6 +34,21 @@ def write_model(path):
     return w, b
 
 
+def compile_nodes(tmp_path, name, nodes, x_shape, y_shape, weights):
+    """Writes an opset-17 model of \p nodes (one float input x, one float output y, the
+    \p weights dict as initializers) to tmp_path, imports it and compiles it."""
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(v, n) for n, v in weights.items()],
+    )
+    path = str(tmp_path / f"{name}.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = kiln.import_onnx(path)
+    return kiln.CompiledCallable(model.graph, model.weights)
+
+
 def test_import_compile_and_call(tmp_path):
     path = str(tmp_path / "tiny.onnx")
     w, b = write_model(path)
@@ -79,16 +94,8 @@ def test_an_expansion_runs_as_one_kernel_and_matches_numpy(tmp_path):
                          strides=[2, 2], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["d"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "expansion",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, 14, 14])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", m, 7, 7])],
-        [numpy_helper.from_array(v, n) for v, n in ((w, "w"), (b, "b"), (dw, "dw"), (db, "db"))],
-    )
-    path = str(tmp_path / "expansion.onnx")
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    model = kiln.import_onnx(path)
-    compiled = kiln.CompiledCallable(model.graph, model.weights)
+    compiled = compile_nodes(tmp_path, "expansion", nodes, ["batch", c, 14, 14],
+                             ["batch", m, 7, 7], {"w": w, "b": b, "dw": dw, "db": db})
     x = rng.standard_normal((3, c, 14, 14)).astype(numpy.float32)
     (y,) = compiled(x)
     e = numpy.einsum("mc,nchw->nmhw", w[:, :, 0, 0], x) + b[None, :, None, None]
@@ -122,16 +129,8 @@ def test_a_squeeze_and_excitation_scale_runs_inside_the_1x1_conv_and_matches_num
         helper.make_node("Conv", ["z", "wp", "bp"], ["o"], kernel_shape=[1, 1]),
         helper.make_node("Add", ["o", "x"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes, "squeeze_excitation",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", c, 14, 14])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", m, 14, 14])],
-        [numpy_helper.from_array(v, n) for v, n in ((w1, "w1"), (w2, "w2"), (wp, "wp"), (bp, "bp"))],
-    )
-    path = str(tmp_path / "squeeze_excitation.onnx")
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    model = kiln.import_onnx(path)
-    compiled = kiln.CompiledCallable(model.graph, model.weights)
+    compiled = compile_nodes(tmp_path, "squeeze_excitation", nodes, ["batch", c, 14, 14],
+                             ["batch", m, 14, 14], {"w1": w1, "w2": w2, "wp": wp, "bp": bp})
     x = rng.standard_normal((3, c, 14, 14)).astype(numpy.float32)
     (y,) = compiled(x)
     p = x.mean(axis=(2, 3))
