@@ -7,6 +7,10 @@
 # torch.compile and MAX; then the ONNX model zoo against ONNX Runtime, OpenVINO, PyTorch
 # eager and torch.compile.
 # Writes build/peers/*.json and build/peers/zoo_t*.md. See bench/peers/README.md.
+# The bf16 comparisons run only on a CPU with bf16 units (AVX512-BF16 or AMX): elsewhere
+# PyTorch's bf16 matmuls take oneDNN's reference kernels (4.4 s a call for the batch-1
+# transformer on an AVX2-only AMD EPYC, 80x its f32 time) and they alone would take hours.
+# KILN_PEERS_BF16=1 runs them anyway, KILN_PEERS_BF16=0 never.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -24,6 +28,15 @@ max_venv=build/max-venv
 [ -x "$max_venv/bin/python" ] || python3 -m venv "$max_venv"
 "$max_venv/bin/pip" install -q --disable-pip-version-check max numpy safetensors
 mkdir -p build/peers
+bf16=${KILN_PEERS_BF16:-}
+if [ -z "$bf16" ]; then
+  bf16=0
+  grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && bf16=1
+  [ "$bf16" = 0 ] && echo "kiln bench-peers: this CPU has no bf16 units (AVX512-BF16, AMX):" \
+    "the bf16 comparisons are skipped (KILN_PEERS_BF16=1 runs them)" >&2
+fi
+precisions=(f32)
+[ "$bf16" = 1 ] && precisions+=(bf16)
 kiln=build/release/bin/kiln
 echo "kiln bench-peers: writing the model and its weights (kiln demo --emit-mlir)" >&2
 "$kiln" demo --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --vocab 1000 -n 1 \
@@ -59,6 +72,7 @@ done
 # Linear layers in bfloat16 in every system (kiln --matmul-precision bf16, torch.autocast,
 # bf16 operands in JAX and MAX; ONNX Runtime has no bf16 MatMul on the CPU).
 for threads in "$cores" 1; do
+  [ "$bf16" = 1 ] || break
   for batch in 1 16; do
     taskset -c "0-$((threads - 1))" "$venv/bin/python" bench/peers/transformer_peers.py \
       --kiln "$kiln" --prefix build/peers/transformer --layers 4 --dim 512 --heads 8 \
@@ -94,7 +108,7 @@ echo
 # images), in f32 and with bf16 matmuls. Uses the zoo's own pinned virtual environment
 # (.venv-zoo, scripts/onnx-zoo.sh).
 for threads in "$cores" 1; do
-  for precision in f32 bf16; do
+  for precision in "${precisions[@]}"; do
     flag=()
     [ "$precision" = bf16 ] && flag=(--bf16)
     taskset -c "0-$((threads - 1))" scripts/onnx-zoo.sh --bench --threads "$threads" \
