@@ -5,10 +5,14 @@ and softmax (rows of 1024) in elements per second, f32 matmul N x N x N in GFLOP
 kiln's numbers come from `bench_kernels --json` (kernel time from the profiler: copying
 inputs into a plan is not counted); PyTorch's are median times of the op called on a
 tensor of the same size with `torch.set_num_threads(threads)` (allocation of the result
-included, as a PyTorch user pays it; matmul writes into a preallocated `out=`).
+included, as a PyTorch user pays it; matmul writes into a preallocated `out=`). Both take
+--reps calls per kernel; the two alternate over --rounds rounds (kiln, PyTorch, kiln, ...)
+and each number is the median over the rounds, so that both see the same machine load (a
+single sub-millisecond matmul swings by 2x on a shared machine).
 
     kernels_peers.py --bench-kernels build/release/bench/bench_kernels --threads 2
-        [--elements 16777216] [--sizes 256,512,1024,2048] [--json out.json]
+        [--elements 16777216] [--sizes 256,512,1024,2048] [--reps 20] [--rounds 3]
+        [--json out.json]
 """
 
 import argparse
@@ -17,6 +21,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+
+def median(values):
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def median_seconds(fn, reps):
@@ -32,7 +41,8 @@ def median_seconds(fn, reps):
 def kiln_results(args):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([args.bench_kernels, "--threads", str(args.threads), "--elements",
-                        str(args.elements), "--sizes", args.sizes, "--json", out.name],
+                        str(args.elements), "--sizes", args.sizes, "--reps", str(args.reps),
+                        "--json", out.name],
                        check=True, stdout=subprocess.DEVNULL)
         with open(out.name) as f:
             rows = json.load(f)["results"]
@@ -65,18 +75,24 @@ def main():
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--elements", type=int, default=16 * 1024 * 1024)
     parser.add_argument("--sizes", default="256,512,1024,2048")
-    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--reps", type=int, default=20, help="calls per kernel and round")
+    parser.add_argument("--rounds", type=int, default=3, help="kiln and PyTorch alternate")
     parser.add_argument("--json")
     args = parser.parse_args()
 
-    kiln = kiln_results(args)
-    try:
-        torch = torch_results(args)
-    except Exception as e:  # noqa: BLE001 - reported, not hidden
-        print(f"PyTorch failed: {type(e).__name__}: {e}")
-        return 1
+    kiln_rounds, torch_rounds = [], []
+    for _ in range(max(1, args.rounds)):
+        kiln_rounds.append(kiln_results(args))
+        try:
+            torch_rounds.append(torch_results(args))
+        except Exception as e:  # noqa: BLE001 - reported, not hidden
+            print(f"PyTorch failed: {type(e).__name__}: {e}")
+            return 1
+    kiln = {k: median([r[k] for r in kiln_rounds]) for k in kiln_rounds[0]}
+    torch = {k: (median([r[k] for r in torch_rounds]) if k != "version" else v)
+             for k, v in torch_rounds[0].items()}
     print(f"kernels vs PyTorch {torch['version']}, {args.threads} thread(s), "
-          f"{args.elements} elements")
+          f"{args.elements} elements, median of {len(kiln_rounds)} alternating rounds")
     print(f"  {'kernel':<10} {'kiln':>10} {'PyTorch':>10} {'unit':<14} {'kiln / PyTorch':>14}")
     table = []
     for name, value in kiln.items():
