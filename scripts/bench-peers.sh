@@ -30,13 +30,22 @@ max_venv=build/max-venv
 mkdir -p build/peers
 bf16=${KILN_PEERS_BF16:-}
 if [ -z "$bf16" ]; then
-  bf16=0
-  grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo && bf16=1
-  [ "$bf16" = 0 ] && echo "kiln bench-peers: this CPU has no bf16 units (AVX512-BF16, AMX):" \
-    "the bf16 comparisons are skipped (KILN_PEERS_BF16=1 runs them)" >&2
+  if grep -qwE 'avx512_bf16|amx_bf16' /proc/cpuinfo; then
+    bf16=1
+  else
+    bf16=0
+    echo "kiln bench-peers: this CPU has no bf16 units (AVX512-BF16, AMX):" \
+      "the bf16 comparisons are skipped (KILN_PEERS_BF16=1 runs them)" >&2
+  fi
 fi
+case "$bf16" in
+  0 | 1) ;;
+  *) echo "kiln bench-peers: KILN_PEERS_BF16 is '$bf16'; use 1 (run the bf16 comparisons)," \
+       "0 (skip them) or leave it unset (run them where the CPU has bf16 units)" >&2
+     exit 2 ;;
+esac
 precisions=(f32)
-[ "$bf16" = 1 ] && precisions+=(bf16)
+if [ "$bf16" = 1 ]; then precisions+=(bf16); fi
 kiln=build/release/bin/kiln
 echo "kiln bench-peers: writing the model and its weights (kiln demo --emit-mlir)" >&2
 "$kiln" demo --layers 4 --dim 512 --heads 8 --seq 128 --batch 1 --vocab 1000 -n 1 \

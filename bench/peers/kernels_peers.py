@@ -22,10 +22,7 @@ import sys
 import tempfile
 import time
 
-
-def median(values):
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
+from served import median
 
 
 def median_seconds(fn, reps):
@@ -35,7 +32,7 @@ def median_seconds(fn, reps):
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return median(times)
 
 
 def kiln_results(args):
